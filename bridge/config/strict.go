@@ -1,0 +1,220 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Problem is one thing wrong in a config file, at a line.
+type Problem struct {
+	Line int
+	Msg  string
+}
+
+func (p Problem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("line %d: %s", p.Line, p.Msg)
+	}
+	return p.Msg
+}
+
+// Problems is every problem found in one config file. Its Error lists them
+// one a line, each prefixed with File and the line number.
+type Problems struct {
+	File string
+	List []Problem
+}
+
+func (ps *Problems) Error() string {
+	var b strings.Builder
+	for i, p := range ps.List {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		switch {
+		case ps.File != "" && p.Line > 0:
+			fmt.Fprintf(&b, "%s:%d: %s", ps.File, p.Line, p.Msg)
+		case ps.File != "":
+			fmt.Fprintf(&b, "%s: %s", ps.File, p.Msg)
+		default:
+			b.WriteString(p.String())
+		}
+	}
+	return b.String()
+}
+
+// Add records a problem at node's line (0 when node is nil).
+func (ps *Problems) Add(node *yaml.Node, format string, args ...any) {
+	line := 0
+	if node != nil {
+		line = node.Line
+	}
+	ps.List = append(ps.List, Problem{Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Merge appends the problems of err: its Problem list when it is a *Problems,
+// else err's text at line.
+func (ps *Problems) Merge(err error, line int) {
+	if err == nil {
+		return
+	}
+	var other *Problems
+	if errors.As(err, &other) {
+		ps.List = append(ps.List, other.List...)
+		return
+	}
+	ps.List = append(ps.List, Problem{Line: line, Msg: err.Error()})
+}
+
+// Err returns ps when it holds a problem, else nil, sorted by line.
+func (ps *Problems) Err() error {
+	if len(ps.List) == 0 {
+		return nil
+	}
+	sort.SliceStable(ps.List, func(i, j int) bool { return ps.List[i].Line < ps.List[j].Line })
+	return ps
+}
+
+// DecodeStrict decodes a YAML node into v, a pointer to a struct, and reports
+// every key that has no field in v (at any depth) and every value of the
+// wrong type, each with its line. yaml.v3 has KnownFields only on a Decoder,
+// not on Node.Decode, which drivers need for their own blocks; this fills the
+// gap. Fields of type yaml.Node or *yaml.Node, and types that unmarshal
+// themselves, are left to their own checks.
+func DecodeStrict(node *yaml.Node, v any) error {
+	var ps Problems
+	if node == nil || node.Kind == 0 {
+		return nil
+	}
+	if node.Kind == yaml.DocumentNode && len(node.Content) == 1 {
+		node = node.Content[0]
+	}
+	checkKeys(&ps, node, reflect.TypeOf(v), "")
+	if err := node.Decode(v); err != nil {
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			for _, msg := range te.Errors {
+				ps.List = append(ps.List, parseYAMLMessage(msg))
+			}
+		} else {
+			ps.List = append(ps.List, parseYAMLMessage(err.Error()))
+		}
+	}
+	return ps.Err()
+}
+
+var (
+	nodeType        = reflect.TypeOf(yaml.Node{})
+	unmarshalerType = reflect.TypeOf((*yaml.Unmarshaler)(nil)).Elem()
+)
+
+func checkKeys(ps *Problems, node *yaml.Node, t reflect.Type, path string) {
+	for t.Kind() == reflect.Pointer {
+		if reflect.PointerTo(t.Elem()).Implements(unmarshalerType) {
+			return
+		}
+		t = t.Elem()
+	}
+	if t == nodeType || reflect.PointerTo(t).Implements(unmarshalerType) {
+		return
+	}
+	if node.Kind == yaml.AliasNode {
+		node = node.Alias
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if node.Kind != yaml.MappingNode {
+			return // node.Decode reports the type mismatch
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			k, val := node.Content[i], node.Content[i+1]
+			f, ok := fields[k.Value]
+			if !ok {
+				ps.Add(k, "unknown key %q%s (known: %s)", k.Value, in(path), strings.Join(sortedKeys(fields), ", "))
+				continue
+			}
+			checkKeys(ps, val, f.Type, join(path, k.Value))
+		}
+	case reflect.Slice, reflect.Array:
+		if node.Kind != yaml.SequenceNode {
+			return
+		}
+		for i, el := range node.Content {
+			checkKeys(ps, el, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+		}
+	case reflect.Map:
+		if node.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			checkKeys(ps, node.Content[i+1], t.Elem(), join(path, node.Content[i].Value))
+		}
+	}
+}
+
+func yamlFields(t reflect.Type) map[string]reflect.StructField {
+	out := map[string]reflect.StructField{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		tag := f.Tag.Get("yaml")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" {
+			continue
+		}
+		if strings.Contains(opts, "inline") {
+			for k, v := range yamlFields(f.Type) {
+				out[k] = v
+			}
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		out[name] = f
+	}
+	return out
+}
+
+func sortedKeys(m map[string]reflect.StructField) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func in(path string) string {
+	if path == "" {
+		return ""
+	}
+	return " in " + path
+}
+
+// parseYAMLMessage turns yaml.v3's "line N: msg" (or "yaml: line N: msg")
+// into a Problem.
+func parseYAMLMessage(msg string) Problem {
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	var line int
+	if n, err := fmt.Sscanf(msg, "line %d:", &line); n == 1 && err == nil {
+		_, rest, _ := strings.Cut(msg, ":")
+		return Problem{Line: line, Msg: strings.TrimSpace(rest)}
+	}
+	return Problem{Msg: msg}
+}
