@@ -1,0 +1,379 @@
+// Package daemon assembles a running hub from a config: the store, the
+// drivers, the Hub, the platform role (oauth), the hub role (api), the demo
+// client, and the HTTP servers, in the order that lets every start-up
+// problem surface before the hub says it is ready.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/api"
+	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/bridge/democlient"
+	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/drivers"
+)
+
+// Daemon is one running hub.
+type Daemon struct {
+	Config *config.Config
+	Store  *store.DB
+	Hub    *bridge.Hub
+	OAuth  *oauth.Server
+	API    *api.Handler
+	// Demo is the demo client's public URL, "" when the config has no demo.
+	DemoURL string
+
+	logger    *slog.Logger
+	drivers   *drivers.Set
+	states    *stateWriter
+	ln        net.Listener
+	server    *http.Server
+	handler   http.Handler
+	publicURL string
+
+	bg     sync.WaitGroup
+	stopBg context.CancelFunc
+}
+
+// Open starts everything short of serving: it opens the store (failing when
+// the data dir is not writable), checks the drivers' config, binds the
+// listener (failing when the port is taken), then opens the drivers. On
+// error, whatever was opened is closed again.
+func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger *slog.Logger) (_ *Daemon, err error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	d := &Daemon{Config: cfg, logger: logger}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	d.Store, err = store.Open(ctx, cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	last, err := d.Store.SwitchValues(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading stored switch values: %w", err)
+	}
+	d.states = newStateWriter(d.Store, logger)
+	env := drivers.Env{
+		Logger: logger,
+		LastValue: func(id string) (bridge.Value, bool) {
+			v, ok := last[id]
+			return v, ok
+		},
+		Notify: d.states.notify,
+	}
+	d.drivers, err = drivers.Build(cfg, reg, env)
+	if err != nil {
+		return nil, err
+	}
+	d.ln, err = net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("server.listen %s: %w", cfg.Server.Listen, err)
+	}
+	d.publicURL = cfg.Server.PublicURL
+	if d.publicURL == "" {
+		d.publicURL = "http://" + reachable(d.ln.Addr())
+	}
+	switches, err := d.drivers.Open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var locs []bridge.Location
+	for _, l := range cfg.Locations {
+		bl := bridge.Location{ID: l.ID, Name: l.Name}
+		for _, s := range l.Switches {
+			bl.Switches = append(bl.Switches, s.ID)
+		}
+		locs = append(locs, bl)
+	}
+	d.Hub, err = bridge.NewHub(locs, switches)
+	if err != nil {
+		return nil, err
+	}
+	d.Hub.Timeout = cfg.Server.CommandTimeout.Std()
+
+	d.OAuth = oauth.New(d.Store, d.Hub, logger.With("component", "oauth"))
+	d.OAuth.PublicURL = d.publicURL
+	d.OAuth.TokenLifetime = cfg.OAuth.TokenLifetime.Std()
+	d.OAuth.CodeLifetime = cfg.OAuth.CodeLifetime.Std()
+	d.API = api.New(d.Hub, d.OAuth, logger.With("component", "api"))
+
+	mux := http.NewServeMux()
+	d.OAuth.Register(mux)
+	d.API.Register(mux)
+	if cfg.Demo != nil {
+		if err := d.setUpDemo(ctx, mux); err != nil {
+			return nil, fmt.Errorf("demo: %w", err)
+		}
+	}
+	mux.HandleFunc("GET /{$}", d.handleRoot)
+	d.handler = mux
+
+	d.server = &http.Server{
+		Handler: mux,
+		// Slow or idle clients must not hold connections on a small hub.
+		ReadHeaderTimeout: 10 * time.Second,
+		// Requests are small forms or no body at all.
+		ReadTimeout: 30 * time.Second,
+		// A command waits for its slowest switch; leave room beyond that.
+		WriteTimeout: cfg.Server.CommandTimeout.Std() + 30*time.Second,
+		// Keep-alive connections are cheap but not free on a Pi.
+		IdleTimeout: 2 * time.Minute,
+		// Headers hold a bearer token and a few cookies at most.
+		MaxHeaderBytes: 16 << 10,
+		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+
+	bgCtx, cancel := context.WithCancel(context.Background())
+	d.stopBg = cancel
+	d.bg.Add(1)
+	go func() {
+		defer d.bg.Done()
+		d.prune(bgCtx)
+	}()
+	return d, nil
+}
+
+// reachable turns a listener address into one a local client can use: an
+// unspecified host (0.0.0.0, ::) becomes loopback.
+func reachable(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return a.String()
+	}
+	ip := tcp.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return net.JoinHostPort(ip.String(), fmt.Sprint(tcp.Port))
+}
+
+// PublicURL is the address the hub advertises: auth_url and base_url.
+func (d *Daemon) PublicURL() string { return d.publicURL }
+
+// Addr is the address the API listener is bound to.
+func (d *Daemon) Addr() net.Addr { return d.ln.Addr() }
+
+// Handler is the daemon's HTTP handler, for wrapping (metrics) before Serve.
+func (d *Daemon) Handler() http.Handler { return d.handler }
+
+// SetHandler replaces the served handler, e.g. with the same handler wrapped
+// in instrumentation. Call it before Serve.
+func (d *Daemon) SetHandler(h http.Handler) { d.handler = h; d.server.Handler = h }
+
+// Serve serves HTTP until ctx is done, then shuts down gracefully: it stops
+// accepting, lets requests in flight finish within the config's shutdown
+// timeout, and returns. It returns a non-nil error only when serving failed.
+func (d *Daemon) Serve(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- d.server.Serve(d.ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// A fresh timeout, not the cancelled ctx: requests in flight get their time.
+	sctx, cancel := context.WithTimeout(context.Background(), d.Config.Server.ShutdownTimeout.Std())
+	defer cancel()
+	err := d.server.Shutdown(sctx)
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return serr
+	}
+	if err != nil {
+		d.server.Close()
+		return fmt.Errorf("shutting down: requests still running after %s: %w", d.Config.Server.ShutdownTimeout.Std(), err)
+	}
+	return nil
+}
+
+// Close releases everything: drivers, pending state writes, the store.
+func (d *Daemon) Close() error {
+	var errs []error
+	if d.stopBg != nil {
+		d.stopBg()
+		d.bg.Wait()
+	}
+	if d.server == nil && d.ln != nil {
+		d.ln.Close()
+	}
+	if d.drivers != nil {
+		errs = append(errs, d.drivers.Close())
+	}
+	if d.states != nil {
+		d.states.close()
+	}
+	if d.Store != nil {
+		errs = append(errs, d.Store.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Daemon) prune(ctx context.Context) {
+	t := time.NewTicker(time.Hour)
+	defer t.Stop()
+	for {
+		if err := d.Store.Prune(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			d.logger.Warn("pruning expired codes and tokens", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (d *Daemon) handleRoot(w http.ResponseWriter, r *http.Request) {
+	if d.DemoURL != "" {
+		http.Redirect(w, r, "/demo/", http.StatusFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintln(w, "switchbridge hub. Clients start at /oauth/authorize; see the README.")
+}
+
+// DemoClientID is the client id of the demo app.
+const DemoClientID = "switchbridge-demo"
+
+// setUpDemo makes sure the demo user (member of every location) and the
+// published demo app exist, gives the app a fresh secret that only this
+// process knows, and mounts the demo client.
+func (d *Daemon) setUpDemo(ctx context.Context, mux *http.ServeMux) error {
+	demo := d.Config.Demo
+	hash, err := bcrypt.GenerateFromPassword([]byte(demo.Password), bcrypt.DefaultCost)
+	if err != nil {
+		return err
+	}
+	var all []int64
+	for _, l := range d.Config.Locations {
+		all = append(all, l.ID)
+	}
+	user, err := d.Store.UserByName(ctx, demo.User)
+	switch bridge.ErrorCode(err) {
+	case "":
+		if err := d.Store.SetPassword(ctx, demo.User, hash); err != nil {
+			return err
+		}
+	case bridge.ENOTFOUND:
+		if user, err = d.Store.CreateUser(ctx, demo.User, hash, all); err != nil {
+			return err
+		}
+	default:
+		return err
+	}
+	redirect := d.publicURL + democlient.CallbackPath
+	secret := oauth.NewSecret()
+	_, err = d.Store.App(ctx, DemoClientID)
+	switch bridge.ErrorCode(err) {
+	case "":
+		if err := d.Store.SetAppSecret(ctx, DemoClientID, oauth.Hash(secret)); err != nil {
+			return err
+		}
+		if err := d.Store.SetAppRedirectURIs(ctx, DemoClientID, []string{redirect}); err != nil {
+			return err
+		}
+	case bridge.ENOTFOUND:
+		err = d.Store.CreateApp(ctx, &bridge.App{ClientID: DemoClientID, Name: "Demo client", SecretHash: oauth.Hash(secret),
+			RedirectURIs: []string{redirect}, OwnerID: user.ID, Published: true})
+		if err != nil {
+			return err
+		}
+	default:
+		return err
+	}
+	c := democlient.New(democlient.Options{
+		ClientID: DemoClientID, ClientSecret: secret, AuthURL: d.publicURL, RedirectURL: redirect,
+		Logger: d.logger.With("component", "demo"),
+	})
+	c.Register(mux)
+	d.DemoURL = d.publicURL + "/demo/"
+	return nil
+}
+
+// stateWriter stores the values drivers report without making them wait on
+// the disk: the latest value per switch is kept and written by one
+// goroutine.
+type stateWriter struct {
+	db     *store.DB
+	logger *slog.Logger
+	mu     sync.Mutex
+	last   map[string]bridge.Value
+	queue  map[string]bridge.State
+	closed bool
+	wake   chan struct{}
+	done   chan struct{}
+}
+
+func newStateWriter(db *store.DB, logger *slog.Logger) *stateWriter {
+	w := &stateWriter{db: db, logger: logger, last: map[string]bridge.Value{}, queue: map[string]bridge.State{},
+		wake: make(chan struct{}, 1), done: make(chan struct{})}
+	go w.run()
+	return w
+}
+
+func (w *stateWriter) notify(id string, st bridge.State) {
+	if st.Value == "" {
+		return
+	}
+	w.mu.Lock()
+	if w.closed || w.last[id] == st.Value {
+		w.mu.Unlock()
+		return
+	}
+	w.last[id] = st.Value
+	w.queue[id] = st
+	// Under the lock, so close cannot shut the channel between check and send.
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+	w.mu.Unlock()
+}
+
+func (w *stateWriter) run() {
+	defer close(w.done)
+	for range w.wake {
+		w.flush()
+	}
+	w.flush()
+}
+
+func (w *stateWriter) flush() {
+	w.mu.Lock()
+	q := w.queue
+	w.queue = map[string]bridge.State{}
+	w.mu.Unlock()
+	for id, st := range q {
+		at := st.Updated
+		if at.IsZero() {
+			at = time.Now()
+		}
+		if err := w.db.SaveSwitchValue(context.Background(), id, st.Value, at); err != nil {
+			w.logger.Warn("storing switch value", "switch", id, "err", err)
+		}
+	}
+}
+
+func (w *stateWriter) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	close(w.wake)
+	<-w.done
+}

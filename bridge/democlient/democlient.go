@@ -1,0 +1,323 @@
+// Package democlient is a small third-party app served by the demo hub at
+// /demo/. It plays the external service exactly as a real one would, over
+// HTTP to the hub's public URL: it starts the authorization, takes the code
+// on its redirect URI, exchanges it at the token endpoint, calls discovery,
+// and lists and commands the switches it was granted.
+package democlient
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+)
+
+// CallbackPath is the demo client's redirect URI path.
+const CallbackPath = "/demo/callback"
+
+// Options configure the demo client.
+type Options struct {
+	ClientID     string
+	ClientSecret string
+	AuthURL      string // the hub's public URL ({auth_url})
+	RedirectURL  string
+	Logger       *slog.Logger
+}
+
+// Client is the demo app.
+type Client struct {
+	oauth  oauth2.Config
+	auth   string
+	http   *http.Client
+	logger *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*grant // by cookie value
+}
+
+type grant struct {
+	token    string
+	uri      string
+	location string
+	csrf     string
+	flash    string
+}
+
+// New returns the demo client.
+func New(o Options) *Client {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Client{
+		oauth: oauth2.Config{
+			ClientID: o.ClientID, ClientSecret: o.ClientSecret, RedirectURL: o.RedirectURL, Scopes: []string{"app"},
+			Endpoint: oauth2.Endpoint{AuthURL: o.AuthURL + "/oauth/authorize", TokenURL: o.AuthURL + "/oauth/token", AuthStyle: oauth2.AuthStyleInHeader},
+		},
+		auth:     o.AuthURL,
+		http:     &http.Client{Timeout: 30 * time.Second},
+		logger:   o.Logger,
+		sessions: map[string]*grant{},
+	}
+}
+
+// Register mounts the demo client's pages.
+func (c *Client) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /demo/{$}", c.home)
+	mux.HandleFunc("GET /demo/connect", c.connect)
+	mux.HandleFunc("GET "+CallbackPath, c.callback)
+	mux.HandleFunc("POST /demo/command", c.command)
+	mux.HandleFunc("POST /demo/disconnect", c.disconnect)
+}
+
+const (
+	stateCookie   = "demo_state"
+	sessionCookie = "demo_session"
+)
+
+func (c *Client) session(r *http.Request) *grant {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sessions[ck.Value]
+}
+
+type switchView struct {
+	Name  string `json:"name"`
+	Value *string
+}
+
+type homeData struct {
+	Connected bool
+	Location  string
+	URI       string
+	Switches  []switchView
+	CSRF      string
+	Flash     string
+	Error     string
+}
+
+func headers(w http.ResponseWriter) {
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+	h.Set("Referrer-Policy", "no-referrer")
+}
+
+func (c *Client) home(w http.ResponseWriter, r *http.Request) {
+	headers(w)
+	g := c.session(r)
+	d := homeData{}
+	if g != nil {
+		c.mu.Lock()
+		d.Flash, g.flash = g.flash, ""
+		c.mu.Unlock()
+		d.Connected, d.Location, d.URI, d.CSRF = true, g.location, g.uri, g.csrf
+		list, err := c.list(r.Context(), g)
+		if err != nil {
+			d.Error = err.Error()
+		}
+		d.Switches = list
+	}
+	if e := r.URL.Query().Get("error"); e != "" && g == nil {
+		d.Error = e
+	}
+	homePage.Execute(w, d)
+}
+
+// connect starts the authorization with a fresh state, kept in a cookie so
+// the callback can check that the code answers a request this browser made.
+func (c *Client) connect(w http.ResponseWriter, r *http.Request) {
+	state := randomString()
+	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: state, Path: "/demo/", MaxAge: 600, HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	http.Redirect(w, r, c.oauth.AuthCodeURL(state), http.StatusFound)
+}
+
+func (c *Client) callback(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	ck, err := r.Cookie(stateCookie)
+	if err != nil || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(q.Get("state"))) != 1 {
+		http.Redirect(w, r, "/demo/?error="+queryEscape("the authorization answer did not match a request from this browser; connect again"), http.StatusSeeOther)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: stateCookie, Path: "/demo/", MaxAge: -1})
+	if e := q.Get("error"); e != "" {
+		http.Redirect(w, r, "/demo/?error="+queryEscape("the hub answered "+e+": "+q.Get("error_description")), http.StatusSeeOther)
+		return
+	}
+	ctx := context.WithValue(r.Context(), oauth2.HTTPClient, c.http)
+	tok, err := c.oauth.Exchange(ctx, q.Get("code"))
+	if err != nil {
+		c.logger.Warn("demo client: token exchange failed", "err", err)
+		http.Redirect(w, r, "/demo/?error="+queryEscape("token exchange failed: "+err.Error()), http.StatusSeeOther)
+		return
+	}
+	ep, err := c.discover(r.Context(), tok.AccessToken)
+	if err != nil {
+		http.Redirect(w, r, "/demo/?error="+queryEscape(err.Error()), http.StatusSeeOther)
+		return
+	}
+	id := randomString()
+	c.mu.Lock()
+	c.sessions[id] = &grant{token: tok.AccessToken, uri: ep.URI, location: ep.Location.Name, csrf: randomString()}
+	c.mu.Unlock()
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/demo/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
+	http.Redirect(w, r, "/demo/", http.StatusSeeOther)
+}
+
+type endpoint struct {
+	URI      string `json:"uri"`
+	BaseURL  string `json:"base_url"`
+	Location struct {
+		Name string `json:"name"`
+	} `json:"location"`
+}
+
+func (c *Client) discover(ctx context.Context, token string) (*endpoint, error) {
+	var eps []endpoint
+	if err := c.call(ctx, http.MethodGet, c.auth+"/api/apps/endpoints", token, &eps); err != nil {
+		return nil, fmt.Errorf("discovery: %w", err)
+	}
+	if len(eps) == 0 {
+		return nil, fmt.Errorf("discovery returned no installation")
+	}
+	return &eps[0], nil
+}
+
+func (c *Client) list(ctx context.Context, g *grant) ([]switchView, error) {
+	var raw []struct {
+		Name  string  `json:"name"`
+		Value *string `json:"value"`
+	}
+	if err := c.call(ctx, http.MethodGet, g.uri+"/switches", g.token, &raw); err != nil {
+		return nil, err
+	}
+	out := make([]switchView, len(raw))
+	for i, s := range raw {
+		out[i] = switchView{Name: s.Name, Value: s.Value}
+	}
+	return out, nil
+}
+
+func (c *Client) command(w http.ResponseWriter, r *http.Request) {
+	g := c.session(r)
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	if g == nil || r.ParseForm() != nil || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(g.csrf)) != 1 {
+		http.Redirect(w, r, "/demo/", http.StatusSeeOther)
+		return
+	}
+	cmd := r.PostForm.Get("command")
+	msg := "All switches are " + cmd + "."
+	if err := c.call(r.Context(), http.MethodPut, g.uri+"/switches/"+cmd, g.token, nil); err != nil {
+		msg = "The hub refused: " + err.Error()
+	}
+	c.mu.Lock()
+	g.flash = msg
+	c.mu.Unlock()
+	http.Redirect(w, r, "/demo/", http.StatusSeeOther)
+}
+
+func (c *Client) disconnect(w http.ResponseWriter, r *http.Request) {
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		c.mu.Lock()
+		delete(c.sessions, ck.Value)
+		c.mu.Unlock()
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: "/demo/", MaxAge: -1})
+	http.Redirect(w, r, "/demo/", http.StatusSeeOther)
+}
+
+// call makes one API request with the bearer token and decodes a JSON
+// answer into out (when not nil). An error status becomes an error carrying
+// the status and the hub's message.
+func (c *Client) call(ctx context.Context, method, url, token string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode >= 300 {
+		var e struct {
+			Message string `json:"message"`
+			Desc    string `json:"error_description"`
+		}
+		json.Unmarshal(body, &e)
+		m := e.Message + e.Desc
+		if m == "" {
+			m = strings.TrimSpace(string(body))
+		}
+		return fmt.Errorf("%s (HTTP %d)", m, resp.StatusCode)
+	}
+	if out != nil {
+		return json.Unmarshal(body, out)
+	}
+	return nil
+}
+
+var homePage = template.Must(template.New("home").Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>Demo client · switchbridge</title>
+<style>
+body { font: 16px/1.45 system-ui, sans-serif; background: #eef3ee; color: #1d2330; margin: 0; }
+main { max-width: 32rem; margin: 3rem auto; background: #fff; border-radius: 10px; padding: 1.5rem 2rem; box-shadow: 0 1px 4px rgba(0,0,0,.12); }
+h1 { font-size: 1.3rem; margin-top: 0; }
+table { border-collapse: collapse; width: 100%; margin: 1rem 0; }
+td { padding: .4rem .2rem; border-bottom: 1px solid #e3e6ea; }
+.on { color: #18794e; font-weight: 600; } .off { color: #6b7280; }
+button, a.button { font-size: 1rem; padding: .5rem 1.1rem; border-radius: 6px; border: 1px solid #1f7a4d; background: #26945d; color: #fff; cursor: pointer; text-decoration: none; display: inline-block; margin-right: .4rem; }
+button.secondary { background: #fff; color: #1f7a4d; }
+.error { background: #fdecec; color: #8a1c1c; border-radius: 6px; padding: .5rem .8rem; }
+.flash { background: #e8f5ee; border-radius: 6px; padding: .5rem .8rem; }
+.note { color: #5b6475; font-size: .9rem; }
+form { display: inline; }
+</style></head><body><main>
+<h1>Demo client</h1>
+<p class="note">This page plays a third-party service that controls switches on your hub through the installed-app API.</p>
+{{if .Error}}<p class="error" role="alert" id="error">{{.Error}}</p>{{end}}
+{{if .Connected}}
+{{if .Flash}}<p class="flash" id="flash">{{.Flash}}</p>{{end}}
+<p>Installed into <strong>{{.Location}}</strong>. Installation URI: <code>{{.URI}}</code></p>
+<table id="switches">{{range .Switches}}
+<tr><td>{{.Name}}</td><td class="{{if .Value}}{{.Value}}{{end}}" data-switch="{{.Name}}">{{if .Value}}{{.Value}}{{else}}unknown{{end}}</td></tr>{{end}}
+</table>
+<form method="post" action="/demo/command"><input type="hidden" name="csrf" value="{{.CSRF}}"><input type="hidden" name="command" value="on"><button id="all-on">Turn all on</button></form>
+<form method="post" action="/demo/command"><input type="hidden" name="csrf" value="{{.CSRF}}"><input type="hidden" name="command" value="off"><button id="all-off">Turn all off</button></form>
+<form method="post" action="/demo/disconnect"><button class="secondary">Disconnect</button></form>
+{{else}}
+<p>Not connected. Connecting sends you to the hub, where you log in, choose a location and tick the switches this service may control.</p>
+<p><a class="button" id="connect" href="/demo/connect">Connect to my hub</a></p>
+{{end}}
+</main></body></html>`))
+
+func randomString() string {
+	// The hub's secret generator is the right one; a demo client has its
+	// own copy of the idea so it depends on nothing of the hub's.
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return fmt.Sprintf("%x", b[:])
+}
+
+func queryEscape(s string) string { return url.QueryEscape(s) }

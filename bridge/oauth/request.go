@@ -1,0 +1,171 @@
+package oauth
+
+import (
+	"net/url"
+	"strings"
+)
+
+// authRequest is a validated authorization request.
+type authRequest struct {
+	ClientID    string
+	RedirectURI string
+	State       string
+	HasState    bool
+}
+
+// Query is the request as the query string it arrived as, rebuilt in a fixed
+// order, for links and hidden form fields.
+func (r *authRequest) Query() string {
+	q := url.Values{}
+	q.Set("response_type", "code")
+	q.Set("client_id", r.ClientID)
+	q.Set("scope", "app")
+	q.Set("redirect_uri", r.RedirectURI)
+	if r.HasState {
+		q.Set("state", r.State)
+	}
+	return q.Encode()
+}
+
+// authError is a failed authorization request. When Redirect is false the
+// client or its redirect URI could not be trusted, and the user sees an error
+// page; otherwise the error goes back to the client's redirect URI as RFC
+// 6749 §4.1.2.1 says.
+type authError struct {
+	Redirect    bool
+	Code        string // RFC 6749 error code
+	Description string
+	req         *authRequest // set when Redirect is true
+}
+
+func (e *authError) Error() string { return e.Code + ": " + e.Description }
+
+// maxParamLen bounds every parameter; a longer one is invalid_request.
+const maxParamLen = 2048
+
+// parseAuthorizeRequest checks an authorization request's parameters.
+// lookup returns a client's registered redirect URIs and whether the client
+// exists. The checks run in the order RFC 6749 §4.1.2.1 needs: until the
+// client and redirect URI are known good, nothing may redirect.
+func parseAuthorizeRequest(q url.Values, lookup func(clientID string) ([]string, bool)) (*authRequest, *authError) {
+	page := func(format string) *authError {
+		return &authError{Code: "invalid_request", Description: format}
+	}
+	single := func(k string) (string, bool, bool) { // value, present, duplicated
+		vs, ok := q[k]
+		if !ok {
+			return "", false, false
+		}
+		return vs[0], true, len(vs) > 1
+	}
+
+	clientID, ok, dup := single("client_id")
+	switch {
+	case dup:
+		return nil, page("client_id is given more than once")
+	case !ok || clientID == "":
+		return nil, page("client_id is missing")
+	case len(clientID) > maxParamLen:
+		return nil, page("client_id is too long")
+	}
+	uris, known := lookup(clientID)
+	if !known {
+		return nil, page("client_id is not a registered app")
+	}
+	redirectURI, ok, dup := single("redirect_uri")
+	switch {
+	case dup:
+		return nil, page("redirect_uri is given more than once")
+	case !ok || redirectURI == "":
+		return nil, page("redirect_uri is missing")
+	}
+	registered := false
+	for _, u := range uris {
+		if u == redirectURI { // exact string comparison, RFC 6749 §3.1.2.3 / RFC 9700 §4.1.3
+			registered = true
+			break
+		}
+	}
+	if !registered {
+		return nil, page("redirect_uri does not match a redirect URI registered for this app")
+	}
+
+	req := &authRequest{ClientID: clientID, RedirectURI: redirectURI}
+	fail := func(code, desc string) *authError {
+		return &authError{Redirect: true, Code: code, Description: desc, req: req}
+	}
+	// From here on the redirect URI is trusted; state goes back with any error
+	// as long as it is itself well formed.
+	if state, ok, dup := single("state"); ok {
+		if dup {
+			return nil, fail("invalid_request", "state is given more than once")
+		}
+		if len(state) > maxParamLen {
+			return nil, fail("invalid_request", "state is too long")
+		}
+		req.State, req.HasState = state, true
+	}
+	for k, vs := range q {
+		if len(vs) > 1 {
+			return nil, fail("invalid_request", k+" is given more than once")
+		}
+	}
+	rt, ok, _ := single("response_type")
+	switch {
+	case !ok || rt == "":
+		return nil, fail("invalid_request", "response_type is missing")
+	case rt != "code":
+		return nil, fail("unsupported_response_type", "response_type must be code")
+	}
+	scope, ok, _ := single("scope")
+	switch {
+	case !ok || scope == "":
+		return nil, fail("invalid_request", "scope is missing")
+	case strings.TrimSpace(scope) != "app" || scope != "app":
+		return nil, fail("invalid_scope", "scope must be app")
+	}
+	return req, nil
+}
+
+// redirectWith builds the client redirect for a trusted redirect URI: its own
+// query is kept and params are added.
+func redirectWith(redirectURI string, params url.Values) string {
+	u, err := url.Parse(redirectURI)
+	if err != nil {
+		// Registered URIs are checked at registration; this cannot happen for
+		// one that passed parseAuthorizeRequest.
+		return redirectURI
+	}
+	q := u.Query()
+	for k, vs := range params {
+		for _, v := range vs {
+			q.Add(k, v)
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// ValidRedirectURI checks a redirect URI offered at app registration: an
+// absolute URI with a scheme and no fragment (RFC 6749 §3.1.2). Plain http is
+// allowed, since hub clients often live on the home network.
+func ValidRedirectURI(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return err
+	case u.Scheme == "" || !u.IsAbs():
+		return errString("redirect URI " + s + " is not absolute")
+	case u.Fragment != "" || strings.Contains(s, "#"):
+		return errString("redirect URI " + s + " has a fragment")
+	case (u.Scheme == "http" || u.Scheme == "https") && u.Host == "":
+		return errString("redirect URI " + s + " has no host")
+	case len(s) > maxParamLen:
+		return errString("redirect URI is too long")
+	}
+	return nil
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }

@@ -1,0 +1,40 @@
+package oauth
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+)
+
+// NewSecret returns 256 random bits, base64url without padding: used for
+// codes, tokens, client secrets, session ids and CSRF tokens.
+func NewSecret() string {
+	var b [32]byte
+	rand.Read(b[:]) // never fails (crypto/rand panics rather than return short)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// NewClientID returns a random client id in UUID form, as the original
+// platform's client ids were.
+func NewClientID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// Hash is how a high-entropy secret is stored and looked up. A fast hash is
+// right here: the secrets are 256-bit random, so there is nothing to guess.
+func Hash(secret string) []byte {
+	h := sha256.Sum256([]byte(secret))
+	return h[:]
+}
+
+// SecretMatches compares a presented secret with a stored hash in constant time.
+func SecretMatches(presented string, stored []byte) bool {
+	return subtle.ConstantTimeCompare(Hash(presented), stored) == 1
+}
