@@ -32,6 +32,10 @@ type Hub struct {
 	Timeout time.Duration
 	// Observe, when set, is called once per switch per command.
 	Observe CommandObserver
+	// Sync, when set, is called after every command before it returns, so
+	// that what the command changed is stored by the time the client hears
+	// of it.
+	Sync func()
 
 	mu        sync.RWMutex
 	switches  map[string]*Switch
@@ -221,6 +225,9 @@ func (h *Hub) Command(ctx context.Context, ids []string, cmd Command) error {
 		}()
 	}
 	wg.Wait()
+	if h.Sync != nil {
+		h.Sync()
+	}
 
 	var failed []Failure
 	allUnsupported := true

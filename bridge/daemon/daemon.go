@@ -107,6 +107,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		return nil, err
 	}
 	d.Hub.Timeout = cfg.Server.CommandTimeout.Std()
+	d.Hub.Sync = d.states.sync
 
 	d.OAuth = oauth.New(d.Store, d.Hub, logger.With("component", "oauth"))
 	d.OAuth.PublicURL = d.publicURL
@@ -312,6 +313,7 @@ func (d *Daemon) setUpDemo(ctx context.Context, mux *http.ServeMux) error {
 type stateWriter struct {
 	db     *store.DB
 	logger *slog.Logger
+	wmu    sync.Mutex // held for a whole flush, so sync waits for one in progress
 	mu     sync.Mutex
 	last   map[string]bridge.Value
 	queue  map[string]bridge.State
@@ -354,7 +356,12 @@ func (w *stateWriter) run() {
 	w.flush()
 }
 
+// sync writes everything reported so far before it returns.
+func (w *stateWriter) sync() { w.flush() }
+
 func (w *stateWriter) flush() {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
 	w.mu.Lock()
 	q := w.queue
 	w.queue = map[string]bridge.State{}

@@ -174,7 +174,10 @@ func (db *DB) user(ctx context.Context, where string, arg any) (*bridge.User, er
 	err := db.db.QueryRowContext(ctx, `SELECT id, name, password_hash, created_at FROM users `+where, arg).
 		Scan(&u.ID, &u.Name, &u.PasswordHash, &created)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, bridge.Errorf(bridge.ENOTFOUND, "no user %v", arg)
+		if name, ok := arg.(string); ok {
+			return nil, bridge.Errorf(bridge.ENOTFOUND, "no user %q", name)
+		}
+		return nil, bridge.Errorf(bridge.ENOTFOUND, "no user with id %v", arg)
 	}
 	if err != nil {
 		return nil, err

@@ -4,12 +4,14 @@ package builtin
 
 import (
 	"github.com/switchbridge/switchbridge/drivers"
+	"github.com/switchbridge/switchbridge/drivers/gpio"
 	"github.com/switchbridge/switchbridge/drivers/virtual"
 )
 
 // Registry returns the built-in drivers by the name a config uses.
 func Registry() drivers.Registry {
 	return drivers.Registry{
+		"gpio":    gpio.New,
 		"virtual": virtual.New,
 	}
 }

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestMain lets the test binary play the daemon: with SWITCHBRIDGE_RUN_MAIN
+// set it runs main with its arguments, so tests can start, signal and kill
+// a real process.
+func TestMain(m *testing.M) {
+	if os.Getenv("SWITCHBRIDGE_RUN_MAIN") == "1" {
+		main()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// writeConfig writes a config with virtual switches on a free port.
+func writeConfig(t *testing.T, dir string) (path, addr string) {
+	t.Helper()
+	addr = freePort(t)
+	path = filepath.Join(dir, "config.yaml")
+	cfg := fmt.Sprintf(`server:
+  listen: %s
+  metrics_listen: "off"
+data_dir: %s
+locations:
+  - id: 1
+    name: Home
+    switches:
+      - {id: lamp, name: Lamp, driver: virtual}
+      - {id: fan, name: Fan, driver: virtual}
+  - id: 2
+    name: Shed
+    switches:
+      - {id: shed, name: Shed light, driver: virtual}
+`, addr, filepath.Join(dir, "data"))
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, addr
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func runCLI(t *testing.T, stdin string, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	return result{code, out.String(), errb.String()}
+}
+
+func TestAdministrationCommands(t *testing.T) {
+	dir := t.TempDir()
+	cfg, _ := writeConfig(t, dir)
+
+	steps := []struct {
+		name   string
+		stdin  string
+		args   []string
+		code   int
+		output string // expected in stdout (code 0) or stderr
+	}{
+		{"add user", "secret-pw\n", []string{"user", "add", "alice", "--location", "1", "--location", "2", "--config", cfg}, 0, "user alice added"},
+		{"flags before name", "secret-pw\n", []string{"user", "add", "--config", cfg, "--location", "2", "bob"}, 0, "user bob added"},
+		{"duplicate user", "secret-pw\n", []string{"user", "add", "alice", "--location", "1", "--config", cfg}, 1, `user "alice" exists already`},
+		{"unknown location", "secret-pw\n", []string{"user", "add", "carol", "--location", "9", "--config", cfg}, 1, "location 9 is not in"},
+		{"short password", "pw\n", []string{"user", "add", "carol", "--location", "1", "--config", cfg}, 1, "at least 4 characters"},
+		{"no location", "secret-pw\n", []string{"user", "add", "carol", "--config", cfg}, 2, "needs at least one --location"},
+		{"bad location flag", "", []string{"user", "add", "carol", "--location", "x", "--config", cfg}, 2, "not a location id"},
+		{"user list", "", []string{"user", "list", "--config", cfg}, 0, "alice  1,2"},
+		{"passwd", "new-secret\n", []string{"user", "passwd", "bob", "--config", cfg}, 0, "password of bob changed"},
+		{"passwd unknown", "new-secret\n", []string{"user", "passwd", "nobody", "--config", cfg}, 1, `no user "nobody"`},
+		{"app bad redirect", "", []string{"app", "create", "--name", "X", "--redirect-uri", "/relative", "--owner", "alice", "--config", cfg}, 2, "not absolute"},
+		{"app unknown owner", "", []string{"app", "create", "--name", "X", "--redirect-uri", "https://x/cb", "--owner", "zed", "--config", cfg}, 1, "owner"},
+		{"app missing name", "", []string{"app", "create", "--redirect-uri", "https://x/cb", "--owner", "alice", "--config", cfg}, 2, "needs --name"},
+		{"unknown command", "", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{"no command", "", nil, 2, "usage: switchbridge"},
+		{"missing config", "", []string{"user", "list", "--config", filepath.Join(dir, "nope.yaml")}, 1, "reading config"},
+	}
+	for _, s := range steps {
+		r := runCLI(t, s.stdin, s.args...)
+		where := r.stdout
+		if s.code != 0 {
+			where = r.stderr
+		}
+		if r.code != s.code || !strings.Contains(where, s.output) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d with %q", s.name, r.code, r.stdout, r.stderr, s.code, s.output)
+		}
+	}
+
+	// app create --json prints the id and the secret once.
+	r := runCLI(t, "", "app", "create", "--name", "My app", "--redirect-uri", "https://x/cb", "--redirect-uri", "https://y/cb", "--owner", "alice", "--json", "--config", cfg)
+	var app struct{ ClientID, ClientSecret string }
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &struct {
+		ClientID     *string `json:"client_id"`
+		ClientSecret *string `json:"client_secret"`
+	}{&app.ClientID, &app.ClientSecret}) != nil || app.ClientID == "" || len(app.ClientSecret) < 40 {
+		t.Fatalf("app create --json: %+v %q", r, app)
+	}
+	if r := runCLI(t, "", "app", "list", "--config", cfg); !strings.Contains(r.stdout, app.ClientID) || !strings.Contains(r.stdout, "alice") || strings.Contains(r.stdout, app.ClientSecret) {
+		t.Errorf("app list = %q (must list the app and its owner, never the secret)", r.stdout)
+	}
+	if r := runCLI(t, "", "app", "publish", app.ClientID, "--config", cfg); r.code != 0 {
+		t.Errorf("app publish: %+v", r)
+	}
+	if r := runCLI(t, "", "app", "publish", "nope", "--config", cfg); r.code != 1 {
+		t.Errorf("publishing a missing app: %+v", r)
+	}
+
+	// install: only the owner, only their locations, only switches there.
+	for _, bad := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--user", "bob", "--location", "2", "--switch", "shed"}, "does not own"},
+		{[]string{"--user", "alice", "--location", "1", "--switch", "shed"}, `switch "shed" is not in location 1`},
+		{[]string{"--user", "alice", "--location", "7", "--switch", "lamp"}, "location 7 is not in"},
+	} {
+		args := append([]string{"install", "--client-id", app.ClientID, "--config", cfg}, bad.args...)
+		if r := runCLI(t, "", args...); r.code != 1 || !strings.Contains(r.stderr, bad.msg) {
+			t.Errorf("install %v: %+v, want %q", bad.args, r, bad.msg)
+		}
+	}
+	r = runCLI(t, "", "install", "--client-id", app.ClientID, "--user", "alice", "--location", "1", "--switch", "lamp", "--switch", "fan", "--json", "--config", cfg)
+	var inst struct {
+		Token    string `json:"token"`
+		Endpoint string `json:"endpoint"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &inst) != nil || inst.Token == "" || !strings.Contains(inst.Endpoint, "/api/apps/installations/") {
+		t.Fatalf("install --json: %+v", r)
+	}
+}
+
+func TestCheckConfig(t *testing.T) {
+	dir := t.TempDir()
+	good, _ := writeConfig(t, dir)
+	if r := runCLI(t, "", "check-config", "--config", good); r.code != 0 || !strings.Contains(r.stdout, "ok (2 locations, 3 switches)") {
+		t.Errorf("good config: %+v", r)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte(`serer:
+  listen: x
+locations:
+  - id: 1
+    name: Home
+    switches:
+      - {id: a, name: A, driver: virtual, initial: maybe}
+      - {id: b, name: B, driver: warp}
+`), 0o600)
+	r := runCLI(t, "", "check-config", "--config", bad)
+	if r.code != 1 {
+		t.Fatalf("bad config exit %d", r.code)
+	}
+	for _, w := range []string{bad + `:1: unknown key "serer"`} {
+		if !strings.Contains(r.stderr, w) {
+			t.Errorf("missing %q in %q", w, r.stderr)
+		}
+	}
+	os.WriteFile(bad, []byte(`locations:
+  - id: 1
+    name: Home
+    switches:
+      - {id: a, name: A, driver: virtual, initial: maybe}
+      - {id: b, name: B, driver: warp}
+`), 0o600)
+	r = runCLI(t, "", "check-config", "--config", bad)
+	for _, w := range []string{bad + `:5: switch "a": initial must be on or off`, bad + `:6: switch "b": unknown driver "warp"`} {
+		if r.code != 1 || !strings.Contains(r.stderr, w) {
+			t.Errorf("missing %q in %q (exit %d)", w, r.stderr, r.code)
+		}
+	}
+}
+
+// daemonProcess is the real binary (this test binary re-executed) running
+// serve.
+type daemonProcess struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	done   chan struct{} // closed when the process has exited
+	err    error         // its exit status, once done is closed
+}
+
+func startDaemon(t *testing.T, cfg, addr string) *daemonProcess {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "serve", "--config", cfg)
+	cmd.Env = append(os.Environ(), "SWITCHBRIDGE_RUN_MAIN=1")
+	p := &daemonProcess{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	cmd.Stderr = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.done
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return p
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("daemon exited early: %v\n%s", p.err, p.stderr)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	t.Fatalf("daemon did not listen on %s:\n%s", addr, p.stderr)
+	return nil
+}
+
+func call(t *testing.T, method, url, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	return resp.StatusCode, b.String()
+}
+
+// TestSurvivesKill9 installs an app, switches a lamp on, kills the daemon
+// with SIGKILL and checks that the token, the installation and the lamp's
+// state are all there after a restart.
+func TestSurvivesKill9(t *testing.T) {
+	dir := t.TempDir()
+	cfg, addr := writeConfig(t, dir)
+	runCLI(t, "pw-alice\n", "user", "add", "alice", "--location", "1", "--config", cfg)
+	r := runCLI(t, "", "app", "create", "--name", "A", "--redirect-uri", "https://x/cb", "--owner", "alice", "--json", "--config", cfg)
+	var app struct {
+		ID string `json:"client_id"`
+	}
+	json.Unmarshal([]byte(r.stdout), &app)
+
+	p := startDaemon(t, cfg, addr)
+	// install runs while the daemon holds the database: SQLite in WAL mode
+	// lets the two processes share it.
+	r = runCLI(t, "", "install", "--client-id", app.ID, "--user", "alice", "--location", "1", "--switch", "lamp", "--json", "--config", cfg)
+	var inst struct{ Token, Endpoint string }
+	if err := json.Unmarshal([]byte(r.stdout), &inst); err != nil {
+		t.Fatalf("install: %+v", r)
+	}
+	if code, body := call(t, http.MethodPut, inst.Endpoint+"/switches/on", inst.Token); code != http.StatusNoContent {
+		t.Fatalf("PUT on = %d %s", code, body)
+	}
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+
+	startDaemon(t, cfg, addr)
+	code, body := call(t, http.MethodGet, inst.Endpoint+"/switches", inst.Token)
+	if code != http.StatusOK || body != `[{"name":"Lamp","value":"on"}]`+"\n" {
+		t.Errorf("after kill -9: %d %s, want the token to work and the lamp on", code, body)
+	}
+}
