@@ -1,0 +1,116 @@
+package metrics
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// UnmatchedRoute is the route label of a request no ServeMux pattern
+// matched (404, 405), so unknown paths never become label values.
+const UnmatchedRoute = "unmatched"
+
+// otherMethod labels any method outside the standard set, so a client
+// cannot invent label values.
+const otherMethod = "OTHER"
+
+func (m *Metrics) initHTTP(f promauto.Factory) {
+	m.httpRequests = f.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "http", Name: "requests_total",
+		Help: "HTTP requests served, by ServeMux route pattern, method and status code.",
+	}, []string{"route", "method", "code"})
+	m.httpDuration = f.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: "http", Name: "request_duration_seconds",
+		Help:    "Time to serve an HTTP request, by ServeMux route pattern and method.",
+		Buckets: prometheus.DefBuckets,
+	}, []string{"route", "method"})
+}
+
+// Instrument counts and times the requests next serves.
+//
+// next must be the *http.ServeMux itself, or a handler that passes it the
+// same *http.Request: the mux records the matched pattern in that request's
+// Pattern field, which Instrument reads once next returns. The route label
+// is that pattern without its method (the method has a label of its own),
+// so /api/apps/installations/<id>/switches is counted under
+// /api/apps/installations/{id}/{path...}. A request that matched no
+// pattern is counted under UnmatchedRoute.
+func (m *Metrics) Instrument(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		route, method := routeOf(r), methodOf(r.Method)
+		m.httpRequests.WithLabelValues(route, method, strconv.Itoa(sw.statusCode())).Inc()
+		m.httpDuration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+	})
+}
+
+// routeOf turns the pattern the mux matched into a route label.
+func routeOf(r *http.Request) string {
+	// For CONNECT the mux may report a redirect target, which is a raw path.
+	if r.Pattern == "" || r.Method == http.MethodConnect {
+		return UnmatchedRoute
+	}
+	p := r.Pattern
+	// Patterns are "[METHOD ][HOST]/[PATH]"; only a method is followed by
+	// blanks.
+	if i := strings.IndexAny(p, " \t"); i >= 0 {
+		p = strings.TrimLeft(p[i:], " \t")
+	}
+	return p
+}
+
+func methodOf(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodOptions, http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return otherMethod
+}
+
+// statusWriter remembers the status code a handler sent.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	// 1xx other than 101 are interim responses; the final status follows.
+	if w.code == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
+		w.code = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush keeps streaming handlers working through the wrapper for callers
+// that assert http.Flusher rather than use http.ResponseController.
+func (w *statusWriter) Flush() {
+	if w.code == 0 {
+		w.code = http.StatusOK
+	}
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *statusWriter) statusCode() int {
+	if w.code == 0 {
+		// A handler that wrote nothing sent an empty 200.
+		return http.StatusOK
+	}
+	return w.code
+}

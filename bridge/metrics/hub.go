@@ -1,0 +1,99 @@
+package metrics
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/switchbridge/switchbridge/bridge"
+)
+
+// commandBuckets span a GPIO relay (well under a millisecond) to a plug
+// over MQTT that only confirms at the default five-second deadline.
+var commandBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+func (m *Metrics) initCommands(f promauto.Factory) {
+	m.commands = f.NewCounterVec(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "switch", Name: "commands_total",
+		Help: "Commands run on switches, per switch, by driver, command and outcome (ok, unsupported, timeout, unavailable, failed).",
+	}, []string{"driver", "command", "outcome"})
+	m.commandDuration = f.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: namespace, Subsystem: "switch", Name: "command_duration_seconds",
+		Help:    "Time a switch took to confirm or fail a command it accepted, by driver and command.",
+		Buckets: commandBuckets,
+	}, []string{"driver", "command"})
+}
+
+// ObserveCommand records one switch's part in a command. It has the shape
+// of bridge.CommandObserver, for Hub.Observe.
+//
+// Unsupported outcomes are counted but not timed: the hub refuses them
+// before any device is touched, so their zero durations would only drag
+// the latency quantiles down.
+func (m *Metrics) ObserveCommand(sw *bridge.Switch, cmd bridge.Command, outcome string, d time.Duration) {
+	m.commands.WithLabelValues(sw.Driver, string(cmd), outcome).Inc()
+	if outcome != bridge.FailUnsupported {
+		m.commandDuration.WithLabelValues(sw.Driver, string(cmd)).Observe(d.Seconds())
+	}
+}
+
+// switchCollector exports each switch's state and availability as const
+// metrics built from the drivers' caches at scrape time, so there are no
+// gauges to keep in step with state reports or config reloads.
+type switchCollector struct {
+	src       SwitchSource
+	state     *prometheus.Desc
+	available *prometheus.Desc
+}
+
+func newSwitchCollector(src SwitchSource) *switchCollector {
+	labels := []string{"switch", "location"}
+	return &switchCollector{
+		src: src,
+		state: prometheus.NewDesc(prometheus.BuildFQName(namespace, "switch", "state"),
+			"Whether the switch is on (1) or off (0); absent while its value is unknown.", labels, nil),
+		available: prometheus.NewDesc(prometheus.BuildFQName(namespace, "switch", "available"),
+			"Whether the switch's device is reachable (1) or known to be unreachable (0).", labels, nil),
+	}
+}
+
+func (c *switchCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.state
+	ch <- c.available
+}
+
+func (c *switchCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, sw := range c.src.Switches() {
+		loc := strconv.FormatInt(sw.LocationID, 10)
+		if l, ok := c.src.Location(sw.LocationID); ok && l.Name != "" {
+			loc = l.Name
+		}
+		st := sw.Device.State()
+		switch st.Value {
+		case bridge.On:
+			ch <- constGauge(c.state, 1, sw.ID, loc)
+		case bridge.Off:
+			ch <- constGauge(c.state, 0, sw.ID, loc)
+		}
+		ch <- constGauge(c.available, boolValue(st.Available), sw.ID, loc)
+	}
+}
+
+// constGauge builds a gauge sample, or an invalid metric that fails the
+// scrape's error counter rather than panicking on a bad label value.
+func constGauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
+	m, err := prometheus.NewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	if err != nil {
+		return prometheus.NewInvalidMetric(d, err)
+	}
+	return m
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,265 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/metrics"
+)
+
+// plug is a fake device: a cached state, a scripted Do and, when only is
+// set, support for that one command.
+type plug struct {
+	mu   sync.Mutex
+	st   bridge.State
+	only bridge.Command
+	do   func(ctx context.Context, cmd bridge.Command) error
+}
+
+func (p *plug) State() bridge.State {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.st
+}
+
+func (p *plug) set(st bridge.State) {
+	p.mu.Lock()
+	p.st = st
+	p.mu.Unlock()
+}
+
+func (p *plug) Supports(cmd bridge.Command) bool { return p.only == "" || p.only == cmd }
+
+func (p *plug) Do(ctx context.Context, cmd bridge.Command) error {
+	if p.do != nil {
+		if err := p.do(ctx, cmd); err != nil {
+			return err
+		}
+	}
+	p.set(bridge.State{Value: cmd.Value(), Available: true, Updated: time.Now()})
+	return nil
+}
+
+var (
+	_ bridge.Device           = (*plug)(nil)
+	_ bridge.Commander        = (*plug)(nil)
+	_ bridge.CommandSupporter = (*plug)(nil)
+)
+
+// testHub is a hub of five switches in two locations, one per outcome.
+type testHub struct {
+	*bridge.Hub
+	locs                            []bridge.Location
+	lamp, pump, fan, heater, bell   *plug
+	lampSw, pumpSw, fanSw, heaterSw *bridge.Switch
+	bellSw                          *bridge.Switch
+}
+
+func mustTestHub(tb testing.TB) *testHub {
+	tb.Helper()
+	h := &testHub{
+		lamp: &plug{st: bridge.State{Value: bridge.On, Available: true}},
+		pump: &plug{st: bridge.State{Value: bridge.Off}, do: func(context.Context, bridge.Command) error {
+			return fmt.Errorf("pump: %w", bridge.ErrUnavailable)
+		}},
+		fan: &plug{st: bridge.State{Available: true}, do: func(ctx context.Context, _ bridge.Command) error {
+			<-ctx.Done()
+			return ctx.Err()
+		}},
+		heater: &plug{st: bridge.State{Value: bridge.Off, Available: true}, do: func(context.Context, bridge.Command) error {
+			return errors.New("relay stuck")
+		}},
+		bell: &plug{st: bridge.State{Value: bridge.On, Available: true}, only: bridge.CommandOn},
+	}
+	h.locs = []bridge.Location{
+		{ID: 1, Name: "Hall", Switches: []string{"lamp", "heater", "bell"}},
+		{ID: 2, Name: "Garden", Switches: []string{"pump", "fan"}},
+	}
+	h.lampSw = &bridge.Switch{ID: "lamp", Name: "Lamp", Driver: "gpio", LocationID: 1, Device: h.lamp}
+	h.heaterSw = &bridge.Switch{ID: "heater", Name: "Heater", Driver: "mqtt", LocationID: 1, Device: h.heater}
+	h.bellSw = &bridge.Switch{ID: "bell", Name: "Bell", Driver: "gpio", LocationID: 1, Device: h.bell}
+	h.pumpSw = &bridge.Switch{ID: "pump", Name: "Pump", Driver: "mqtt", LocationID: 2, Device: h.pump}
+	h.fanSw = &bridge.Switch{ID: "fan", Name: "Fan", Driver: "mqtt", LocationID: 2, Device: h.fan}
+	hub, err := bridge.NewHub(h.locs, []*bridge.Switch{h.lampSw, h.heaterSw, h.bellSw, h.pumpSw, h.fanSw})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	hub.Timeout = 30 * time.Millisecond
+	h.Hub = hub
+	return h
+}
+
+// runScript drives one command per outcome through the hub.
+func runScript(tb testing.TB, h *testHub) {
+	tb.Helper()
+	ctx := context.Background()
+	if err := h.Command(ctx, []string{"lamp"}, bridge.CommandOn); err != nil {
+		tb.Fatalf("lamp on: %v", err)
+	}
+	err := h.Command(ctx, []string{"lamp", "pump", "fan", "heater"}, bridge.CommandOff)
+	if got := bridge.ErrorCode(err); got != bridge.EDEVICE {
+		tb.Fatalf("off on a failing set: code %q (%v), want %q", got, err, bridge.EDEVICE)
+	}
+	err = h.Command(ctx, []string{"lamp", "bell"}, bridge.CommandOff)
+	if got := bridge.ErrorCode(err); got != bridge.ENOTIMPLEMENTED {
+		tb.Fatalf("off with the bell: code %q (%v), want %q", got, err, bridge.ENOTIMPLEMENTED)
+	}
+}
+
+func TestCommandOutcomes(t *testing.T) {
+	h := mustTestHub(t)
+	m := metrics.New(metrics.Options{Switches: h.Hub})
+	h.Observe = m.ObserveCommand
+	runScript(t, h)
+
+	want := `
+# HELP switchbridge_switch_commands_total Commands run on switches, per switch, by driver, command and outcome (ok, unsupported, timeout, unavailable, failed).
+# TYPE switchbridge_switch_commands_total counter
+switchbridge_switch_commands_total{command="off",driver="gpio",outcome="ok"} 1
+switchbridge_switch_commands_total{command="off",driver="gpio",outcome="unsupported"} 1
+switchbridge_switch_commands_total{command="off",driver="mqtt",outcome="failed"} 1
+switchbridge_switch_commands_total{command="off",driver="mqtt",outcome="timeout"} 1
+switchbridge_switch_commands_total{command="off",driver="mqtt",outcome="unavailable"} 1
+switchbridge_switch_commands_total{command="on",driver="gpio",outcome="ok"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "switchbridge_switch_commands_total"); err != nil {
+		t.Error(err)
+	}
+
+	// The unsupported precheck is counted above but not timed.
+	hists := histograms(t, m, "switchbridge_switch_command_duration_seconds")
+	for key, n := range map[string]uint64{"gpio/on": 1, "gpio/off": 1, "mqtt/off": 3} {
+		if got := hists[key].GetSampleCount(); got != n {
+			t.Errorf("command_duration_seconds{%s} count = %d, want %d", key, got, n)
+		}
+	}
+	if len(hists) != 3 {
+		t.Errorf("command_duration_seconds has %d series, want 3: %v", len(hists), keys(hists))
+	}
+	// The timed-out fan alone waited out the 30ms deadline.
+	if sum := hists["mqtt/off"].GetSampleSum(); sum < 0.03 {
+		t.Errorf("mqtt off duration sum = %gs, want at least the 30ms deadline", sum)
+	}
+}
+
+func TestSwitchGaugesFollowTheHub(t *testing.T) {
+	h := mustTestHub(t)
+	m := metrics.New(metrics.Options{Switches: h.Hub})
+
+	want := `
+# HELP switchbridge_switch_available Whether the switch's device is reachable (1) or known to be unreachable (0).
+# TYPE switchbridge_switch_available gauge
+switchbridge_switch_available{location="Garden",switch="fan"} 1
+switchbridge_switch_available{location="Garden",switch="pump"} 0
+switchbridge_switch_available{location="Hall",switch="bell"} 1
+switchbridge_switch_available{location="Hall",switch="heater"} 1
+switchbridge_switch_available{location="Hall",switch="lamp"} 1
+# HELP switchbridge_switch_state Whether the switch is on (1) or off (0); absent while its value is unknown.
+# TYPE switchbridge_switch_state gauge
+switchbridge_switch_state{location="Garden",switch="pump"} 0
+switchbridge_switch_state{location="Hall",switch="bell"} 1
+switchbridge_switch_state{location="Hall",switch="heater"} 0
+switchbridge_switch_state{location="Hall",switch="lamp"} 1
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
+		"switchbridge_switch_state", "switchbridge_switch_available"); err != nil {
+		t.Error(err)
+	}
+
+	// A state report is visible at the next scrape with nothing else to do.
+	h.fan.set(bridge.State{Value: bridge.On, Available: true})
+	h.lamp.set(bridge.State{Value: bridge.Off, Available: false})
+	want = `
+# HELP switchbridge_switch_state Whether the switch is on (1) or off (0); absent while its value is unknown.
+# TYPE switchbridge_switch_state gauge
+switchbridge_switch_state{location="Garden",switch="fan"} 1
+switchbridge_switch_state{location="Garden",switch="pump"} 0
+switchbridge_switch_state{location="Hall",switch="bell"} 1
+switchbridge_switch_state{location="Hall",switch="heater"} 0
+switchbridge_switch_state{location="Hall",switch="lamp"} 0
+`
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "switchbridge_switch_state"); err != nil {
+		t.Error(err)
+	}
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
+# HELP switchbridge_switch_available Whether the switch's device is reachable (1) or known to be unreachable (0).
+# TYPE switchbridge_switch_available gauge
+switchbridge_switch_available{location="Garden",switch="fan"} 1
+switchbridge_switch_available{location="Garden",switch="pump"} 0
+switchbridge_switch_available{location="Hall",switch="bell"} 1
+switchbridge_switch_available{location="Hall",switch="heater"} 1
+switchbridge_switch_available{location="Hall",switch="lamp"} 0
+`), "switchbridge_switch_available"); err != nil {
+		t.Error(err)
+	}
+
+	// A reload that drops a switch drops its series.
+	if err := h.Replace(h.locs, []*bridge.Switch{h.lampSw, h.fanSw}); err != nil {
+		t.Fatal(err)
+	}
+	if n := countSeries(t, m, "switchbridge_switch_available"); n != 2 {
+		t.Errorf("after reload to 2 switches: %d availability series, want 2", n)
+	}
+	if n := countSeries(t, m, "switchbridge_switch_state"); n != 2 {
+		t.Errorf("after reload to 2 switches: %d state series, want 2", n)
+	}
+}
+
+// histograms returns a histogram family's series keyed "driver/command".
+func histograms(tb testing.TB, m *metrics.Metrics, name string) map[string]*dto.Histogram {
+	tb.Helper()
+	out := map[string]*dto.Histogram{}
+	for _, mt := range family(tb, m, name).GetMetric() {
+		l := labels(mt)
+		out[l["driver"]+"/"+l["command"]] = mt.GetHistogram()
+	}
+	return out
+}
+
+func family(tb testing.TB, m *metrics.Metrics, name string) *dto.MetricFamily {
+	tb.Helper()
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf
+		}
+	}
+	return &dto.MetricFamily{}
+}
+
+func countSeries(tb testing.TB, m *metrics.Metrics, name string) int {
+	tb.Helper()
+	n, err := testutil.GatherAndCount(m.Registry(), name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+func labels(m *dto.Metric) map[string]string {
+	out := map[string]string{}
+	for _, lp := range m.GetLabel() {
+		out[lp.GetName()] = lp.GetValue()
+	}
+	return out
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}

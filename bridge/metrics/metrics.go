@@ -1,0 +1,128 @@
+// Package metrics exports the hub's Prometheus metrics: HTTP requests,
+// device commands, switch states, OAuth events, installations and the MQTT
+// connection, next to the Go and process collectors, on a registry of its
+// own that is served on the metrics listener.
+package metrics
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/switchbridge/switchbridge/bridge"
+)
+
+const namespace = "switchbridge"
+
+// scrapeTimeout bounds one scrape, including the installations count that
+// runs a query: a scrape that hangs on a busy disk answers 503 rather than
+// piling up.
+const scrapeTimeout = 10 * time.Second
+
+// SwitchSource is where the per-switch gauges come from at scrape time.
+// *bridge.Hub is one; asking it on every scrape means a config reload needs
+// no bookkeeping here.
+type SwitchSource interface {
+	Switches() []*bridge.Switch
+	Location(id int64) (*bridge.Location, bool)
+}
+
+// Options says where the scrape-time metrics come from.
+type Options struct {
+	// Switches feeds switchbridge_switch_state and _available; nil exports
+	// neither.
+	Switches SwitchSource
+	// Installations counts the installations that exist now, normally
+	// (*store.DB).CountInstallations; nil exports no installations gauge.
+	Installations func(context.Context) (int, error)
+	// Logger receives errors met while serving a scrape; nil discards them.
+	Logger *slog.Logger
+}
+
+// Metrics owns the registry and every switchbridge metric. Its methods are
+// the hooks the rest of the hub calls; all are safe for concurrent use.
+type Metrics struct {
+	reg     *prometheus.Registry
+	handler http.Handler
+
+	httpRequests *prometheus.CounterVec
+	httpDuration *prometheus.HistogramVec
+
+	commands        *prometheus.CounterVec
+	commandDuration *prometheus.HistogramVec
+
+	authGranted        prometheus.Counter
+	authDenied         *reasonCounter
+	tokensIssued       prometheus.Counter
+	tokenFailures      *reasonCounter
+	clientAuthFailures *reasonCounter
+	apiTokenFailures   *reasonCounter
+
+	mqttMu         sync.Mutex // makes MQTTConnected's reset-and-set one step
+	mqttConnected  *prometheus.GaugeVec
+	mqttReconnects prometheus.Counter
+	mqttMessages   *prometheus.CounterVec
+}
+
+// New builds the metrics on a fresh registry holding the Go and process
+// collectors.
+func New(o Options) *Metrics {
+	logger := o.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	if o.Switches != nil {
+		reg.MustRegister(newSwitchCollector(o.Switches))
+	}
+	if o.Installations != nil {
+		reg.MustRegister(newInstallationsCollector(o.Installations))
+	}
+	f := promauto.With(reg)
+	m := &Metrics{reg: reg}
+	m.initHTTP(f)
+	m.initCommands(f)
+	m.initOAuth(f)
+	m.initMQTT(f)
+
+	scrape := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog: promLogger{logger},
+		// One failing collector (say, the store is locked) must not hide
+		// every other metric; promhttp_metric_handler_errors_total counts it.
+		ErrorHandling: promhttp.ContinueOnError,
+		Registry:      reg,
+		Timeout:       scrapeTimeout,
+		// Two scrapers at once share one collection instead of doubling the
+		// work on a Pi.
+		CoalesceGather: true,
+	})
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(reg, scrape))
+	m.handler = mux
+	return m
+}
+
+// Registry is the registry every metric lives on, for registering more
+// collectors or gathering in tests.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Handler serves the metrics at GET /metrics (and 404 elsewhere), for the
+// metrics listener.
+func (m *Metrics) Handler() http.Handler { return m.handler }
+
+// promLogger adapts slog to promhttp's Println logger.
+type promLogger struct{ l *slog.Logger }
+
+func (p promLogger) Println(v ...any) { p.l.Warn("serving metrics", "err", fmt.Sprint(v...)) }
