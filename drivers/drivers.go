@@ -42,7 +42,24 @@ type Env struct {
 	// Notify tells the hub of a state the driver learnt (a device report, a
 	// confirmed command), so it can be stored and exported. It must not block.
 	Notify func(switchID string, st bridge.State)
+	// MQTT is told of the MQTT connection, for metrics. Build sets a no-op
+	// when the daemon gives none, so a driver may always call it.
+	MQTT MQTTObserver
 }
+
+// MQTTObserver is how the mqtt driver reports its broker connection and
+// traffic without depending on the metrics library.
+type MQTTObserver interface {
+	MQTTConnected(broker string, up bool) // on connect (true) and on loss (false)
+	MQTTReconnect()                       // each reconnection attempt
+	MQTTMessage(direction string)         // "in" per message received, "out" per publish
+}
+
+type noMQTT struct{}
+
+func (noMQTT) MQTTConnected(string, bool) {}
+func (noMQTT) MQTTReconnect()             {}
+func (noMQTT) MQTTMessage(string)         {}
 
 // Driver builds devices for the switches configured with its name.
 type Driver interface {
@@ -96,6 +113,9 @@ func Build(cfg *config.Config, reg Registry, env Env) (*Set, error) {
 	}
 	if env.Notify == nil {
 		env.Notify = func(string, bridge.State) {}
+	}
+	if env.MQTT == nil {
+		env.MQTT = noMQTT{}
 	}
 	for _, l := range cfg.Locations {
 		for _, s := range l.Switches {

@@ -5,6 +5,7 @@ package builtin
 import (
 	"github.com/switchbridge/switchbridge/drivers"
 	"github.com/switchbridge/switchbridge/drivers/gpio"
+	"github.com/switchbridge/switchbridge/drivers/mqtt"
 	"github.com/switchbridge/switchbridge/drivers/virtual"
 )
 
@@ -12,6 +13,7 @@ import (
 func Registry() drivers.Registry {
 	return drivers.Registry{
 		"gpio":    gpio.New,
+		"mqtt":    mqtt.New,
 		"virtual": virtual.New,
 	}
 }

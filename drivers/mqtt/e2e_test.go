@@ -1,0 +1,256 @@
+package mqtt_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
+)
+
+// e2eHub is a whole hub (HTTP API, OAuth, store) with mqtt switches.
+type e2eHub struct {
+	*daemontest.Hub
+	owner *bridge.User
+}
+
+func startE2E(tb testing.TB, mqttSection string, switches ...string) *e2eHub {
+	tb.Helper()
+	var b strings.Builder
+	b.WriteString("mqtt:\n")
+	for _, l := range strings.Split(mqttSection, "\n") {
+		b.WriteString("  " + l + "\n")
+	}
+	b.WriteString("locations:\n  - id: 1\n    name: Home\n    switches:\n")
+	for _, s := range switches {
+		fmt.Fprintf(&b, "      - {driver: mqtt, %s}\n", s)
+	}
+	h := daemontest.Start(tb, b.String())
+	return &e2eHub{Hub: h, owner: h.AddUser(tb, "alice", "alice-pw", 1)}
+}
+
+// grant authorizes a new app for switches and returns its grant.
+func (h *e2eHub) grant(tb testing.TB, switches ...string) daemontest.Grant {
+	tb.Helper()
+	app := h.AddApp(tb, h.owner, true, "https://client.example/cb")
+	return h.Authorize(tb, app, "alice", "alice-pw", 1, switches...)
+}
+
+// failureBody decodes an error answer's failures by switch id.
+func failureBody(t *testing.T, p *daemontest.Page) map[string]string {
+	t.Helper()
+	var body struct {
+		Failures []bridge.Failure `json:"failures"`
+	}
+	if err := json.Unmarshal([]byte(p.Body), &body); err != nil {
+		t.Fatalf("error body %q: %v", p.Body, err)
+	}
+	out := map[string]string{}
+	for _, f := range body.Failures {
+		out[f.SwitchID] = f.Reason
+	}
+	return out
+}
+
+func values(t *testing.T, h *e2eHub, g daemontest.Grant) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, s := range h.List(t, g) {
+		v := "<nil>"
+		if s.Value != nil {
+			v = *s.Value
+		}
+		out[s.Name] = v
+	}
+	return out
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestHTTPEndToEnd drives mqtt plugs through the installation API: list,
+// on, off, 501 for a read-only plug, a silent plug's timeout, an offline
+// plug, and the broker killed and restarted.
+func TestHTTPEndToEnd(t *testing.T) {
+	b := mqtttest.StartMosquitto(t)
+	tas := mqtttest.NewTasmota(t, b.URL, mqtttest.TasmotaOptions{Topic: "kitchen", PowerRetain: true})
+	tas.Set(true)
+	rpc := mqtttest.NewShellyRPC(t, b.URL, "shellyplus1-a8032ab12345", 1, false)
+	z2m := mqtttest.NewZ2M(t, b.URL, "zigbee2mqtt", mqtttest.Z2MAvailabilityLegacy, mqtttest.Z2MDevice{Name: "hall"})
+	esp := mqtttest.NewESPHome(t, b.URL, "desk", "fan")
+	sg1 := mqtttest.NewShellyGen1(t, b.URL, "shellyplug-s-7AECF4", 1, false)
+	gen := mqtttest.NewGeneric(t, b.URL, mqtttest.GenericOptions{CommandTopic: "heater/set", StateTopic: "heater/state", AvailabilityTopic: "heater/status"})
+	mqtttest.NewGeneric(t, b.URL, mqtttest.GenericOptions{StateTopic: "door/contact", Retain: true})
+	silent := mqtttest.NewTasmota(t, b.URL, mqtttest.TasmotaOptions{Topic: "attic"})
+	silent.SetSilent(true)
+	gone := mqtttest.NewESPHome(t, b.URL, "shed", "light")
+
+	h := startE2E(t, "broker: "+b.URL+"\nclient_id: e2e-hub\nconfirm_timeout: 500ms",
+		`id: kitchen, name: Kitchen, profile: tasmota, topic: kitchen`,
+		`id: plus, name: Plus, profile: shelly-rpc, prefix: shellyplus1-a8032ab12345`,
+		`id: hall, name: Hall, profile: zigbee2mqtt, friendly_name: hall`,
+		`id: desk, name: Desk, profile: esphome, prefix: desk, object_id: fan`,
+		`id: plug, name: Plug, profile: shelly-gen1, device_id: shellyplug-s-7AECF4`,
+		`id: heater, name: Heater, profile: generic, command_topic: heater/set, state_topic: heater/state, availability_topic: heater/status`,
+		`id: door, name: Door, profile: generic, state_topic: door/contact`,
+		`id: attic, name: Attic, profile: tasmota, topic: attic`,
+		`id: shed, name: Shed, profile: esphome, prefix: shed, object_id: light`,
+	)
+	good := h.grant(t, "kitchen", "plus", "hall", "desk", "plug", "heater")
+
+	t.Run("list", func(t *testing.T) {
+		// The heater's state is not retained and a generic plug cannot be
+		// asked, so it is unknown (null) until the heater reports.
+		want := map[string]string{"Kitchen": "on", "Plus": "off", "Hall": "off", "Desk": "off", "Plug": "off", "Heater": "<nil>"}
+		waitFor(t, 5*time.Second, "every plug listed with its reported state", func() bool {
+			got := values(t, h, good)
+			for k, v := range want {
+				if got[k] != v {
+					return false
+				}
+			}
+			return true
+		})
+	})
+
+	t.Run("on and off", func(t *testing.T) {
+		for _, cmd := range []string{"on", "off"} {
+			p := h.Command(t, good, cmd)
+			if p.StatusCode != http.StatusNoContent {
+				t.Fatalf("PUT %s = %d %s", cmd, p.StatusCode, p.Body)
+			}
+			for name, v := range values(t, h, good) {
+				if v != cmd {
+					t.Errorf("after %s, %s is %s", cmd, name, v)
+				}
+			}
+			on := cmd == "on"
+			if tas.On() != on || rpc.On() != on || z2m.On() != on || esp.On() != on || sg1.On() != on || gen.On() != on {
+				t.Errorf("after %s a simulated plug disagrees", cmd)
+			}
+		}
+	})
+
+	t.Run("read-only plug is 501", func(t *testing.T) {
+		g := h.grant(t, "kitchen", "door")
+		p := h.Command(t, g, "on")
+		if p.StatusCode != http.StatusNotImplemented || failureBody(t, p)["door"] != bridge.FailUnsupported {
+			t.Fatalf("PUT on = %d %s, want 501 naming door", p.StatusCode, p.Body)
+		}
+		if tas.On() {
+			t.Error("kitchen was switched although the command was refused")
+		}
+		if vs := values(t, h, g); vs["Door"] != "off" {
+			t.Errorf("door listed as %q", vs["Door"])
+		}
+	})
+
+	t.Run("silent plug times out", func(t *testing.T) {
+		g := h.grant(t, "kitchen", "attic")
+		start := time.Now()
+		p := h.Command(t, g, "on")
+		if d := time.Since(start); d < 500*time.Millisecond || d > 2*time.Second {
+			t.Errorf("took %s, want about the 500ms confirm_timeout", d)
+		}
+		if p.StatusCode != http.StatusBadGateway || !strings.Contains(p.Body, "attic") {
+			t.Fatalf("PUT on = %d %s, want 502 naming attic", p.StatusCode, p.Body)
+		}
+		if got := failureBody(t, p); got["attic"] != bridge.FailTimeout || len(got) != 1 {
+			t.Errorf("failures %v", got)
+		}
+		if !tas.On() {
+			t.Error("kitchen did not stay as commanded")
+		}
+	})
+
+	t.Run("offline plug", func(t *testing.T) {
+		g := h.grant(t, "kitchen", "shed")
+		gone.Crash()
+		waitFor(t, 3*time.Second, "shed offline", func() bool {
+			p := h.Command(t, g, "off")
+			return p.StatusCode == http.StatusBadGateway && failureBody(t, p)["shed"] == bridge.FailUnavailable
+		})
+		if tas.On() {
+			t.Error("kitchen not switched off beside the offline plug")
+		}
+	})
+
+	t.Run("broker killed and restarted", func(t *testing.T) {
+		b.Stop()
+		waitFor(t, 5*time.Second, "PUT failing fast as unavailable", func() bool {
+			start := time.Now()
+			p := h.Command(t, good, "on")
+			fast := time.Since(start) < 300*time.Millisecond
+			return fast && p.StatusCode == http.StatusBadGateway && failureBody(t, p)["kitchen"] == bridge.FailUnavailable
+		})
+		// GET still answers, from the cache.
+		if vs := values(t, h, good); vs["Kitchen"] != "off" {
+			t.Errorf("list while the broker is down: %v", vs)
+		}
+		b.Start()
+		waitFor(t, 10*time.Second, "PUT working again after the restart", func() bool {
+			return h.Command(t, good, "on").StatusCode == http.StatusNoContent
+		})
+		for name, v := range values(t, h, good) {
+			if v != "on" {
+				t.Errorf("after restart and on, %s is %s", name, v)
+			}
+		}
+	})
+}
+
+// BenchmarkHTTPCommand measures one PUT /switches/on through the HTTP API
+// (bearer check, store, hub fan-out, mqtt driver, Mosquitto, simulated
+// Tasmota plugs and back) for N plugs, and, interleaved in the same run, the
+// floor: a bare paho client switching the same N plugs and waiting for the N
+// confirmations. ns/op is the API's; ratio is API/floor. The floor switches
+// the plugs off so neither side can take a late message of the other for its
+// own confirmation.
+func BenchmarkHTTPCommand(b *testing.B) {
+	for _, n := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
+			broker := mqtttest.StartMosquitto(b)
+			var topics, ids, sws []string
+			for i := range n {
+				topic := fmt.Sprintf("bench_%03d", i)
+				mqtttest.NewTasmota(b, broker.URL, mqtttest.TasmotaOptions{Topic: topic})
+				topics = append(topics, topic)
+				ids = append(ids, fmt.Sprintf("p%03d", i))
+				sws = append(sws, fmt.Sprintf("id: p%03d, name: P%d, profile: tasmota, topic: %s", i, i, topic))
+			}
+			h := startE2E(b, "broker: "+broker.URL+"\nclient_id: bench-hub", sws...)
+			g := h.grant(b, ids...)
+			floor := mqtttest.NewFloor(b, broker.URL, topics)
+			if p := h.Command(b, g, "on"); p.StatusCode != http.StatusNoContent {
+				b.Fatalf("warm-up PUT on = %d %s", p.StatusCode, p.Body)
+			}
+			var api, fl time.Duration
+			for b.Loop() {
+				start := time.Now()
+				if p := h.Command(b, g, "on"); p.StatusCode != http.StatusNoContent {
+					b.Fatalf("PUT on = %d %s", p.StatusCode, p.Body)
+				}
+				api += time.Since(start)
+				start = time.Now()
+				floor.Switch(b, "OFF", 5*time.Second)
+				fl += time.Since(start)
+			}
+			b.ReportMetric(float64(api.Nanoseconds())/float64(b.N), "ns/op")
+			b.ReportMetric(float64(fl.Nanoseconds())/float64(b.N), "floor-ns/op")
+			b.ReportMetric(float64(api)/float64(fl), "ratio")
+		})
+	}
+}

@@ -1,0 +1,88 @@
+package mqtttest
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// Floor is the least any hub can do to switch N Tasmota plugs: one bare
+// paho client that publishes the N commands at once and waits for the N
+// confirmations (stat/<topic>/RESULT). Benchmarks compare the hub with it.
+type Floor struct {
+	c      paho.Client
+	topics []string
+
+	mu   sync.Mutex
+	want string
+	got  int
+	all  chan struct{}
+}
+
+// NewFloor connects the bare client and subscribes to the plugs' replies.
+func NewFloor(tb testing.TB, broker string, topics []string) *Floor {
+	tb.Helper()
+	f := &Floor{topics: topics}
+	o := paho.NewClientOptions().AddBroker(broker).SetClientID(fmt.Sprintf("floor-%d", len(topics)))
+	o.SetOrderMatters(false)
+	f.c = paho.NewClient(o)
+	if tok := f.c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		tb.Fatalf("floor client: %v", tok.Error())
+	}
+	tb.Cleanup(func() { f.c.Disconnect(0) })
+	filters := map[string]byte{}
+	for _, t := range topics {
+		filters["stat/"+t+"/RESULT"] = 0
+	}
+	if tok := f.c.SubscribeMultiple(filters, f.onReply); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		tb.Fatalf("floor subscribe: %v", tok.Error())
+	}
+	return f
+}
+
+func (f *Floor) onReply(_ paho.Client, m paho.Message) {
+	var r struct{ POWER string }
+	if json.Unmarshal(m.Payload(), &r) != nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.all != nil && r.POWER == f.want {
+		f.got++
+		if f.got == len(f.topics) {
+			close(f.all)
+			f.all = nil
+		}
+	}
+}
+
+// Switch sends POWER <value> (ON or OFF) to every plug at once and returns
+// when each has confirmed it, or fails after timeout.
+func (f *Floor) Switch(tb testing.TB, value string, timeout time.Duration) {
+	all := make(chan struct{})
+	f.mu.Lock()
+	f.want, f.got, f.all = value, 0, all
+	f.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, t := range f.topics {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.c.Publish("cmnd/"+t+"/POWER", 1, false, value)
+		}()
+	}
+	wg.Wait()
+	select {
+	case <-all:
+	case <-time.After(timeout):
+		f.mu.Lock()
+		got := f.got
+		f.all = nil
+		f.mu.Unlock()
+		tb.Fatalf("floor: %d of %d plugs confirmed %s within %s", got, len(f.topics), value, timeout)
+	}
+}

@@ -1,0 +1,150 @@
+package mqtttest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TasmotaOptions describe a simulated Tasmota device. Defaults are the
+// firmware's.
+type TasmotaOptions struct {
+	Topic       string // %topic%; default tasmota_<6 hex>
+	Relays      int    // default 1
+	SetOption4  bool   // replies on stat/<topic>/POWER instead of RESULT
+	SetOption26 bool   // POWER1 even with one relay
+	PowerRetain bool   // plain stat/<topic>/POWER retained
+	StateText   [2]string
+}
+
+// Tasmota simulates a Tasmota device with the default FullTopic
+// %prefix%/%topic%/. It answers every POWER command and query with
+// stat/<topic>/RESULT {"POWER":"ON"} and then plain stat/<topic>/POWER ON,
+// reports the new state even when nothing changed, and has the last will
+// tele/<topic>/LWT Offline (retained).
+type Tasmota struct {
+	*sim
+	o TasmotaOptions
+}
+
+var _ Plug = (*Tasmota)(nil)
+
+// NewTasmota connects a simulated Tasmota device to broker.
+func NewTasmota(tb testing.TB, broker string, o TasmotaOptions) *Tasmota {
+	tb.Helper()
+	if o.Topic == "" {
+		o.Topic = "tasmota_1A2B3C"
+	}
+	if o.StateText == ([2]string{}) {
+		o.StateText = [2]string{"OFF", "ON"}
+	}
+	t := &Tasmota{sim: newSim(tb, broker, "DVES_"+o.Topic, o.Relays), o: o}
+	t.willTopic, t.willPayload, t.willQoS = "tele/"+o.Topic+"/LWT", "Offline", 1
+	t.subs["cmnd/"+o.Topic+"/#"] = 0
+	t.handle = t.onMessage
+	t.birth = func() {
+		t.pub("tele/"+o.Topic+"/LWT", 1, true, "Online")
+		// The iobroker workaround: an empty POWER to itself, so a
+		// RESULT/POWER pair follows.
+		t.pub("cmnd/"+o.Topic+"/POWER", 0, false, "")
+		t.pub("tele/"+o.Topic+"/INFO1", 0, false, `{"Info1":{"Module":"Generic","Version":"14.4.1(release-tasmota)","FallbackTopic":"cmnd/DVES_1A2B3C_fb/","GroupTopic":"cmnd/tasmotas/"}}`)
+	}
+	t.Start()
+	return t
+}
+
+// Relays is how many relays the device has.
+func (t *Tasmota) Relays() int { return len(t.relays) }
+
+// powerKey is GetPowerDevice: POWER for a lone relay unless SetOption26.
+func (t *Tasmota) powerKey(i int) string {
+	if len(t.relays) == 1 && !t.o.SetOption26 {
+		return "POWER"
+	}
+	return "POWER" + strconv.Itoa(i+1)
+}
+
+func (t *Tasmota) text(on bool) string { return onOff(on, t.o.StateText[1], t.o.StateText[0]) }
+
+func (t *Tasmota) onMessage(topic string, payload []byte) {
+	prefix := "cmnd/" + t.o.Topic + "/"
+	if !strings.HasPrefix(topic, prefix) {
+		return
+	}
+	cmd := strings.ToUpper(topic[len(prefix):])
+	if !t.command() {
+		return
+	}
+	if !strings.HasPrefix(cmd, "POWER") {
+		t.pub("stat/"+t.o.Topic+"/RESULT", 0, false, `{"Command":"Unknown"}`)
+		return
+	}
+	idx := 1
+	if digits := cmd[len("POWER"):]; digits != "" {
+		n, err := strconv.Atoi(digits)
+		if err != nil {
+			t.pub("stat/"+t.o.Topic+"/RESULT", 0, false, `{"Command":"Unknown"}`)
+			return
+		}
+		idx = n
+	}
+	if idx > len(t.relays) {
+		t.pub("stat/"+t.o.Topic+"/RESULT", 0, false, `{"Command":"Error"}`)
+		return
+	}
+	relays := []int{idx - 1}
+	if idx == 0 {
+		relays = relays[:0]
+		for i := range t.relays {
+			relays = append(relays, i)
+		}
+	}
+	p := strings.TrimSpace(string(payload))
+	for _, i := range relays {
+		switch strings.ToUpper(p) {
+		case "ON", "TRUE", "START", "1", strings.ToUpper(t.o.StateText[1]):
+			t.setRelay(i, true)
+		case "OFF", "FALSE", "STOP", "0", strings.ToUpper(t.o.StateText[0]):
+			t.setRelay(i, false)
+		case "TOGGLE", "2":
+			t.setRelay(i, !t.relay(i))
+		default:
+			// "", "?" and anything unrecognised are a query.
+		}
+		t.report(i)
+	}
+}
+
+// report sends what Tasmota sends after a power change or query.
+func (t *Tasmota) report(i int) {
+	key, text := t.powerKey(i), t.text(t.relay(i))
+	js, _ := json.Marshal(map[string]string{key: text})
+	if t.o.SetOption4 {
+		t.pub("stat/"+t.o.Topic+"/"+key, 0, false, string(js))
+	} else {
+		t.pub("stat/"+t.o.Topic+"/RESULT", 0, false, string(js))
+	}
+	t.pub("stat/"+t.o.Topic+"/"+key, 0, t.o.PowerRetain, text)
+}
+
+// Set implements Plug: a button press on relay 1.
+func (t *Tasmota) Set(on bool) {
+	t.setRelay(0, on)
+	t.report(0)
+}
+
+// Tele publishes tele/<topic>/STATE as TelePeriod does.
+func (t *Tasmota) Tele() {
+	st := map[string]any{"Time": "2026-01-01T00:00:05", "Uptime": "0T00:00:05", "UptimeSec": 5, "Heap": 25,
+		"SleepMode": "Dynamic", "Sleep": 50, "LoadAvg": 19, "MqttCount": 1,
+		"Wifi": map[string]any{"AP": 1, "SSId": "home", "RSSI": 80, "Signal": -60}}
+	for i := range t.relays {
+		st[t.powerKey(i)] = t.text(t.relay(i))
+	}
+	b, _ := json.Marshal(st)
+	t.pub("tele/"+t.o.Topic+"/STATE", 0, false, string(b))
+}
+
+func (t *Tasmota) String() string { return fmt.Sprintf("tasmota %s", t.o.Topic) }

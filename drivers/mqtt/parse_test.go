@@ -1,0 +1,112 @@
+package mqtt
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/switchbridge/switchbridge/bridge"
+)
+
+func TestParsers(t *testing.T) {
+	texts := StateText{Off: "OFF", On: "ON"}
+	one := []string{"POWER", "POWER1"}
+	tests := []struct {
+		name string
+		got  report
+		want report
+	}{
+		{"tasmota RESULT", parseTasmotaJSON([]byte(`{"POWER":"ON"}`), one, texts), report{value: bridge.On}},
+		{"tasmota RESULT POWER1", parseTasmotaJSON([]byte(`{"POWER1":"OFF"}`), one, texts), report{value: bridge.Off}},
+		{"tasmota other relay", parseTasmotaJSON([]byte(`{"POWER2":"ON"}`), one, texts), report{}},
+		{"tasmota STATE", parseTasmotaJSON([]byte(`{"Time":"x","UptimeSec":5,"POWER":"ON","Wifi":{"RSSI":80}}`), one, texts), report{value: bridge.On}},
+		{"tasmota error", parseTasmotaJSON([]byte(`{"Command":"Error"}`), one, texts), report{rejected: `Tasmota answered {"Command":"Error"} (check the relay index)`}},
+		{"tasmota state text", parseTasmotaJSON([]byte(`{"POWER":"an"}`), one, StateText{Off: "AUS", On: "AN"}), report{value: bridge.On}},
+		{"tasmota not JSON", parseTasmotaJSON([]byte(`ON`), one, texts), report{}},
+		{"plain lower case", report{value: parseWord([]byte(" on\n"), "ON", "OFF")}, report{value: bridge.On}},
+		{"plain unknown", report{value: parseWord([]byte("TOGGLE"), "ON", "OFF")}, report{}},
+		{"shelly overpower", report{value: parseWord([]byte("overpower"), "on", "off", "overpower")}, report{value: bridge.Off}},
+		{"LWT", report{avail: parseAvailability([]byte("Offline"), "Online", "Offline")}, report{avail: availOffline}},
+		{"z2m state", report{value: parseJSONState([]byte(`{"linkquality":3,"state":"ON"}`), "state", "ON", "OFF")}, report{value: bridge.On}},
+		{"z2m endpoint", report{value: parseJSONState([]byte(`{"state_l1":"ON","state_l2":"OFF"}`), "state_l2", "ON", "OFF")}, report{value: bridge.Off}},
+		{"z2m without state", report{value: parseJSONState([]byte(`{"linkquality":3}`), "state", "ON", "OFF")}, report{}},
+		{"json nested bool", report{value: parseJSONState([]byte(`{"relay":{"on":true}}`), "relay.on", "true", "false")}, report{value: bridge.On}},
+		{"json number", report{value: parseJSONState([]byte(`{"s":0}`), "s", "1", "0")}, report{value: bridge.Off}},
+		{"json path into a string", report{value: parseJSONState([]byte(`{"s":"x"}`), "s.t", "1", "0")}, report{}},
+		{"z2m availability 2.x", report{avail: parseZ2MAvailability([]byte(`{"state":"offline"}`))}, report{avail: availOffline}},
+		{"z2m availability 1.x", report{avail: parseZ2MAvailability([]byte(`online`))}, report{avail: availOnline}},
+		{"z2m availability garbage", report{avail: parseZ2MAvailability([]byte(`{"state":1}`))}, report{}},
+		{"shelly NotifyStatus", report{value: parseShellyNotify([]byte(`{"src":"s","dst":"s/events","method":"NotifyStatus","params":{"ts":1.5,"switch:0":{"id":0,"output":true,"source":"MQTT"}}}`), 0)}, report{value: bridge.On}},
+		{"shelly NotifyStatus partial", report{value: parseShellyNotify([]byte(`{"method":"NotifyStatus","params":{"ts":1.5,"switch:0":{"id":0,"apower":3.5}}}`), 0)}, report{}},
+		{"shelly NotifyStatus other switch", report{value: parseShellyNotify([]byte(`{"method":"NotifyStatus","params":{"switch:1":{"output":true}}}`), 0)}, report{}},
+		{"shelly NotifyEvent", report{value: parseShellyNotify([]byte(`{"method":"NotifyEvent","params":{"switch:0":{"output":true}}}`), 0)}, report{}},
+		{"shelly status", report{value: parseShellyOutput([]byte(`{"id":0,"source":"init","output":false,"apower":0}`))}, report{value: bridge.Off}},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: got %+v, want %+v", tt.name, tt.got, tt.want)
+		}
+	}
+
+	if r, ok := parseRPCReply([]byte(`{"id":7,"src":"shellyplus1-x","dst":"hub","result":{"was_on":false}}`)); !ok || r.ID != 7 || r.Error != nil {
+		t.Errorf("rpc result: %+v %v", r, ok)
+	}
+	if r, ok := parseRPCReply([]byte(`{"id":8,"src":"x","dst":"hub","error":{"code":-105,"message":"Argument 'id', value 3 not found!"}}`)); !ok || r.Error == nil || r.Error.Code != -105 {
+		t.Errorf("rpc error: %+v %v", r, ok)
+	}
+	for _, bad := range []string{`{"id":"abc","result":{}}`, `{"id":3}`, `{"method":"NotifyStatus"}`, `[]`, ``} {
+		if _, ok := parseRPCReply([]byte(bad)); ok {
+			t.Errorf("parseRPCReply(%q) accepted", bad)
+		}
+	}
+	if v := parseWord([]byte(strings.Repeat("O", maxPayload+1)), "ON", "OFF"); v != "" {
+		t.Error("an oversized payload was read")
+	}
+}
+
+// FuzzParsers feeds every parser arbitrary payloads: none may panic, each
+// says on, off or nothing, and the same payload always says the same.
+func FuzzParsers(f *testing.F) {
+	for _, s := range []string{
+		`ON`, `off`, ``, `?`, `{"POWER":"ON"}`, `{"POWER1":"OFF","POWER2":"ON"}`, `{"Command":"Error"}`,
+		`{"state":"ON","linkquality":10}`, `{"state":"offline"}`, `online`,
+		`{"id":1,"src":"s","dst":"hub","result":{"was_on":true}}`, `{"id":2,"error":{"code":404,"message":"x"}}`,
+		`{"method":"NotifyStatus","params":{"ts":1,"switch:0":{"id":0,"output":true}}}`,
+		`{"a":{"b":{"c":"1"}}}`, `{"POWER":`, `{"state":null}`, "\x00\xff", `[1,2]`, `{"id":0,"output":"yes"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	texts := StateText{Off: "OFF", On: "ON"}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if len(b) > 4*maxPayload {
+			t.Skip("larger than any message the parsers are given")
+		}
+		valid := func(v bridge.Value) {
+			if v != "" && v != bridge.On && v != bridge.Off {
+				t.Fatalf("value %q from %q", v, b)
+			}
+		}
+		r := parseTasmotaJSON(b, []string{"POWER", "POWER1"}, texts)
+		valid(r.value)
+		if r.avail != availUnknown || r.bridge != availUnknown {
+			t.Fatalf("Tasmota JSON gave availability from %q", b)
+		}
+		if r != parseTasmotaJSON(b, []string{"POWER", "POWER1"}, texts) {
+			t.Fatal("not deterministic")
+		}
+		valid(parseWord(b, "ON", "OFF"))
+		valid(parseJSONState(b, "state", "ON", "OFF"))
+		valid(parseJSONState(b, "a.b.c", "1", "0"))
+		valid(parseShellyNotify(b, 0))
+		valid(parseShellyOutput(b))
+		if a := parseZ2MAvailability(b); a < availUnknown || a > availOffline {
+			t.Fatalf("availability %d", a)
+		}
+		if rep, ok := parseRPCReply(b); ok && rep.ID == 0 {
+			t.Fatalf("accepted a reply without id: %q", b)
+		}
+		// A plain word that parses must be the word, whatever the case.
+		if v := parseWord(b, "ON", "OFF"); v != "" && !strings.EqualFold(strings.TrimSpace(string(b)), string(v)) {
+			t.Fatalf("%q read as %q", b, v)
+		}
+	})
+}

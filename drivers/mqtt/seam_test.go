@@ -1,0 +1,100 @@
+package mqtt
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/drivers"
+)
+
+// stuckClient is a paho client whose publish tokens never complete (paho
+// issues #613, #598): a broker cannot be made to provoke that, so this is
+// the one place a stand-in for paho is used.
+type stuckClient struct {
+	opts *paho.ClientOptions
+	mu   sync.Mutex
+	pubs []string
+	ret  bool
+}
+
+type token struct{ done chan struct{} }
+
+func (t token) Wait() bool                       { <-t.done; return true }
+func (t token) WaitTimeout(d time.Duration) bool { return waitChan(t.done, d) }
+func (t token) Done() <-chan struct{}            { return t.done }
+func (t token) Error() error                     { return nil }
+
+func waitChan(c chan struct{}, d time.Duration) bool {
+	select {
+	case <-c:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+func doneToken() token {
+	c := make(chan struct{})
+	close(c)
+	return token{c}
+}
+
+func (c *stuckClient) Connect() paho.Token {
+	go c.opts.OnConnect(nil)
+	return doneToken()
+}
+func (c *stuckClient) Disconnect(uint)        {}
+func (c *stuckClient) IsConnectionOpen() bool { return true }
+func (c *stuckClient) Publish(topic string, _ byte, retained bool, _ any) paho.Token {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pubs = append(c.pubs, topic)
+	c.ret = c.ret || retained
+	return token{make(chan struct{})} // never completes
+}
+func (c *stuckClient) SubscribeMultiple(map[string]byte, paho.MessageHandler) paho.Token {
+	return doneToken()
+}
+
+func TestTokenThatNeverCompletes(t *testing.T) {
+	fake := &stuckClient{}
+	old := newClient
+	newClient = func(o *paho.ClientOptions) client { fake.opts = o; return fake }
+	defer func() { newClient = old }()
+
+	d, err := New(drivers.Env{Settings: mustNode(t, "{broker: tcp://127.0.0.1:9, confirm_timeout: 10s}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Add(drivers.Spec{ID: "p", Options: mustNode(t, "{profile: tasmota, topic: p}")}); err != nil {
+		t.Fatal(err)
+	}
+	devs, err := d.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = devs["p"].(bridge.Commander).Do(ctx, bridge.CommandOn)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Do took %s past a 200ms deadline", d)
+	}
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	// The start-up query (an empty POWER) and the command.
+	if len(fake.pubs) != 2 || fake.pubs[0] != "cmnd/p/POWER" || fake.pubs[1] != "cmnd/p/POWER" || fake.ret {
+		t.Errorf("published %v (retained: %v)", fake.pubs, fake.ret)
+	}
+}
