@@ -37,6 +37,10 @@ type Hub struct {
 	// of it.
 	Sync func()
 
+	// cmdMu is held shared by every command and exclusively by Exclusive,
+	// so a reload never closes a device under a command.
+	cmdMu sync.RWMutex
+
 	mu        sync.RWMutex
 	switches  map[string]*Switch
 	locations map[int64]*Location
@@ -83,6 +87,14 @@ func (h *Hub) Replace(locations []Location, switches []*Switch) error {
 	h.switches, h.locations, h.locOrder = sws, locs, order
 	h.mu.Unlock()
 	return nil
+}
+
+// Exclusive runs fn while no command runs: commands in flight finish first,
+// and new ones wait until fn returns. A config reload swaps drivers in it.
+func (h *Hub) Exclusive(fn func() error) error {
+	h.cmdMu.Lock()
+	defer h.cmdMu.Unlock()
+	return fn()
 }
 
 // Switch returns the switch with id.
@@ -173,6 +185,8 @@ func (h *Hub) Command(ctx context.Context, ids []string, cmd Command) error {
 	if _, err := ParseCommand(string(cmd)); err != nil {
 		return err
 	}
+	h.cmdMu.RLock()
+	defer h.cmdMu.RUnlock()
 	sws, err := h.lookup(ids)
 	if err != nil {
 		return err

@@ -23,6 +23,7 @@ type Call struct {
 	Params map[string]string
 	Grant  *bridge.Grant
 	Hub    *bridge.Hub
+	Logger *slog.Logger // carries the installation id
 }
 
 // SwitchesApp is the spec's example app: two rows.
@@ -55,7 +56,35 @@ func commandSwitches(c *Call) ([]map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return nil, c.Hub.Command(c.Ctx, c.Grant.SwitchIDs, cmd)
+	start := time.Now()
+	err = c.Hub.Command(c.Ctx, c.Grant.SwitchIDs, cmd)
+	logCommand(c, cmd, err, time.Since(start))
+	return nil, err
+}
+
+// logCommand writes one line per switch a command reached (or was refused
+// for), with the installation id from the call's logger.
+func logCommand(c *Call, cmd bridge.Command, err error, d time.Duration) {
+	failed := map[string]bridge.Failure{}
+	var e *bridge.Error
+	if errors.As(err, &e) {
+		for _, f := range e.Failures {
+			failed[f.SwitchID] = f
+		}
+	}
+	for _, id := range c.Grant.SwitchIDs {
+		f, bad := failed[id]
+		switch {
+		case bad:
+			c.Logger.Warn("device command", "switch", id, "command", string(cmd), "outcome", f.Reason, "error", f.Message, "duration_seconds", d.Seconds())
+		case err != nil && bridge.ErrorCode(err) == bridge.ENOTIMPLEMENTED:
+			c.Logger.Info("device command", "switch", id, "command", string(cmd), "outcome", "not_sent", "duration_seconds", d.Seconds())
+		case err != nil && bridge.ErrorCode(err) != bridge.EDEVICE:
+			c.Logger.Warn("device command", "switch", id, "command", string(cmd), "outcome", "not_sent", "error", bridge.ErrorMessage(err))
+		default:
+			c.Logger.Info("device command", "switch", id, "command", string(cmd), "outcome", "ok", "duration_seconds", d.Seconds())
+		}
+	}
 }
 
 // Handler serves the installation API.
@@ -132,7 +161,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 	}
 	// Commands take no body; do not read one, and do not wait for a large one.
 	r.Body = http.MaxBytesReader(w, r.Body, 0)
-	out, err := handler(&Call{Ctx: r.Context(), Params: params, Grant: g, Hub: h.hub})
+	out, err := handler(&Call{Ctx: r.Context(), Params: params, Grant: g, Hub: h.hub, Logger: h.logger.With("installation", id)})
 	if err != nil {
 		return h.writeError(w, err)
 	}

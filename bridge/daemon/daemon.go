@@ -20,6 +20,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/api"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/democlient"
+	"github.com/switchbridge/switchbridge/bridge/metrics"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/drivers"
@@ -27,21 +28,27 @@ import (
 
 // Daemon is one running hub.
 type Daemon struct {
-	Config *config.Config
-	Store  *store.DB
-	Hub    *bridge.Hub
-	OAuth  *oauth.Server
-	API    *api.Handler
-	// Demo is the demo client's public URL, "" when the config has no demo.
+	Config  *config.Config
+	Store   *store.DB
+	Hub     *bridge.Hub
+	OAuth   *oauth.Server
+	API     *api.Handler
+	Metrics *metrics.Metrics
+	// DemoURL is the demo client's public URL, "" when the config has no demo.
 	DemoURL string
 
 	logger    *slog.Logger
+	reg       drivers.Registry
+	env       drivers.Env
 	drivers   *drivers.Set
 	states    *stateWriter
 	ln        net.Listener
 	server    *http.Server
 	handler   http.Handler
 	publicURL string
+
+	metricsLn     net.Listener
+	metricsServer *http.Server
 
 	bg     sync.WaitGroup
 	stopBg context.CancelFunc
@@ -55,7 +62,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	d := &Daemon{Config: cfg, logger: logger}
+	d := &Daemon{Config: cfg, logger: logger, reg: reg}
 	defer func() {
 		if err != nil {
 			d.Close()
@@ -70,7 +77,9 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		return nil, fmt.Errorf("reading stored switch values: %w", err)
 	}
 	d.states = newStateWriter(d.Store, logger)
+	d.Metrics = metrics.New(metrics.Options{Installations: d.Store.CountInstallations, Logger: logger.With("component", "metrics")})
 	env := drivers.Env{
+		MQTT:   d.Metrics,
 		Logger: logger,
 		LastValue: func(id string) (bridge.Value, bool) {
 			v, ok := last[id]
@@ -78,6 +87,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		},
 		Notify: d.states.notify,
 	}
+	d.env = env
 	d.drivers, err = drivers.Build(cfg, reg, env)
 	if err != nil {
 		return nil, err
@@ -85,6 +95,12 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	d.ln, err = net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("server.listen %s: %w", cfg.Server.Listen, err)
+	}
+	if cfg.Server.MetricsListen != "off" {
+		d.metricsLn, err = net.Listen("tcp", cfg.Server.MetricsListen)
+		if err != nil {
+			return nil, fmt.Errorf("server.metrics_listen %s: %w", cfg.Server.MetricsListen, err)
+		}
 	}
 	d.publicURL = cfg.Server.PublicURL
 	if d.publicURL == "" {
@@ -94,26 +110,22 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	if err != nil {
 		return nil, err
 	}
-	var locs []bridge.Location
-	for _, l := range cfg.Locations {
-		bl := bridge.Location{ID: l.ID, Name: l.Name}
-		for _, s := range l.Switches {
-			bl.Switches = append(bl.Switches, s.ID)
-		}
-		locs = append(locs, bl)
-	}
-	d.Hub, err = bridge.NewHub(locs, switches)
+	d.Hub, err = bridge.NewHub(locations(cfg), switches)
 	if err != nil {
 		return nil, err
 	}
 	d.Hub.Timeout = cfg.Server.CommandTimeout.Std()
 	d.Hub.Sync = d.states.sync
+	d.Hub.Observe = d.Metrics.ObserveCommand
+	d.Metrics.WatchSwitches(d.Hub)
 
 	d.OAuth = oauth.New(d.Store, d.Hub, logger.With("component", "oauth"))
 	d.OAuth.PublicURL = d.publicURL
 	d.OAuth.TokenLifetime = cfg.OAuth.TokenLifetime.Std()
 	d.OAuth.CodeLifetime = cfg.OAuth.CodeLifetime.Std()
+	d.OAuth.Observe = d.Metrics.ObserveOAuth
 	d.API = api.New(d.Hub, d.OAuth, logger.With("component", "api"))
+	d.API.TokenFailed = d.Metrics.APITokenFailed
 
 	mux := http.NewServeMux()
 	d.OAuth.Register(mux)
@@ -124,10 +136,12 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		}
 	}
 	mux.HandleFunc("GET /{$}", d.handleRoot)
-	d.handler = mux
+	// Instrument wraps the mux itself: it reads the matched route pattern
+	// from the request the mux was given.
+	d.handler = d.Metrics.Instrument(mux)
 
 	d.server = &http.Server{
-		Handler: mux,
+		Handler: d.handler,
 		// Slow or idle clients must not hold connections on a small hub.
 		ReadHeaderTimeout: 10 * time.Second,
 		// Requests are small forms or no body at all.
@@ -141,6 +155,20 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
 
+	if d.metricsLn != nil {
+		d.metricsServer = &http.Server{
+			Handler: d.Metrics.Handler(),
+			// A scraper sends one small GET; anything slower is not one.
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       10 * time.Second,
+			// A scrape is bounded by the metrics package's own timeout.
+			WriteTimeout:   30 * time.Second,
+			IdleTimeout:    2 * time.Minute,
+			MaxHeaderBytes: 8 << 10,
+			ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		}
+	}
+
 	bgCtx, cancel := context.WithCancel(context.Background())
 	d.stopBg = cancel
 	d.bg.Add(1)
@@ -149,6 +177,71 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		d.prune(bgCtx)
 	}()
 	return d, nil
+}
+
+func locations(cfg *config.Config) []bridge.Location {
+	var locs []bridge.Location
+	for _, l := range cfg.Locations {
+		bl := bridge.Location{ID: l.ID, Name: l.Name}
+		for _, s := range l.Switches {
+			bl.Switches = append(bl.Switches, s.ID)
+		}
+		locs = append(locs, bl)
+	}
+	return locs
+}
+
+// Reload applies the locations, switches and driver settings (mqtt) of a
+// new config without stopping the HTTP servers: commands in flight finish,
+// the old drivers are closed (releasing GPIO lines and the broker
+// connection), the new ones are opened, and the hub switches tables. If the
+// new drivers fail to open, the old config's drivers are opened again and
+// the error is returned. Sections that need a restart (server, data_dir,
+// oauth, log, demo) are left as they were, with a warning when they changed.
+func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
+	for name, changed := range map[string]bool{
+		"server":   cfg.Server != d.Config.Server,
+		"data_dir": cfg.DataDir != d.Config.DataDir,
+		"oauth":    cfg.OAuth != d.Config.OAuth,
+		"log":      cfg.Log != d.Config.Log,
+		"demo":     (cfg.Demo == nil) != (d.Config.Demo == nil) || (cfg.Demo != nil && *cfg.Demo != *d.Config.Demo),
+	} {
+		if changed {
+			d.logger.Warn("reload: this section changed but takes effect only after a restart", "section", name)
+		}
+	}
+	next, err := drivers.Build(cfg, d.reg, d.env)
+	if err != nil {
+		return err
+	}
+	return d.Hub.Exclusive(func() error {
+		if err := d.drivers.Close(); err != nil {
+			d.logger.Warn("reload: closing the old drivers", "err", err)
+		}
+		switches, err := next.Open(ctx)
+		if err == nil {
+			err = d.Hub.Replace(locations(cfg), switches)
+			if err != nil {
+				next.Close()
+			}
+		}
+		if err != nil {
+			// Back to the config that worked.
+			old, berr := drivers.Build(d.Config, d.reg, d.env)
+			if berr == nil {
+				if sws, oerr := old.Open(ctx); oerr == nil && d.Hub.Replace(locations(d.Config), sws) == nil {
+					d.drivers = old
+					return fmt.Errorf("reload failed, kept the previous switches: %w", err)
+				}
+			}
+			return fmt.Errorf("reload failed and the previous switches could not be reopened: %w", err)
+		}
+		d.drivers = next
+		d.Config.Locations = cfg.Locations
+		d.Config.MQTT = cfg.MQTT
+		d.logger.Info("reloaded switches and locations", "switches", len(switches), "locations", len(cfg.Locations))
+		return nil
+	})
 }
 
 // reachable turns a listener address into one a local client can use: an
@@ -171,12 +264,22 @@ func (d *Daemon) PublicURL() string { return d.publicURL }
 // Addr is the address the API listener is bound to.
 func (d *Daemon) Addr() net.Addr { return d.ln.Addr() }
 
-// Handler is the daemon's HTTP handler, for wrapping (metrics) before Serve.
-func (d *Daemon) Handler() http.Handler { return d.handler }
+// MetricsAddr is the address the metrics listener is bound to, nil when
+// metrics are off.
+func (d *Daemon) MetricsAddr() net.Addr {
+	if d.metricsLn == nil {
+		return nil
+	}
+	return d.metricsLn.Addr()
+}
 
-// SetHandler replaces the served handler, e.g. with the same handler wrapped
-// in instrumentation. Call it before Serve.
-func (d *Daemon) SetHandler(h http.Handler) { d.handler = h; d.server.Handler = h }
+// Healthy reports whether the daemon can do its work: the store answers.
+// The watchdog pings systemd only while it does.
+func (d *Daemon) Healthy(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return d.Store.Ping(ctx)
+}
 
 // Serve serves HTTP until ctx is done, then shuts down gracefully: it stops
 // accepting, lets requests in flight finish within the config's shutdown
@@ -184,14 +287,25 @@ func (d *Daemon) SetHandler(h http.Handler) { d.handler = h; d.server.Handler = 
 func (d *Daemon) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- d.server.Serve(d.ln) }()
+	merrc := make(chan error, 1)
+	if d.metricsServer != nil {
+		go func() { merrc <- d.metricsServer.Serve(d.metricsLn) }()
+	}
 	select {
 	case err := <-errc:
 		return err
+	case err := <-merrc:
+		d.server.Close()
+		return fmt.Errorf("metrics listener: %w", err)
 	case <-ctx.Done():
 	}
+	d.logger.Info("shutting down: finishing requests in flight", "timeout_seconds", d.Config.Server.ShutdownTimeout.Std().Seconds())
 	// A fresh timeout, not the cancelled ctx: requests in flight get their time.
 	sctx, cancel := context.WithTimeout(context.Background(), d.Config.Server.ShutdownTimeout.Std())
 	defer cancel()
+	if d.metricsServer != nil {
+		go d.metricsServer.Shutdown(sctx)
+	}
 	err := d.server.Shutdown(sctx)
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return serr
@@ -212,6 +326,9 @@ func (d *Daemon) Close() error {
 	}
 	if d.server == nil && d.ln != nil {
 		d.ln.Close()
+	}
+	if d.metricsServer == nil && d.metricsLn != nil {
+		d.metricsLn.Close()
 	}
 	if d.drivers != nil {
 		errs = append(errs, d.drivers.Close())

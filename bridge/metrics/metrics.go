@@ -114,6 +114,14 @@ func New(o Options) *Metrics {
 	return m
 }
 
+// WatchSwitches exports the per-switch gauges of src from now on. It is
+// for a hub built after the metrics (the drivers report MQTT metrics while
+// they open, before the hub exists); call it at most once, and only when
+// Options.Switches was nil.
+func (m *Metrics) WatchSwitches(src SwitchSource) {
+	m.reg.MustRegister(newSwitchCollector(src))
+}
+
 // Registry is the registry every metric lives on, for registering more
 // collectors or gathering in tests.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }

@@ -73,6 +73,12 @@ func OpenFile(ctx context.Context, path string) (*DB, error) {
 	return db, nil
 }
 
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	var one int
+	return db.db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+}
+
 // Close closes the database.
 func (db *DB) Close() error { return db.db.Close() }
 

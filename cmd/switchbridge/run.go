@@ -10,9 +10,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
+	"time"
+
+	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/term"
@@ -198,15 +203,79 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		return err
 	}
 	defer d.Close()
-	logger.Info("switchbridge ready", "listen", d.Addr().String(), "public_url", d.PublicURL(), "switches", len(d.Hub.Switches()))
+	metricsAddr := "off"
+	if a := d.MetricsAddr(); a != nil {
+		metricsAddr = a.String()
+	}
+	logger.Info("switchbridge ready", "listen", d.Addr().String(), "public_url", d.PublicURL(),
+		"metrics_listen", metricsAddr, "switches", len(d.Hub.Switches()))
 	if d.DemoURL != "" {
 		fmt.Fprintf(c.stdout, "\nswitchbridge demo hub is running. Open %s and log in as %s / %s.\n\n", d.DemoURL, cfg.Demo.User, cfg.Demo.Password)
 	}
-	if err := d.Serve(ctx); err != nil {
+	// Listeners are bound and drivers open: tell systemd (a no-op outside it).
+	if _, err := sdnotify.SdNotify(false, sdnotify.SdNotifyReady); err != nil {
+		logger.Warn("telling systemd we are ready", "err", err)
+	}
+	bg, stopBg := context.WithCancel(ctx)
+	defer stopBg()
+	go watchdog(bg, d, logger)
+	go reloadOnHangup(bg, d, *f.config, logger)
+
+	err = d.Serve(ctx)
+	sdnotify.SdNotify(false, sdnotify.SdNotifyStopping)
+	if err != nil {
 		return err
 	}
 	logger.Info("switchbridge stopped")
 	return nil
+}
+
+// watchdog pings systemd's watchdog at half its interval, but only while
+// the daemon is healthy: a hub whose store no longer answers stops pinging
+// and systemd restarts it.
+func watchdog(ctx context.Context, d *daemon.Daemon, logger *slog.Logger) {
+	interval, err := sdnotify.SdWatchdogEnabled(false)
+	if err != nil || interval <= 0 {
+		return
+	}
+	t := time.NewTicker(interval / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if err := d.Healthy(ctx); err != nil {
+			logger.Error("unhealthy: not pinging the watchdog", "err", err)
+			continue
+		}
+		sdnotify.SdNotify(false, sdnotify.SdNotifyWatchdog)
+	}
+}
+
+// reloadOnHangup re-reads the config on SIGHUP and applies its switches and
+// locations. A config with problems is reported and changes nothing.
+func reloadOnHangup(ctx context.Context, d *daemon.Daemon, path string, logger *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		sdnotify.SdNotify(false, sdnotify.SdNotifyReloading)
+		cfg, err := config.Load(path)
+		if err == nil {
+			err = d.Reload(ctx, cfg)
+		}
+		if err != nil {
+			logger.Error("reload refused; still running the previous config", "err", err)
+		}
+		sdnotify.SdNotify(false, sdnotify.SdNotifyReady)
+	}
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
