@@ -42,6 +42,10 @@ type Env struct {
 	// Notify tells the hub of a state the driver learnt (a device report, a
 	// confirmed command), so it can be stored and exported. It must not block.
 	Notify func(switchID string, st bridge.State)
+	// Reload is true when the drivers are opened by a config reload rather
+	// than at start-up: a switch then keeps the value it has (LastValue),
+	// whatever its start-up policy says, so a reload switches nothing.
+	Reload bool
 	// MQTT is told of the MQTT connection, for metrics. Build sets a no-op
 	// when the daemon gives none, so a driver may always call it.
 	MQTT MQTTObserver
@@ -54,6 +58,9 @@ type MQTTObserver interface {
 	MQTTReconnect()                       // each reconnection attempt
 	MQTTMessage(direction string)         // "in" per message received, "out" per publish
 }
+
+// DiscardMQTT is an MQTTObserver that does nothing.
+var DiscardMQTT MQTTObserver = noMQTT{}
 
 type noMQTT struct{}
 
@@ -115,7 +122,7 @@ func Build(cfg *config.Config, reg Registry, env Env) (*Set, error) {
 		env.Notify = func(string, bridge.State) {}
 	}
 	if env.MQTT == nil {
-		env.MQTT = noMQTT{}
+		env.MQTT = DiscardMQTT
 	}
 	for _, l := range cfg.Locations {
 		for _, s := range l.Switches {

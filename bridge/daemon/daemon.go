@@ -82,6 +82,9 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		MQTT:   d.Metrics,
 		Logger: logger,
 		LastValue: func(id string) (bridge.Value, bool) {
+			if v, ok := d.states.value(id); ok {
+				return v, true // reported since start-up
+			}
 			v, ok := last[id]
 			return v, ok
 		},
@@ -210,7 +213,9 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 			d.logger.Warn("reload: this section changed but takes effect only after a restart", "section", name)
 		}
 	}
-	next, err := drivers.Build(cfg, d.reg, d.env)
+	env := d.env
+	env.Reload = true
+	next, err := drivers.Build(cfg, d.reg, env)
 	if err != nil {
 		return err
 	}
@@ -227,7 +232,7 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 		}
 		if err != nil {
 			// Back to the config that worked.
-			old, berr := drivers.Build(d.Config, d.reg, d.env)
+			old, berr := drivers.Build(d.Config, d.reg, env)
 			if berr == nil {
 				if sws, oerr := old.Open(ctx); oerr == nil && d.Hub.Replace(locations(d.Config), sws) == nil {
 					d.drivers = old
@@ -471,6 +476,14 @@ func (w *stateWriter) run() {
 		w.flush()
 	}
 	w.flush()
+}
+
+// value is the last value reported for a switch since start-up.
+func (w *stateWriter) value(id string) (bridge.Value, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	v, ok := w.last[id]
+	return v, ok
 }
 
 // sync writes everything reported so far before it returns.

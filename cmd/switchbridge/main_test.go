@@ -287,3 +287,140 @@ func TestSurvivesKill9(t *testing.T) {
 		t.Errorf("after kill -9: %d %s, want the token to work and the lamp on", code, body)
 	}
 }
+
+// TestSIGTERMFinishesRequestsInFlight starts the real binary, sends SIGTERM
+// while a command is running, and checks that the command was answered and
+// the process exited 0.
+func TestSIGTERMFinishesRequestsInFlight(t *testing.T) {
+	dir := t.TempDir()
+	cfg, addr := writeConfig(t, dir)
+	// The fan takes a while to confirm, so the command is still running when
+	// the signal arrives.
+	body, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(body), "{id: fan, name: Fan, driver: virtual}", "{id: fan, name: Fan, driver: virtual, delay: 1500ms}", 1)), 0o600)
+	runCLI(t, "pw-alice\n", "user", "add", "alice", "--location", "1", "--config", cfg)
+	r := runCLI(t, "", "app", "create", "--name", "A", "--redirect-uri", "https://x/cb", "--owner", "alice", "--json", "--config", cfg)
+	var app struct {
+		ID string `json:"client_id"`
+	}
+	json.Unmarshal([]byte(r.stdout), &app)
+	r = runCLI(t, "", "install", "--client-id", app.ID, "--user", "alice", "--location", "1", "--switch", "fan", "--json", "--config", cfg)
+	var inst struct{ Token, Endpoint string }
+	json.Unmarshal([]byte(r.stdout), &inst)
+
+	p := startDaemon(t, cfg, addr)
+	type answer struct {
+		code int
+		err  error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPut, inst.Endpoint+"/switches/on", nil)
+		req.Header.Set("Authorization", "Bearer "+inst.Token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		resp.Body.Close()
+		answered <- answer{code: resp.StatusCode}
+	}()
+	time.Sleep(300 * time.Millisecond) // the command is now waiting on the fan
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	a := <-answered
+	if a.err != nil || a.code != http.StatusNoContent {
+		t.Errorf("request in flight during SIGTERM: %d %v, want 204", a.code, a.err)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("daemon did not exit after SIGTERM")
+	}
+	if p.err != nil {
+		t.Errorf("exit after SIGTERM: %v, want status 0\n%s", p.err, p.stderr)
+	}
+	for _, want := range []string{"shutting down", "switchbridge stopped"} {
+		if !strings.Contains(p.stderr.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, p.stderr)
+		}
+	}
+	// One log line per request and per device command, with the
+	// installation id, and never the token.
+	log := p.stderr.String()
+	found := false
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `msg="device command"`) && strings.Contains(line, "installation=") && strings.Contains(line, "switch=fan") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no device command line with the installation id:\n%s", log)
+	}
+	if strings.Contains(log, inst.Token) {
+		t.Error("the log holds the access token")
+	}
+}
+
+// TestSIGHUPReloadsSwitches adds a switch to the config of a running
+// daemon, sends SIGHUP, and checks the new switch works without a restart.
+func TestSIGHUPReloadsSwitches(t *testing.T) {
+	dir := t.TempDir()
+	cfg, addr := writeConfig(t, dir)
+	runCLI(t, "pw-alice\n", "user", "add", "alice", "--location", "2", "--config", cfg)
+	r := runCLI(t, "", "app", "create", "--name", "A", "--redirect-uri", "https://x/cb", "--owner", "alice", "--json", "--config", cfg)
+	var app struct {
+		ID string `json:"client_id"`
+	}
+	json.Unmarshal([]byte(r.stdout), &app)
+	p := startDaemon(t, cfg, addr)
+
+	body, _ := os.ReadFile(cfg)
+	os.WriteFile(cfg, []byte(strings.Replace(string(body), "{id: shed, name: Shed light, driver: virtual}",
+		"{id: shed, name: Shed light, driver: virtual}\n      - {id: pump, name: Pump, driver: virtual}", 1)), 0o600)
+	r = runCLI(t, "", "install", "--client-id", app.ID, "--user", "alice", "--location", "2", "--switch", "pump", "--json", "--config", cfg)
+	var inst struct{ Token, Endpoint string }
+	if err := json.Unmarshal([]byte(r.stdout), &inst); err != nil {
+		t.Fatalf("install: %+v", r)
+	}
+	if code, _ := call(t, http.MethodGet, inst.Endpoint+"/switches", inst.Token); code != http.StatusNotFound {
+		t.Fatalf("pump before reload = %d, want 404 (not configured yet)", code)
+	}
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := call(t, http.MethodGet, inst.Endpoint+"/switches", inst.Token)
+		if code == http.StatusOK && strings.Contains(body, "Pump") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pump not served 10 s after SIGHUP: %d %s\n%s", code, body, p.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case <-p.done:
+		t.Fatalf("SIGHUP stopped the daemon: %v", p.err)
+	default:
+	}
+}
+
+func TestServeRefusesToStart(t *testing.T) {
+	dir := t.TempDir()
+	cfg, addr := writeConfig(t, dir)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	r := runCLI(t, "", "serve", "--config", cfg)
+	if r.code != 1 || !strings.Contains(r.stderr, "server.listen "+addr) || !strings.Contains(r.stderr, "address already in use") {
+		t.Errorf("port taken: %+v", r)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("locations: nope\n"), 0o600)
+	if r := runCLI(t, "", "serve", "--config", bad); r.code != 1 || !strings.Contains(r.stderr, bad+":1:") {
+		t.Errorf("invalid config: %+v", r)
+	}
+}

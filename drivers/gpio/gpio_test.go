@@ -723,3 +723,26 @@ func TestIoctlLineWithoutChips(t *testing.T) {
 		t.Errorf("ioctlLine = %v, want a message about missing chips", err)
 	}
 }
+
+// A config reload keeps each relay at its current value: the start-up policy
+// does not apply, so a reload never switches a relay.
+func TestReloadKeepsRelayValue(t *testing.T) {
+	t.Parallel()
+	for _, startup := range []string{"off", "on", "restore"} {
+		for _, current := range []bridge.Value{bridge.On, bridge.Off} {
+			rec := &recorder{stored: map[string]bridge.Value{"r": current}}
+			p := newPin(t, false)
+			env := rec.env()
+			env.Reload = true
+			d, err := newDriver(env, (&fakeHost{}).platform())
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustAdd(t, d, "r", fmt.Sprintf("{pin: %s, startup: %s}", p.N, startup))
+			mustOpen(t, d)
+			if w := p.writes(); len(w) != 1 || w[0] != level(current, false) {
+				t.Errorf("startup %s, value %s: reload wrote %v, want [%s]", startup, current, w, level(current, false))
+			}
+		}
+	}
+}

@@ -48,7 +48,14 @@ func (d *driver) openRelay(sp spec, p gpio.PinIO) (*relay, error) {
 }
 
 // startValue is the value an output takes at start-up, and why.
+// On a config reload the relay keeps the value it had: the policy is for
+// start-up, and a reload must not switch anything.
 func (d *driver) startValue(sp spec) (bridge.Value, string) {
+	if d.env.Reload {
+		if v, ok := d.env.LastValue(sp.id); ok && (v == bridge.On || v == bridge.Off) {
+			return v, "reload: kept"
+		}
+	}
 	switch sp.startup {
 	case StartupOn:
 		return bridge.On, "on"

@@ -57,6 +57,9 @@ func New(env drivers.Env) (drivers.Driver, error) {
 	if env.LastValue == nil {
 		env.LastValue = func(string) (bridge.Value, bool) { return "", false }
 	}
+	if env.MQTT == nil {
+		env.MQTT = drivers.DiscardMQTT
+	}
 	return &driver{env: env, log: env.Logger, set: s, byID: map[string]*device{}}, nil
 }
 
@@ -150,10 +153,20 @@ func (d *driver) Open(ctx context.Context) (map[string]bridge.Device, error) {
 	// and updates memory; it never waits, publishes or calls out (hub
 	// notifications go through the notifier's goroutine).
 	o.SetOrderMatters(true)
-	o.SetDefaultPublishHandler(d.dispatch)
-	o.SetOnConnectHandler(func(paho.Client) { d.onConnect(filters) })
-	o.SetReconnectingHandler(func(paho.Client, *paho.ClientOptions) { d.onDown() })
+	o.SetDefaultPublishHandler(func(c paho.Client, m paho.Message) {
+		d.env.MQTT.MQTTMessage("in")
+		d.dispatch(c, m)
+	})
+	o.SetOnConnectHandler(func(paho.Client) {
+		d.env.MQTT.MQTTConnected(d.url, true)
+		d.onConnect(filters)
+	})
+	o.SetReconnectingHandler(func(paho.Client, *paho.ClientOptions) {
+		d.env.MQTT.MQTTReconnect()
+		d.onDown()
+	})
 	o.SetConnectionLostHandler(func(_ paho.Client, err error) {
+		d.env.MQTT.MQTTConnected(d.url, false)
 		d.log.Warn("MQTT broker connection lost; reconnecting", "broker", d.url, "error", err)
 	})
 	o.SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) {
@@ -378,6 +391,7 @@ func (d *driver) queryMessage(dev *device) (message, bool) {
 // replayed to the plug at every reconnect (Tasmota's "ghost switching").
 // This is the driver's only call to Publish.
 func (d *driver) publish(m message) paho.Token {
+	d.env.MQTT.MQTTMessage("out")
 	return d.c.Publish(m.topic, 1, false, m.payload)
 }
 

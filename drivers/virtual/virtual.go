@@ -20,7 +20,8 @@ import (
 // Options are a virtual switch's keys in the config.
 type Options struct {
 	// Initial is the value at start-up; when empty the stored value is
-	// restored, and off is used when none is stored.
+	// restored, and off is used when none is stored. A config reload always
+	// keeps the current value.
 	Initial string `yaml:"initial"`
 	// Commands lists the commands the switch supports; all when empty.
 	Commands []string `yaml:"commands"`
@@ -88,7 +89,7 @@ func (d *driver) Open(context.Context) (map[string]bridge.Device, error) {
 	out := make(map[string]bridge.Device, len(d.specs))
 	for _, sp := range d.specs {
 		v := sp.initial
-		if v == "" {
+		if d.env.Reload || v == "" {
 			if last, ok := d.env.LastValue(sp.id); ok {
 				v = last
 			} else {

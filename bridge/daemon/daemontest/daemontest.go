@@ -51,10 +51,22 @@ func Start(tb testing.TB, body string) *Hub {
 // same data) and driver registry.
 func StartIn(tb testing.TB, dataDir, body string, reg drivers.Registry) *Hub {
 	tb.Helper()
+	return start(tb, dataDir, body, reg, `"off"`)
+}
+
+// StartWithMetrics is Start with the metrics listener on a free loopback
+// port (Daemon.MetricsAddr).
+func StartWithMetrics(tb testing.TB, body string) *Hub {
+	tb.Helper()
+	return start(tb, tb.TempDir(), body, nil, "127.0.0.1:0")
+}
+
+func start(tb testing.TB, dataDir, body string, reg drivers.Registry, metricsListen string) *Hub {
+	tb.Helper()
 	if reg == nil {
 		reg = builtin.Registry()
 	}
-	text := fmt.Sprintf("server:\n  listen: 127.0.0.1:0\n  metrics_listen: \"off\"\ndata_dir: %q\n%s", dataDir, body)
+	text := fmt.Sprintf("server:\n  listen: 127.0.0.1:0\n  metrics_listen: %s\ndata_dir: %q\n%s", metricsListen, dataDir, body)
 	cfg, err := config.Parse([]byte(text), "test.yaml")
 	if err != nil {
 		tb.Fatalf("config: %v", err)

@@ -1,0 +1,194 @@
+package daemon_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/oauth2"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/bridge/daemon"
+	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/drivers/builtin"
+)
+
+func scrape(t *testing.T, h *daemontest.Hub) string {
+	t.Helper()
+	resp, err := http.Get("http://" + h.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("scrape = %d", resp.StatusCode)
+	}
+	return string(b)
+}
+
+// sample returns the value of the sample whose line starts with series, or
+// -1 when there is none.
+func sample(text, series string) float64 {
+	re := regexp.MustCompile("(?m)^" + regexp.QuoteMeta(series) + ` (\S+)$`)
+	m := re.FindStringSubmatch(text)
+	if m == nil {
+		return -1
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	return v
+}
+
+// TestMetricsAfterAScriptedFlow runs the OAuth flow and some commands, then
+// scrapes the metrics listener over HTTP and checks every count moved as
+// the flow says it must.
+func TestMetricsAfterAScriptedFlow(t *testing.T) {
+	h := daemontest.StartWithMetrics(t, hubConfig)
+	alice := h.AddUser(t, "alice", "alice-pw", 1, 2)
+	app := h.AddApp(t, alice, true, redirect)
+
+	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen", "doorbell", "broken")
+	h.Command(t, g, "on")  // kitchen, doorbell ok; broken fails
+	h.Command(t, g, "off") // refused: doorbell lacks off
+	h.List(t, g)
+	h.Call(t, http.MethodGet, g.URI+"/switches", "bogus")
+	h.Call(t, http.MethodGet, g.URI+"/switches", "")
+	cfg := h.OAuthConfig(app)
+	cfg.ClientSecret = "wrong"
+	cfg.Endpoint.AuthStyle = oauth2.AuthStyleInHeader // auto-detect would try twice
+	cfg.Exchange(context.Background(), "whatever")
+
+	text := scrape(t, h)
+	want := map[string]float64{
+		`switchbridge_oauth_authorizations_granted_total`:                                                          1,
+		`switchbridge_oauth_tokens_issued_total`:                                                                   1,
+		`switchbridge_installations`:                                                                               1,
+		`switchbridge_switch_commands_total{command="on",driver="virtual",outcome="ok"}`:                           2,
+		`switchbridge_switch_commands_total{command="on",driver="virtual",outcome="failed"}`:                       1,
+		`switchbridge_switch_commands_total{command="off",driver="virtual",outcome="unsupported"}`:                 1,
+		`switchbridge_switch_state{location="Home",switch="kitchen"}`:                                              1,
+		`switchbridge_switch_state{location="Garage",switch="garage-light"}`:                                       0,
+		`switchbridge_switch_available{location="Home",switch="kitchen"}`:                                          1,
+		`switchbridge_api_token_failures_total{reason="invalid"}`:                                                  1,
+		`switchbridge_api_token_failures_total{reason="missing"}`:                                                  1,
+		`switchbridge_http_requests_total{code="204",method="PUT",route="/api/apps/installations/{id}/{path...}"}`: 0,
+		`switchbridge_http_requests_total{code="502",method="PUT",route="/api/apps/installations/{id}/{path...}"}`: 1,
+		`switchbridge_http_requests_total{code="501",method="PUT",route="/api/apps/installations/{id}/{path...}"}`: 1,
+		`switchbridge_http_requests_total{code="200",method="GET",route="/api/apps/endpoints"}`:                    1,
+		`switchbridge_http_requests_total{code="303",method="POST",route="/oauth/login"}`:                          1,
+	}
+	for series, v := range want {
+		got := sample(text, series)
+		if v == 0 {
+			if got > 0 {
+				t.Errorf("%s = %v, want none or 0", series, got)
+			}
+			continue
+		}
+		if got != v {
+			t.Errorf("%s = %v, want %v", series, got, v)
+		}
+	}
+	if got := sample(text, `switchbridge_oauth_client_auth_failures_total{reason="client_authentication_failed"}`); got != 1 {
+		t.Errorf("client auth failures = %v, want 1", got)
+	}
+	// No label carries a token, a user or a raw installation path.
+	for _, secret := range []string{g.Token.AccessToken, "alice", strings.TrimPrefix(g.URI, h.URL)} {
+		if strings.Contains(text, secret) {
+			t.Errorf("metrics leak %q", secret)
+		}
+	}
+	for _, family := range []string{"go_goroutines", "process_resident_memory_bytes"} {
+		if !strings.Contains(text, family) {
+			t.Errorf("standard collector %s missing", family)
+		}
+	}
+}
+
+func TestOpenRefusesBadStarts(t *testing.T) {
+	occupied, err := (&net0{}).listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer occupied.Close()
+	file := filepath.Join(t.TempDir(), "file")
+	os.WriteFile(file, nil, 0o600)
+	cases := map[string]struct {
+		yaml string
+		msg  string
+	}{
+		"port taken":            {"server: {listen: " + occupied.Addr().String() + ", metrics_listen: \"off\"}\ndata_dir: " + t.TempDir() + "\n" + hubConfig, "address already in use"},
+		"metrics port taken":    {"server: {listen: 127.0.0.1:0, metrics_listen: " + occupied.Addr().String() + "}\ndata_dir: " + t.TempDir() + "\n" + hubConfig, "server.metrics_listen"},
+		"data dir not writable": {"server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: " + filepath.Join(file, "data") + "\n" + hubConfig, "data dir"},
+	}
+	for name, c := range cases {
+		cfg, err := config.Parse([]byte(c.yaml), "x.yaml")
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		d, err := daemon.Open(context.Background(), cfg, builtin.Registry(), nil)
+		if err == nil {
+			d.Close()
+			t.Errorf("%s: started", name)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: %v, want it to mention %q", name, err, c.msg)
+		}
+	}
+}
+
+func TestReload(t *testing.T) {
+	h := daemontest.Start(t, hubConfig)
+	alice := h.AddUser(t, "alice", "alice-pw", 1, 2)
+	app := h.AddApp(t, alice, true, redirect)
+	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen", "hall")
+	h.Command(t, g, "on")
+
+	// A new config: hall is gone, a porch light is added.
+	next := strings.Replace(hubConfig, "      - {id: hall, name: Hall lamp, driver: virtual, initial: on}\n",
+		"      - {id: porch, name: Porch light, driver: virtual}\n", 1)
+	cfg, err := config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+next), "next.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Reload(context.Background(), cfg); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if _, ok := h.Hub.Switch("porch"); !ok {
+		t.Error("porch not there after reload")
+	}
+	// kitchen keeps its state (restored from the store by the new driver).
+	if st := mustSwitch(t, h, "kitchen").Device.State(); st.Value != bridge.On {
+		t.Errorf("kitchen = %s after reload, want on", st.Value)
+	}
+	// The installation still names hall, which is gone: a clear 404.
+	p := h.Call(t, http.MethodGet, g.URI+"/switches", g.Token.AccessToken)
+	if p.StatusCode != http.StatusNotFound || !strings.Contains(p.Body, "hall") {
+		t.Errorf("list with a removed switch = %d %s", p.StatusCode, p.Body)
+	}
+
+	// A config whose drivers fail to open leaves the running switches alone.
+	bad := strings.Replace(next, "driver: virtual}", "driver: mqtt, profile: tasmota, topic: t}", 1)
+	bad = "mqtt: {broker: embedded, listen: \"" + occupiedAddr(t) + "\"}\n" + bad
+	cfg, err = config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+bad), "bad.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Reload(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "kept the previous switches") {
+		t.Errorf("reload with a failing driver: %v", err)
+	}
+	if _, ok := h.Hub.Switch("porch"); !ok {
+		t.Error("failed reload lost the working switches")
+	}
+	if sw, _ := h.Hub.Switch("kitchen"); sw.Driver != "virtual" {
+		t.Errorf("kitchen driver = %s after a failed reload", sw.Driver)
+	}
+}
