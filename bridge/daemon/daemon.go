@@ -496,14 +496,19 @@ func (w *stateWriter) flush() {
 	q := w.queue
 	w.queue = map[string]bridge.State{}
 	w.mu.Unlock()
+	if len(q) == 0 {
+		return
+	}
+	batch := make([]store.SwitchValue, 0, len(q))
 	for id, st := range q {
 		at := st.Updated
 		if at.IsZero() {
 			at = time.Now()
 		}
-		if err := w.db.SaveSwitchValue(context.Background(), id, st.Value, at); err != nil {
-			w.logger.Warn("storing switch value", "switch", id, "err", err)
-		}
+		batch = append(batch, store.SwitchValue{SwitchID: id, Value: st.Value, At: at})
+	}
+	if err := w.db.SaveSwitchValues(context.Background(), batch); err != nil {
+		w.logger.Warn("storing switch values", "switches", len(batch), "err", err)
 	}
 }
 

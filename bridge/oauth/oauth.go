@@ -48,6 +48,7 @@ type Server struct {
 	Observe func(event, reason string)
 
 	sessions *sessions
+	grants   *grantCache
 	now      func() time.Time
 }
 
@@ -61,6 +62,7 @@ func New(db *store.DB, hub *bridge.Hub, logger *slog.Logger) *Server {
 		TokenLifetime: 90 * 24 * time.Hour,
 		CodeLifetime:  10 * time.Minute,
 		sessions:      newSessions(),
+		grants:        newGrantCache(),
 		now:           time.Now,
 	}
 }
@@ -343,6 +345,7 @@ func (s *Server) handleConsent(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
+	s.grants.clear() // a reinstall changes what existing tokens grant
 	code := NewSecret()
 	expires := s.now().Add(s.codeLifetime())
 	if err := s.store.CreateCode(ctx, Hash(code), store.Code{ClientID: app.ClientID, RedirectURI: req.RedirectURI, InstallationID: in.ID, ExpiresAt: expires}); err != nil {
@@ -510,6 +513,7 @@ func (s *Server) token(r *http.Request, f url.Values) (*tokenResponse, *tokenErr
 	case errors.Is(err, store.ErrCodeInvalid):
 		return nil, bad("invalid_grant", "the code is unknown or expired")
 	case errors.Is(err, store.ErrCodeReused):
+		s.grants.clear() // the replay revoked a token
 		s.logger.Warn("authorization code replayed; its token is revoked", "client_id", app.ClientID)
 		return nil, bad("invalid_grant", "the code was used already; the token it issued is revoked")
 	case errors.Is(err, errWrongClient), errors.Is(err, errWrongRedirect):
@@ -645,7 +649,15 @@ func (s *Server) grant(ctx context.Context, token string) (*bridge.Grant, error)
 	if len(token) > maxParamLen {
 		return nil, bridge.Errorf(bridge.EUNAUTHORIZED, "the access token is invalid")
 	}
-	t, err := s.store.Token(ctx, Hash(token))
+	hash := Hash(token)
+	now := s.now()
+	if g, ok := s.grants.get(hash, now); ok {
+		if !now.Before(g.ExpiresAt) {
+			return nil, bridge.Errorf(bridge.EUNAUTHORIZED, "the access token expired")
+		}
+		return g, nil
+	}
+	t, err := s.store.Token(ctx, hash)
 	switch {
 	case errors.Is(err, store.ErrTokenUnknown):
 		return nil, bridge.Errorf(bridge.EUNAUTHORIZED, "the access token is invalid")
@@ -663,10 +675,12 @@ func (s *Server) grant(ctx context.Context, token string) (*bridge.Grant, error)
 		}
 		return nil, err
 	}
-	return &bridge.Grant{
+	g := &bridge.Grant{
 		InstallationID: in.ID, ClientID: in.ClientID, UserID: in.UserID,
 		LocationID: in.LocationID, SwitchIDs: in.SwitchIDs, ExpiresAt: t.ExpiresAt,
-	}, nil
+	}
+	s.grants.put(hash, g, now)
+	return g, nil
 }
 
 func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {

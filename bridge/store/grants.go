@@ -108,8 +108,7 @@ func (db *DB) Token(ctx context.Context, hash []byte) (*Token, error) {
 	var t Token
 	var expires int64
 	var revoked sql.NullInt64
-	err := db.db.QueryRowContext(ctx, `SELECT installation_id, expires_at, revoked_at FROM tokens WHERE hash = ?`, hash).
-		Scan(&t.InstallationID, &expires, &revoked)
+	err := db.tokenStmt.QueryRowContext(ctx, hash).Scan(&t.InstallationID, &expires, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrTokenUnknown
 	}
@@ -120,6 +119,8 @@ func (db *DB) Token(ctx context.Context, hash []byte) (*Token, error) {
 	t.Revoked = revoked.Valid
 	return &t, nil
 }
+
+const selectToken = `SELECT installation_id, expires_at, revoked_at FROM tokens WHERE hash = ?`
 
 // Prune deletes codes and tokens that expired more than a day before now,
 // so the database does not grow without bound. Used codes are kept until

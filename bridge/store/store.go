@@ -31,6 +31,11 @@ var migrations embed.FS
 type DB struct {
 	db  *sql.DB
 	now func() time.Time
+
+	// The statements every API request or reported state runs, prepared
+	// once: the pure-Go SQLite spends more time preparing a statement than
+	// running one of these.
+	tokenStmt, installationStmt, installationSwitchesStmt, saveValueStmt *sql.Stmt
 }
 
 // FileName is the database's name inside the data directory.
@@ -70,6 +75,20 @@ func OpenFile(ctx context.Context, path string) (*DB, error) {
 		sdb.Close()
 		return nil, fmt.Errorf("opening %s: %w", path, err)
 	}
+	for _, p := range []struct {
+		dst *(*sql.Stmt)
+		q   string
+	}{
+		{&db.tokenStmt, selectToken},
+		{&db.installationStmt, selectInstallation},
+		{&db.installationSwitchesStmt, selectInstallationSwitches},
+		{&db.saveValueStmt, saveSwitchValue},
+	} {
+		if *p.dst, err = sdb.PrepareContext(ctx, p.q); err != nil {
+			sdb.Close()
+			return nil, fmt.Errorf("opening %s: %w", path, err)
+		}
+	}
 	return db, nil
 }
 
@@ -80,7 +99,14 @@ func (db *DB) Ping(ctx context.Context) error {
 }
 
 // Close closes the database.
-func (db *DB) Close() error { return db.db.Close() }
+func (db *DB) Close() error {
+	for _, st := range []*sql.Stmt{db.tokenStmt, db.installationStmt, db.installationSwitchesStmt, db.saveValueStmt} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	return db.db.Close()
+}
 
 func (db *DB) migrate(ctx context.Context) error {
 	names, err := fs.Glob(migrations, "migrations/*.sql")
@@ -418,7 +444,7 @@ func (db *DB) Install(ctx context.Context, in *bridge.Installation) error {
 func (db *DB) Installation(ctx context.Context, id string) (*bridge.Installation, error) {
 	in := &bridge.Installation{}
 	var created, updated int64
-	err := db.db.QueryRowContext(ctx, `SELECT id, client_id, user_id, location_id, created_at, updated_at FROM installations WHERE id = ?`, id).
+	err := db.installationStmt.QueryRowContext(ctx, id).
 		Scan(&in.ID, &in.ClientID, &in.UserID, &in.LocationID, &created, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, bridge.Errorf(bridge.ENOTFOUND, "no installation %q", id)
@@ -427,9 +453,25 @@ func (db *DB) Installation(ctx context.Context, id string) (*bridge.Installation
 		return nil, err
 	}
 	in.CreatedAt, in.UpdatedAt = fromUnix(created), fromUnix(updated)
-	in.SwitchIDs, err = db.strings(ctx, `SELECT switch_id FROM installation_switches WHERE installation_id = ? ORDER BY pos`, id)
-	return in, err
+	rows, err := db.installationSwitchesStmt.QueryContext(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		in.SwitchIDs = append(in.SwitchIDs, s)
+	}
+	return in, rows.Err()
 }
+
+const (
+	selectInstallation         = `SELECT id, client_id, user_id, location_id, created_at, updated_at FROM installations WHERE id = ?`
+	selectInstallationSwitches = `SELECT switch_id FROM installation_switches WHERE installation_id = ? ORDER BY pos`
+)
 
 // Installations lists every installation, oldest first.
 func (db *DB) Installations(ctx context.Context) ([]*bridge.Installation, error) {
@@ -482,12 +524,43 @@ func (db *DB) strings(ctx context.Context, q string, args ...any) ([]string, err
 
 // ---- switch state
 
-// SaveSwitchValue stores a switch's last known value.
+const saveSwitchValue = `INSERT INTO switch_states (switch_id, value, updated_at) VALUES (?, ?, ?)
+	ON CONFLICT (switch_id) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
+	WHERE excluded.updated_at >= switch_states.updated_at`
+
+// SaveSwitchValue stores a switch's last known value. An older report than
+// the one stored is ignored.
 func (db *DB) SaveSwitchValue(ctx context.Context, switchID string, v bridge.Value, at time.Time) error {
-	_, err := db.db.ExecContext(ctx, `INSERT INTO switch_states (switch_id, value, updated_at) VALUES (?, ?, ?)
-		ON CONFLICT (switch_id) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
-		WHERE excluded.updated_at >= switch_states.updated_at`, switchID, string(v), unix(at))
+	_, err := db.saveValueStmt.ExecContext(ctx, switchID, string(v), unix(at))
 	return err
+}
+
+// SwitchValue is one switch's value at a time, for SaveSwitchValues.
+type SwitchValue struct {
+	SwitchID string
+	Value    bridge.Value
+	At       time.Time
+}
+
+// SaveSwitchValues stores many values in one transaction: one disk write
+// for a command that switched a hundred plugs.
+func (db *DB) SaveSwitchValues(ctx context.Context, vs []SwitchValue) error {
+	if len(vs) == 0 {
+		return nil
+	}
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	stmt := tx.StmtContext(ctx, db.saveValueStmt)
+	defer stmt.Close()
+	for _, v := range vs {
+		if _, err := stmt.ExecContext(ctx, v.SwitchID, string(v.Value), unix(v.At)); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // SwitchValues returns every stored switch value by switch id.
