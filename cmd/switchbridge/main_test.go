@@ -424,3 +424,17 @@ func TestServeRefusesToStart(t *testing.T) {
 		t.Errorf("invalid config: %+v", r)
 	}
 }
+
+// TestShippedConfigsCheck runs check-config on every example config, so the
+// examples in configs/ stay valid, driver keys included.
+func TestShippedConfigsCheck(t *testing.T) {
+	files, _ := filepath.Glob("../../configs/*.yaml")
+	if len(files) < 2 {
+		t.Fatalf("configs: %v", files)
+	}
+	for _, f := range files {
+		if r := runCLI(t, "", "check-config", "--config", f); r.code != 0 {
+			t.Errorf("%s: %+v", f, r)
+		}
+	}
+}
