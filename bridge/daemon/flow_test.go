@@ -398,9 +398,13 @@ func TestPagesAreHardened(t *testing.T) {
 	if p := b.Post(t, "/oauth/authorize", cf); p.StatusCode != http.StatusForbidden {
 		t.Errorf("consent with the pre-login csrf = %d, want 403", p.StatusCode)
 	}
-	// The consent page lists only alice's locations, and the 303 after POST.
+	// The consent page lists only alice's locations, and says which switch
+	// cannot do everything.
 	if !strings.Contains(consent.Body, "Install into Home") || !strings.Contains(consent.Body, "Install into Garage") {
 		t.Errorf("consent page misses a location of alice's")
+	}
+	if !strings.Contains(consent.Body, "Doorbell chime <span class=\"note\">(can only be switched on)</span>") {
+		t.Errorf("consent page does not say the doorbell can only be switched on")
 	}
 }
 

@@ -96,7 +96,7 @@ func TestMetricsAfterAScriptedFlow(t *testing.T) {
 			t.Errorf("%s = %v, want %v", series, got, v)
 		}
 	}
-	if got := sample(text, `switchbridge_oauth_client_auth_failures_total{reason="client_authentication_failed"}`); got != 1 {
+	if got := sample(text, `switchbridge_oauth_client_auth_failures_total{reason="bad_credentials"}`); got != 1 {
 		t.Errorf("client auth failures = %v, want 1", got)
 	}
 	// No label carries a token, a user or a raw installation path.

@@ -285,7 +285,8 @@ h1 { font-size: 1.3rem; margin-top: 0; }
 table { border-collapse: collapse; width: 100%; margin: 1rem 0; }
 td { padding: .4rem .2rem; border-bottom: 1px solid #e3e6ea; }
 .on { color: #18794e; font-weight: 600; } .off { color: #6b7280; }
-button, a.button { font-size: 1rem; padding: .5rem 1.1rem; border-radius: 6px; border: 1px solid #1f7a4d; background: #26945d; color: #fff; cursor: pointer; text-decoration: none; display: inline-block; margin-right: .4rem; }
+button, a.button { font-size: 1rem; padding: .5rem 1.1rem; border-radius: 6px; border: 1px solid #1f7a4d; background: #26945d; color: #fff; cursor: pointer; text-decoration: none; display: inline-block; margin: 0 .4rem .4rem 0; }
+code { overflow-wrap: anywhere; }
 button.secondary { background: #fff; color: #1f7a4d; }
 .error { background: #fdecec; color: #8a1c1c; border-radius: 6px; padding: .5rem .8rem; }
 .flash { background: #e8f5ee; border-radius: 6px; padding: .5rem .8rem; }

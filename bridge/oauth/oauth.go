@@ -165,7 +165,30 @@ func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, e *authEr
 type locationView struct {
 	ID       int64
 	Name     string
-	Switches []*bridge.Switch
+	Switches []switchView
+}
+
+// switchView is one switch on the consent page. Limits says what it cannot
+// do, so the user knows before a command answers 501.
+type switchView struct {
+	ID, Name, Limits string
+}
+
+func limits(sw *bridge.Switch) string {
+	var can []string
+	for _, c := range bridge.Commands {
+		if bridge.Supports(sw.Device, c) {
+			can = append(can, string(c))
+		}
+	}
+	switch {
+	case len(can) == len(bridge.Commands):
+		return ""
+	case len(can) == 0:
+		return "read-only: reports its state, cannot be switched"
+	default:
+		return "can only be switched " + strings.Join(can, " and ")
+	}
 }
 
 // userLocations lists the configured locations the user belongs to.
@@ -178,7 +201,7 @@ func (s *Server) userLocations(u *bridge.User) []locationView {
 		v := locationView{ID: l.ID, Name: l.Name}
 		for _, id := range l.Switches {
 			if sw, ok := s.hub.Switch(id); ok {
-				v.Switches = append(v.Switches, sw)
+				v.Switches = append(v.Switches, switchView{ID: sw.ID, Name: sw.Name, Limits: limits(sw)})
 			}
 		}
 		out = append(out, v)
@@ -421,7 +444,8 @@ type tokenError struct {
 	status int
 	code   string
 	desc   string
-	basic  bool // the client tried HTTP Basic: answer with a Basic challenge
+	basic  bool   // the client tried HTTP Basic: answer with a Basic challenge
+	reason string // a short, bounded cause for metrics; code when empty
 }
 
 func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
@@ -445,8 +469,11 @@ func (s *Server) handleToken(w http.ResponseWriter, r *http.Request) {
 	resp, terr := s.token(r, f)
 	if terr != nil {
 		reason := terr.code
+		if terr.reason != "" {
+			reason = terr.reason
+		}
 		if terr.code == "invalid_client" {
-			s.observe("client_auth_failed", terr.desc)
+			s.observe("client_auth_failed", reason)
 		} else {
 			s.observe("token_failed", reason)
 		}
@@ -536,7 +563,7 @@ func (s *Server) authenticateClient(r *http.Request, f url.Values) (*bridge.App,
 	if ah := r.Header.Get("Authorization"); ah != "" {
 		user, pass, ok := r.BasicAuth()
 		if !ok {
-			return nil, &tokenError{status: http.StatusUnauthorized, code: "invalid_client", desc: "the Authorization header is not valid HTTP Basic", basic: true}
+			return nil, &tokenError{status: http.StatusUnauthorized, code: "invalid_client", desc: "the Authorization header is not valid HTTP Basic", basic: true, reason: "malformed_basic"}
 		}
 		if hasFormSecret {
 			return nil, &tokenError{status: http.StatusBadRequest, code: "invalid_request", desc: "use one client authentication method, not both"}
@@ -545,7 +572,7 @@ func (s *Server) authenticateClient(r *http.Request, f url.Values) (*bridge.App,
 		id, err1 = url.QueryUnescape(user)
 		secret, err2 = url.QueryUnescape(pass)
 		if err1 != nil || err2 != nil {
-			return nil, &tokenError{status: http.StatusUnauthorized, code: "invalid_client", desc: "the Basic credentials are not form-urlencoded", basic: true}
+			return nil, &tokenError{status: http.StatusUnauthorized, code: "invalid_client", desc: "the Basic credentials are not form-urlencoded", basic: true, reason: "malformed_basic"}
 		}
 		if fid := f.Get("client_id"); fid != "" && fid != id {
 			return nil, &tokenError{status: http.StatusBadRequest, code: "invalid_request", desc: "client_id differs from the authenticated client"}
@@ -554,10 +581,10 @@ func (s *Server) authenticateClient(r *http.Request, f url.Values) (*bridge.App,
 	} else {
 		id, secret = f.Get("client_id"), f.Get("client_secret")
 		if id == "" || secret == "" {
-			return nil, &tokenError{status: http.StatusUnauthorized, code: "invalid_client", desc: "client authentication is missing"}
+			return nil, &tokenError{status: http.StatusUnauthorized, code: "invalid_client", desc: "client authentication is missing", reason: "missing"}
 		}
 	}
-	fail := &tokenError{status: http.StatusUnauthorized, code: "invalid_client", desc: "client authentication failed", basic: basic}
+	fail := &tokenError{status: http.StatusUnauthorized, code: "invalid_client", desc: "client authentication failed", basic: basic, reason: "bad_credentials"}
 	if len(id) > maxParamLen || len(secret) > maxParamLen {
 		return nil, fail
 	}
