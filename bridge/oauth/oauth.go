@@ -238,23 +238,44 @@ func authParams(f url.Values) url.Values {
 	return q
 }
 
-func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
+// postedForm is a login or consent POST that passed the checks every such
+// POST needs: a readable bounded form, a valid authorization request in it,
+// and the session's CSRF token.
+type postedForm struct {
+	f         url.Values
+	req       *authRequest
+	sessionID string
+	sess      *session
+}
+
+// readPostedForm runs those checks and answers the request itself when one
+// fails (ok false).
+func (s *Server) readPostedForm(w http.ResponseWriter, r *http.Request) (p postedForm, ok bool) {
 	pageHeaders(w)
 	f, err := readForm(w, r)
 	if err != nil {
-		s.errorPage(w, http.StatusBadRequest, "The login form could not be read: "+err.Error())
-		return
+		s.errorPage(w, http.StatusBadRequest, "The form could not be read: "+err.Error())
+		return p, false
 	}
 	req, aerr := parseAuthorizeRequest(authParams(f), s.lookupClient(r.Context()))
 	if aerr != nil {
 		s.authFailed(w, r, aerr)
-		return
+		return p, false
 	}
 	id, sess := s.sessions.get(r)
 	if !csrfOK(sess, f.Get("csrf")) {
 		s.errorPage(w, http.StatusForbidden, "This form has expired or was not sent by this page. Go back and start again from the app.")
+		return p, false
+	}
+	return postedForm{f: f, req: req, sessionID: id, sess: sess}, true
+}
+
+func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.readPostedForm(w, r)
+	if !ok {
 		return
 	}
+	f, req, id, sess := p.f, p.req, p.sessionID, p.sess
 	back := "/oauth/authorize?" + req.Query()
 	user, err := s.checkPassword(r.Context(), f.Get("username"), f.Get("password"))
 	if err != nil {
@@ -313,19 +334,12 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 // handleConsent takes the user's decision: deny, or install the app into one
 // of their locations with the switches they ticked.
 func (s *Server) handleConsent(w http.ResponseWriter, r *http.Request) {
-	pageHeaders(w)
-	f, err := readForm(w, r)
-	if err != nil {
-		s.errorPage(w, http.StatusBadRequest, "The form could not be read: "+err.Error())
+	p, ok := s.readPostedForm(w, r)
+	if !ok {
 		return
 	}
-	req, aerr := parseAuthorizeRequest(authParams(f), s.lookupClient(r.Context()))
-	if aerr != nil {
-		s.authFailed(w, r, aerr)
-		return
-	}
-	_, sess := s.sessions.get(r)
-	if !csrfOK(sess, f.Get("csrf")) || sess.userID == 0 {
+	f, req, sess := p.f, p.req, p.sess
+	if sess.userID == 0 {
 		s.errorPage(w, http.StatusForbidden, "This form has expired or was not sent by this page. Go back and start again from the app.")
 		return
 	}
@@ -377,11 +391,11 @@ func (s *Server) handleConsent(w http.ResponseWriter, r *http.Request) {
 	}
 	s.observe("authorization_granted", "")
 	s.logger.Info("app installed", "client_id", app.ClientID, "installation", in.ID, "user", user.Name, "location", locID, "switches", len(switches))
-	p := url.Values{"code": {code}}
+	params := url.Values{"code": {code}}
 	if req.HasState {
-		p.Set("state", req.State)
+		params.Set("state", req.State)
 	}
-	http.Redirect(w, r, redirectWith(req.RedirectURI, p), http.StatusSeeOther)
+	http.Redirect(w, r, redirectWith(req.RedirectURI, params), http.StatusSeeOther)
 }
 
 // selection checks the consent form's location and switches: the location

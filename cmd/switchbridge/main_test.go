@@ -197,6 +197,25 @@ locations:
 	}
 }
 
+// developerApp is an app of user alice, made with the CLI.
+type developerApp struct{ ID string }
+
+// addDeveloperApp adds user alice in a location and an app she owns.
+func addDeveloperApp(t *testing.T, cfg, location string) developerApp {
+	t.Helper()
+	if r := runCLI(t, "pw-alice\n", "user", "add", "alice", "--location", location, "--config", cfg); r.code != 0 {
+		t.Fatalf("user add: %+v", r)
+	}
+	r := runCLI(t, "", "app", "create", "--name", "A", "--redirect-uri", "https://x/cb", "--owner", "alice", "--json", "--config", cfg)
+	var app struct {
+		ID string `json:"client_id"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &app); err != nil || app.ID == "" {
+		t.Fatalf("app create: %+v", r)
+	}
+	return developerApp{ID: app.ID}
+}
+
 // daemonProcess is the real binary (this test binary re-executed) running
 // serve.
 type daemonProcess struct {
@@ -260,17 +279,12 @@ func call(t *testing.T, method, url, token string) (int, string) {
 func TestSurvivesKill9(t *testing.T) {
 	dir := t.TempDir()
 	cfg, addr := writeConfig(t, dir)
-	runCLI(t, "pw-alice\n", "user", "add", "alice", "--location", "1", "--config", cfg)
-	r := runCLI(t, "", "app", "create", "--name", "A", "--redirect-uri", "https://x/cb", "--owner", "alice", "--json", "--config", cfg)
-	var app struct {
-		ID string `json:"client_id"`
-	}
-	json.Unmarshal([]byte(r.stdout), &app)
+	app := addDeveloperApp(t, cfg, "1")
 
 	p := startDaemon(t, cfg, addr)
 	// install runs while the daemon holds the database: SQLite in WAL mode
 	// lets the two processes share it.
-	r = runCLI(t, "", "install", "--client-id", app.ID, "--user", "alice", "--location", "1", "--switch", "lamp", "--json", "--config", cfg)
+	r := runCLI(t, "", "install", "--client-id", app.ID, "--user", "alice", "--location", "1", "--switch", "lamp", "--json", "--config", cfg)
 	var inst struct{ Token, Endpoint string }
 	if err := json.Unmarshal([]byte(r.stdout), &inst); err != nil {
 		t.Fatalf("install: %+v", r)
@@ -298,13 +312,8 @@ func TestSIGTERMFinishesRequestsInFlight(t *testing.T) {
 	// the signal arrives.
 	body, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, []byte(strings.Replace(string(body), "{id: fan, name: Fan, driver: virtual}", "{id: fan, name: Fan, driver: virtual, delay: 1500ms}", 1)), 0o600)
-	runCLI(t, "pw-alice\n", "user", "add", "alice", "--location", "1", "--config", cfg)
-	r := runCLI(t, "", "app", "create", "--name", "A", "--redirect-uri", "https://x/cb", "--owner", "alice", "--json", "--config", cfg)
-	var app struct {
-		ID string `json:"client_id"`
-	}
-	json.Unmarshal([]byte(r.stdout), &app)
-	r = runCLI(t, "", "install", "--client-id", app.ID, "--user", "alice", "--location", "1", "--switch", "fan", "--json", "--config", cfg)
+	app := addDeveloperApp(t, cfg, "1")
+	r := runCLI(t, "", "install", "--client-id", app.ID, "--user", "alice", "--location", "1", "--switch", "fan", "--json", "--config", cfg)
 	var inst struct{ Token, Endpoint string }
 	json.Unmarshal([]byte(r.stdout), &inst)
 
@@ -368,18 +377,13 @@ func TestSIGTERMFinishesRequestsInFlight(t *testing.T) {
 func TestSIGHUPReloadsSwitches(t *testing.T) {
 	dir := t.TempDir()
 	cfg, addr := writeConfig(t, dir)
-	runCLI(t, "pw-alice\n", "user", "add", "alice", "--location", "2", "--config", cfg)
-	r := runCLI(t, "", "app", "create", "--name", "A", "--redirect-uri", "https://x/cb", "--owner", "alice", "--json", "--config", cfg)
-	var app struct {
-		ID string `json:"client_id"`
-	}
-	json.Unmarshal([]byte(r.stdout), &app)
+	app := addDeveloperApp(t, cfg, "2")
 	p := startDaemon(t, cfg, addr)
 
 	body, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, []byte(strings.Replace(string(body), "{id: shed, name: Shed light, driver: virtual}",
 		"{id: shed, name: Shed light, driver: virtual}\n      - {id: pump, name: Pump, driver: virtual}", 1)), 0o600)
-	r = runCLI(t, "", "install", "--client-id", app.ID, "--user", "alice", "--location", "2", "--switch", "pump", "--json", "--config", cfg)
+	r := runCLI(t, "", "install", "--client-id", app.ID, "--user", "alice", "--location", "2", "--switch", "pump", "--json", "--config", cfg)
 	var inst struct{ Token, Endpoint string }
 	if err := json.Unmarshal([]byte(r.stdout), &inst); err != nil {
 		t.Fatalf("install: %+v", r)

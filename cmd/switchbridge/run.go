@@ -170,15 +170,12 @@ func (l *idList) Set(v string) error {
 	return nil
 }
 
-func loadConfig(path string) (*config.Config, error) {
+// openStore loads the config at path and opens the store it names.
+func openStore(ctx context.Context, path string) (*store.DB, error) {
 	cfg, err := config.Load(path)
 	if err != nil {
 		return nil, err
 	}
-	return cfg, nil
-}
-
-func openStore(ctx context.Context, cfg *config.Config) (*store.DB, error) {
 	return store.Open(ctx, cfg.DataDir)
 }
 
@@ -193,7 +190,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return usageErr("serve takes no arguments")
 	}
-	cfg, err := loadConfig(*f.config)
+	cfg, err := config.Load(*f.config)
 	if err != nil {
 		return err
 	}
@@ -297,7 +294,7 @@ func (c *cli) checkConfig(args []string) error {
 	if len(pos) > 0 {
 		return usageErr("check-config takes no arguments; use --config FILE")
 	}
-	cfg, err := loadConfig(*f.config)
+	cfg, err := config.Load(*f.config)
 	if err != nil {
 		return err
 	}
@@ -332,7 +329,7 @@ func (c *cli) userAdd(ctx context.Context, args []string) error {
 	if err := validName(name); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*f.config)
+	cfg, err := config.Load(*f.config)
 	if err != nil {
 		return err
 	}
@@ -345,7 +342,7 @@ func (c *cli) userAdd(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	db, err := openStore(ctx, cfg)
+	db, err := store.Open(ctx, cfg.DataDir)
 	if err != nil {
 		return err
 	}
@@ -415,11 +412,7 @@ func (c *cli) userList(ctx context.Context, args []string) error {
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*f.config)
-	if err != nil {
-		return err
-	}
-	db, err := openStore(ctx, cfg)
+	db, err := openStore(ctx, *f.config)
 	if err != nil {
 		return err
 	}
@@ -453,11 +446,7 @@ func (c *cli) userPasswd(ctx context.Context, args []string) error {
 	if len(pos) != 1 {
 		return usageErr("user passwd takes one NAME")
 	}
-	cfg, err := loadConfig(*f.config)
-	if err != nil {
-		return err
-	}
-	db, err := openStore(ctx, cfg)
+	db, err := openStore(ctx, *f.config)
 	if err != nil {
 		return err
 	}
@@ -505,11 +494,7 @@ func (c *cli) appCreate(ctx context.Context, args []string) error {
 			return usageErr("%v", err)
 		}
 	}
-	cfg, err := loadConfig(*f.config)
-	if err != nil {
-		return err
-	}
-	db, err := openStore(ctx, cfg)
+	db, err := openStore(ctx, *f.config)
 	if err != nil {
 		return err
 	}
@@ -539,11 +524,7 @@ func (c *cli) appPublish(ctx context.Context, args []string) error {
 	if len(pos) != 1 {
 		return usageErr("app publish takes one CLIENT_ID")
 	}
-	cfg, err := loadConfig(*f.config)
-	if err != nil {
-		return err
-	}
-	db, err := openStore(ctx, cfg)
+	db, err := openStore(ctx, *f.config)
 	if err != nil {
 		return err
 	}
@@ -560,11 +541,7 @@ func (c *cli) appList(ctx context.Context, args []string) error {
 	if _, err := f.parse(args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*f.config)
-	if err != nil {
-		return err
-	}
-	db, err := openStore(ctx, cfg)
+	db, err := openStore(ctx, *f.config)
 	if err != nil {
 		return err
 	}
@@ -607,7 +584,7 @@ func (c *cli) install(ctx context.Context, args []string) error {
 	case len(switches) == 0:
 		return usageErr("install needs at least one --switch")
 	}
-	cfg, err := loadConfig(*f.config)
+	cfg, err := config.Load(*f.config)
 	if err != nil {
 		return err
 	}
@@ -635,7 +612,7 @@ func (c *cli) install(ctx context.Context, args []string) error {
 			ids = append(ids, s)
 		}
 	}
-	db, err := openStore(ctx, cfg)
+	db, err := store.Open(ctx, cfg.DataDir)
 	if err != nil {
 		return err
 	}
