@@ -26,6 +26,7 @@ unit:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRouterMatch$$' -fuzztime $(FUZZTIME) ./bridge/api
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAuthorizeRequest$$' -fuzztime $(FUZZTIME) ./bridge/oauth
+	$(GO) test -run '^$$' -fuzz '^FuzzParsers$$' -fuzztime $(FUZZTIME) ./drivers/mqtt
 
 # The cross-compiled targets must build.
 cross:

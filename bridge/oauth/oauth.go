@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -292,16 +293,21 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 
 // dummyHash is compared against when the user does not exist, so a login
 // takes as long for an unknown name as for a wrong password.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not a password"), bcrypt.DefaultCost)
+// It is made on first use, not at start-up: every CLI command imports this
+// package, and a bcrypt round is slow on a Pi Zero.
+var dummyHash = sync.OnceValue(func() []byte {
+	h, _ := bcrypt.GenerateFromPassword([]byte("not a password"), bcrypt.DefaultCost)
+	return h
+})
 
 func (s *Server) checkPassword(ctx context.Context, name, password string) (*bridge.User, error) {
 	if len(password) > 72 || name == "" {
-		bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+		bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))
 		return nil, errors.New("bad credentials")
 	}
 	u, err := s.store.UserByName(ctx, name)
 	if err != nil {
-		bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+		bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))
 		return nil, errors.New("bad credentials")
 	}
 	if bcrypt.CompareHashAndPassword(u.PasswordHash, []byte(password)) != nil {

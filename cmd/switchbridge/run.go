@@ -409,8 +409,12 @@ func (c *cli) password(prompt string) ([]byte, error) {
 
 func (c *cli) userList(ctx context.Context, args []string) error {
 	f := newFlags("user list")
-	if _, err := f.parse(args); err != nil {
+	pos, err := f.parse(args)
+	if err != nil {
 		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("user list takes no arguments")
 	}
 	db, err := openStore(ctx, *f.config)
 	if err != nil {
@@ -538,8 +542,12 @@ func (c *cli) appPublish(ctx context.Context, args []string) error {
 
 func (c *cli) appList(ctx context.Context, args []string) error {
 	f := newFlags("app list")
-	if _, err := f.parse(args); err != nil {
+	pos, err := f.parse(args)
+	if err != nil {
 		return err
+	}
+	if len(pos) > 0 {
+		return usageErr("app list takes no arguments")
 	}
 	db, err := openStore(ctx, *f.config)
 	if err != nil {
