@@ -93,7 +93,7 @@ type Switch struct {
 // UnmarshalYAML splits the common keys from the driver's own.
 func (s *Switch) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: a switch must be a mapping with id, name and driver", n.Line)
+		return typeError(n, "a switch must be a mapping with id, name and driver")
 	}
 	s.Line = n.Line
 	s.Options = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line, Column: n.Column}
@@ -112,7 +112,7 @@ func (s *Switch) UnmarshalYAML(n *yaml.Node) error {
 			continue
 		}
 		if v.Kind != yaml.ScalarNode {
-			return fmt.Errorf("line %d: %s must be a string", v.Line, k.Value)
+			return typeError(v, k.Value+" must be a string")
 		}
 		*dst = v.Value
 	}
@@ -126,10 +126,17 @@ type Duration time.Duration
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := time.ParseDuration(n.Value)
 	if err != nil || n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: %q is not a duration (examples: 5s, 10m, 2160h)", n.Line, n.Value)
+		return typeError(n, fmt.Sprintf("%q is not a duration (examples: 5s, 10m, 2160h)", n.Value))
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// typeError reports a bad value the way yaml.v3 reports its own type errors,
+// which lets decoding go on with the rest of the file (a plain error would
+// stop it, hiding every later problem).
+func typeError(n *yaml.Node, msg string) error {
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s", n.Line, msg)}}
 }
 
 // Std returns d as a time.Duration.
@@ -144,29 +151,51 @@ func Load(path string) (*Config, error) {
 	return Parse(data, path)
 }
 
-// Parse checks a config held in memory; file names it in messages.
+// Parse checks a config held in memory; file names it in messages. It
+// returns the config only when it has no problem.
 func Parse(data []byte, file string) (*Config, error) {
-	ps := &Problems{File: file}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		ps.List = append(ps.List, parseYAMLMessage(err.Error()))
-		return nil, ps.Err()
-	}
-	if doc.Kind == 0 {
-		ps.Add(nil, "the config is empty")
-		return nil, ps.Err()
-	}
-	cfg := &Config{File: file}
-	ps.Merge(DecodeStrict(&doc, cfg), 0)
-	if len(ps.List) > 0 {
-		return nil, ps.Err()
-	}
-	cfg.applyDefaults()
-	cfg.validate(ps, &doc)
+	cfg, ps := Check(data, file)
 	if err := ps.Err(); err != nil {
 		return nil, err
 	}
 	return cfg, nil
+}
+
+// LoadAll reads the config at path like Load, but returns what could be
+// decoded together with every problem found, so a checker can go on to
+// check the drivers' keys too. The config is nil only when the file could
+// not be read or is not YAML at all.
+func LoadAll(path string) (*Config, *Problems, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading config: %w", err)
+	}
+	cfg, ps := Check(data, path)
+	return cfg, ps, nil
+}
+
+// Check decodes and checks a config, going on past problems so that all of
+// them are found: unknown keys, wrong types and broken rules. The config is
+// nil only when the text is not YAML.
+func Check(data []byte, file string) (*Config, *Problems) {
+	ps := &Problems{File: file}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		ps.List = append(ps.List, parseYAMLMessage(err.Error()))
+		return nil, ps
+	}
+	if doc.Kind == 0 {
+		ps.Add(nil, "the config is empty")
+		return nil, ps
+	}
+	cfg := &Config{File: file}
+	// yaml.v3 decodes what it can around a value of the wrong type, so the
+	// rules below still see the rest of the file.
+	ps.Merge(DecodeStrict(&doc, cfg), 0)
+	cfg.applyDefaults()
+	cfg.validate(ps, &doc)
+	ps.Err() // sorts by line
+	return cfg, ps
 }
 
 func (c *Config) applyDefaults() {

@@ -294,11 +294,17 @@ func (c *cli) checkConfig(args []string) error {
 	if len(pos) > 0 {
 		return usageErr("check-config takes no arguments; use --config FILE")
 	}
-	cfg, err := config.Load(*f.config)
+	cfg, ps, err := config.LoadAll(*f.config)
 	if err != nil {
 		return err
 	}
-	if _, err := drivers.Build(cfg, builtin.Registry(), drivers.Env{}); err != nil {
+	// The drivers' own keys are checked even when the rest has problems, so
+	// one run lists everything there is to fix.
+	if cfg != nil {
+		_, derr := drivers.Build(cfg, builtin.Registry(), drivers.Env{})
+		ps.Merge(derr, 0)
+	}
+	if err := ps.Err(); err != nil {
 		return err
 	}
 	n := 0
