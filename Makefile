@@ -18,9 +18,11 @@ lint:
 	$(GO) vet ./...
 
 # Every package under the race detector; each package's fuzz targets run
-# their seed corpus here.
+# their seed corpus here. The browser test is left out of the race build
+# (chromedp races internally) and runs on its own.
 unit:
 	$(GO) test -race -count=1 -timeout 8m ./...
+	$(GO) test -count=1 -run '^TestBrowser' ./bridge/daemon
 
 # Each fuzz target runs briefly with coverage guidance.
 fuzz:

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
+
 	"github.com/switchbridge/switchbridge/bridge"
 )
 
@@ -106,8 +108,13 @@ func (dev *device) Do(ctx context.Context, cmd bridge.Command) error {
 	} else {
 		m = dev.plug.command(target)
 	}
-	tok := dev.d.publish(m)
-	sent := tok.Done()
+	// paho's Publish itself can block (up to its write timeout) while a
+	// dying connection drains its queue, so it runs aside and this call
+	// still returns at its deadline. The goroutine ends with Publish.
+	published := make(chan paho.Token, 1)
+	go func() { published <- dev.d.publish(m) }()
+	var tok paho.Token
+	var sent <-chan struct{}
 	for {
 		select {
 		case err := <-w.done:
@@ -115,6 +122,9 @@ func (dev *device) Do(ctx context.Context, cmd bridge.Command) error {
 				return fmt.Errorf("mqtt switch %s: %w", dev.id, err)
 			}
 			return nil
+		case tok = <-published:
+			published = nil
+			sent = tok.Done()
 		case <-sent:
 			sent = nil
 			if err := tok.Error(); err != nil {

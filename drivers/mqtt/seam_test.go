@@ -21,6 +21,9 @@ type stuckClient struct {
 	mu   sync.Mutex
 	pubs []string
 	ret  bool
+	// block, when set, makes Publish itself wait until it is closed, as
+	// paho's does while a dying connection drains its queue.
+	block chan struct{}
 }
 
 type token struct{ done chan struct{} }
@@ -53,9 +56,13 @@ func (c *stuckClient) Disconnect(uint)        {}
 func (c *stuckClient) IsConnectionOpen() bool { return true }
 func (c *stuckClient) Publish(topic string, _ byte, retained bool, _ any) paho.Token {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.pubs = append(c.pubs, topic)
 	c.ret = c.ret || retained
+	block := c.block
+	c.mu.Unlock()
+	if block != nil {
+		<-block
+	}
 	return token{make(chan struct{})} // never completes
 }
 func (c *stuckClient) SubscribeMultiple(map[string]byte, paho.MessageHandler) paho.Token {
@@ -96,5 +103,44 @@ func TestTokenThatNeverCompletes(t *testing.T) {
 	// The start-up query (an empty POWER) and the command.
 	if len(fake.pubs) != 2 || fake.pubs[0] != "cmnd/p/POWER" || fake.pubs[1] != "cmnd/p/POWER" || fake.ret {
 		t.Errorf("published %v (retained: %v)", fake.pubs, fake.ret)
+	}
+}
+
+// TestPublishThatBlocks: paho's Publish can block for its write timeout
+// while a connection dies; a command must still end at its deadline.
+func TestPublishThatBlocks(t *testing.T) {
+	fake := &stuckClient{}
+	old := newClient
+	newClient = func(o *paho.ClientOptions) client { fake.opts = o; return fake }
+	defer func() { newClient = old }()
+
+	d, err := New(drivers.Env{Settings: mustNode(t, "{broker: tcp://127.0.0.1:9, confirm_timeout: 10s}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Add(drivers.Spec{ID: "p", Options: mustNode(t, "{profile: tasmota, topic: p}")}); err != nil {
+		t.Fatal(err)
+	}
+	devs, err := d.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	fake.mu.Lock()
+	fake.block = release
+	fake.mu.Unlock()
+	defer func() { close(release); d.Close() }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- devs["p"].(bridge.Commander).Do(ctx, bridge.CommandOn) }()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("err = %v, want DeadlineExceeded", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Do is stuck inside a blocked Publish past its 200ms deadline")
 	}
 }
