@@ -10,6 +10,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -123,7 +125,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := r.PathValue("id")
 	status := h.serve(w, r, id)
-	h.logger.Info("api request", "method", r.Method, "path", "/"+r.PathValue("path"), "installation", id,
+	h.logger.Info("api request", "method", r.Method, "path", appPath(r), "installation", id,
 		"status", status, "duration_seconds", time.Since(start).Seconds())
 }
 
@@ -150,11 +152,23 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 		return h.writeError(w, err)
 	}
 
-	m, params, ok := h.router.Match("/" + r.PathValue("path"))
+	path := appPath(r)
+	m, params, ok := h.router.Match(path)
 	if !ok {
-		return h.writeError(w, bridge.Errorf(bridge.ENOTFOUND, "no app path %s", "/"+r.PathValue("path")))
+		return h.writeError(w, bridge.Errorf(bridge.ENOTFOUND, "no app path %s", path))
 	}
-	handler, ok := m.Methods[r.Method]
+	for k, v := range params {
+		// Variables are matched escaped, so an encoded '/' cannot make one
+		// segment look like two; their values are then decoded.
+		if params[k], err = url.PathUnescape(v); err != nil {
+			return h.writeError(w, bridge.Errorf(bridge.EINVALID, "malformed path segment %q", v))
+		}
+	}
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet // net/http drops the body of a HEAD answer
+	}
+	handler, ok := m.Methods[method]
 	if !ok {
 		w.Header().Set("Allow", m.Allowed())
 		return writeJSON(w, http.StatusMethodNotAllowed, appError(http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on "+m.Path, nil))
@@ -170,6 +184,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 		return http.StatusNoContent
 	}
 	return writeJSON(w, http.StatusOK, out)
+}
+
+// appPath is the request's path below the installation URI, still
+// escaped: /api/(smart)apps/installations/<id>/<app path>.
+func appPath(r *http.Request) string {
+	parts := strings.SplitN(r.URL.EscapedPath(), "/", 6)
+	if len(parts) < 6 {
+		return "/"
+	}
+	return "/" + parts[5]
 }
 
 func (h *Handler) tokenFailed(reason string) {

@@ -15,13 +15,15 @@ import (
 // message that says why: a token in the query string is refused (RFC 6750
 // §2.3, RFC 9700 §4.3.2).
 func Token(r *http.Request) (token, problem string) {
+	if r.URL.Query().Has("access_token") {
+		// Refused even beside a header: RFC 6750 §2 allows one method per
+		// request, and a token in a URL ends up in logs.
+		return "", "access tokens are not accepted in the query string; send Authorization: Bearer <token>"
+	}
 	ah := r.Header.Get("Authorization")
 	scheme, tok, ok := strings.Cut(ah, " ")
 	if ah != "" && ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(tok) != "" {
 		return strings.TrimSpace(tok), ""
-	}
-	if r.URL.Query().Has("access_token") {
-		return "", "access tokens are not accepted in the query string; send Authorization: Bearer <token>"
 	}
 	if ah != "" {
 		return "", "the Authorization header must be Bearer <token>"

@@ -232,6 +232,28 @@ func (c *Config) applyDefaults() {
 	}
 }
 
+// AdvertisedURL is the address clients are told to use ({auth_url} and
+// base_url): public_url when set, else http:// and the listen address, with
+// an unspecified host (0.0.0.0, [::]) replaced by loopback, the only
+// address that is sure to reach it. boundAddr is the address actually bound
+// (it differs from server.listen for port 0); "" means server.listen.
+func (c *Config) AdvertisedURL(boundAddr string) string {
+	if c.Server.PublicURL != "" {
+		return c.Server.PublicURL
+	}
+	if boundAddr == "" {
+		boundAddr = c.Server.Listen
+	}
+	host, port, err := net.SplitHostPort(boundAddr)
+	if err != nil {
+		return "http://" + boundAddr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
 // SwitchIDPattern is what a switch id may look like: it appears in URLs,
 // logs and metric labels.
 var SwitchIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
@@ -250,6 +272,10 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 		u, err := url.Parse(c.Server.PublicURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 			ps.Add(line("server", "public_url"), "server.public_url %q must be an absolute http(s) URL without user, query or fragment", c.Server.PublicURL)
+		} else if u.Path != "" {
+			// The pages, cookies and redirects live at /oauth/ and /api/;
+			// a reverse proxy must map the hub at the root of a host.
+			ps.Add(line("server", "public_url"), "server.public_url %q must not have a path: serve the hub at the root of its host name", c.Server.PublicURL)
 		}
 	}
 	if c.Server.CommandTimeout < 0 || c.Server.ShutdownTimeout < 0 {

@@ -161,3 +161,40 @@ func TestShippedConfigsParse(t *testing.T) {
 		}
 	}
 }
+
+func TestAdvertisedURL(t *testing.T) {
+	cases := []struct{ publicURL, listen, bound, want string }{
+		{"https://hub.example", "0.0.0.0:8080", "", "https://hub.example"},
+		{"", "127.0.0.1:8080", "", "http://127.0.0.1:8080"},
+		{"", "0.0.0.0:8080", "", "http://127.0.0.1:8080"},
+		{"", ":8080", "", "http://127.0.0.1:8080"},
+		{"", "[::]:8080", "", "http://127.0.0.1:8080"},
+		{"", "192.168.1.5:8080", "", "http://192.168.1.5:8080"},
+		{"", "127.0.0.1:0", "127.0.0.1:41234", "http://127.0.0.1:41234"},
+		{"", "[::1]:8080", "", "http://[::1]:8080"},
+	}
+	for _, c := range cases {
+		cfg := &config.Config{Server: config.Server{PublicURL: c.publicURL, Listen: c.listen}}
+		if got := cfg.AdvertisedURL(c.bound); got != c.want {
+			t.Errorf("public_url %q listen %q bound %q: %s, want %s", c.publicURL, c.listen, c.bound, got, c.want)
+		}
+	}
+}
+
+func TestPublicURLMustNotHaveAPath(t *testing.T) {
+	base := "locations:\n  - {id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}\n"
+	for url, ok := range map[string]bool{
+		"https://hub.example":      true,
+		"https://hub.example/":     true, // the trailing slash is dropped
+		"http://hub.local:8080":    true,
+		"https://proxy.example/sb": false,
+		"https://hub.example?x=1":  false,
+		"https://user@hub.example": false,
+		"ftp://hub.example":        false,
+	} {
+		_, err := config.Parse([]byte("server: {public_url: \""+url+"\"}\n"+base), "x.yaml")
+		if (err == nil) != ok {
+			t.Errorf("public_url %s: %v", url, err)
+		}
+	}
+}

@@ -105,9 +105,9 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 			return nil, fmt.Errorf("server.metrics_listen %s: %w", cfg.Server.MetricsListen, err)
 		}
 	}
-	d.publicURL = cfg.Server.PublicURL
-	if d.publicURL == "" {
-		d.publicURL = "http://" + reachable(d.ln.Addr())
+	d.publicURL = cfg.AdvertisedURL(d.ln.Addr().String())
+	if cfg.Server.PublicURL == "" && !isLoopback(d.ln.Addr()) {
+		logger.Warn("server.public_url is not set: clients are told to use " + d.publicURL + ", which reaches the hub only from this machine")
 	}
 	switches, err := d.drivers.Open(ctx)
 	if err != nil {
@@ -249,18 +249,10 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 	})
 }
 
-// reachable turns a listener address into one a local client can use: an
-// unspecified host (0.0.0.0, ::) becomes loopback.
-func reachable(a net.Addr) string {
+// isLoopback reports whether a listener is bound to loopback only.
+func isLoopback(a net.Addr) bool {
 	tcp, ok := a.(*net.TCPAddr)
-	if !ok {
-		return a.String()
-	}
-	ip := tcp.IP
-	if ip == nil || ip.IsUnspecified() {
-		ip = net.IPv4(127, 0, 0, 1)
-	}
-	return net.JoinHostPort(ip.String(), fmt.Sprint(tcp.Port))
+	return ok && tcp.IP.IsLoopback()
 }
 
 // PublicURL is the address the hub advertises: auth_url and base_url.

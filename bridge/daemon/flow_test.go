@@ -138,6 +138,18 @@ func TestWholeFlow(t *testing.T) {
 		t.Errorf("legacy discovery = %d %s", p.StatusCode, p.Body)
 	}
 
+	// HEAD answers like GET, without a body; an encoded '/' does not split a
+	// segment; PUT through the legacy path works too.
+	if p := h.Call(t, http.MethodHead, g.URI+"/switches", g.Token.AccessToken); p.StatusCode != http.StatusOK || p.Body != "" {
+		t.Errorf("HEAD /switches = %d %q", p.StatusCode, p.Body)
+	}
+	if p := h.Call(t, http.MethodPut, g.URI+"/switches%2Fon", g.Token.AccessToken); p.StatusCode != http.StatusNotFound {
+		t.Errorf("PUT /switches%%2Fon = %d, want 404", p.StatusCode)
+	}
+	if p := h.Call(t, http.MethodPut, legacy+"/switches/on", g.Token.AccessToken); p.StatusCode != http.StatusNoContent {
+		t.Errorf("PUT through the legacy path = %d", p.StatusCode)
+	}
+
 	// Unknown app path and wrong method.
 	if p := h.Call(t, http.MethodGet, g.URI+"/lights", g.Token.AccessToken); p.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /lights = %d", p.StatusCode)
@@ -727,6 +739,7 @@ func TestBearerRules(t *testing.T) {
 		{"discovery without token", "GET", h.URL + "/api/apps/endpoints", "", 401, `Bearer realm="switchbridge"`},
 		{"discovery with query token", "GET", h.URL + "/api/apps/endpoints?access_token=" + a.Token.AccessToken, "", 401, `error="invalid_request"`},
 		{"unknown installation", "GET", h.URL + "/api/apps/installations/nope/switches", a.Token.AccessToken, 403, `error="insufficient_scope"`},
+		{"header and query token", "GET", a.URI + "/switches?access_token=" + a.Token.AccessToken, a.Token.AccessToken, 401, `error="invalid_request"`},
 	}
 	for _, c := range checks {
 		p := h.Call(t, c.method, c.url, c.token)

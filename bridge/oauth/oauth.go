@@ -281,7 +281,13 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	user, err := s.checkPassword(r.Context(), f.Get("username"), f.Get("password"))
 	if err != nil {
 		s.observe("authorization_denied", "bad_login")
-		s.logger.Info("login failed", "user", f.Get("username"), "client_id", req.ClientID)
+		// The typed name is logged only when it is a user: a password typed
+		// into the name field must not end up in the log.
+		if _, uerr := s.store.UserByName(r.Context(), f.Get("username")); uerr == nil {
+			s.logger.Info("login failed", "user", f.Get("username"), "client_id", req.ClientID)
+		} else {
+			s.logger.Info("login failed for an unknown user name", "client_id", req.ClientID)
+		}
 		s.sessions.setFlash(sess, "Unknown user or wrong password.")
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
@@ -669,9 +675,16 @@ func (s *Server) handleEndpoints(w http.ResponseWriter, r *http.Request) {
 	e := Endpoint{}
 	e.OAuthClient.ClientID = g.ClientID
 	e.Location.ID = g.LocationID
-	if l, ok := s.hub.Location(g.LocationID); ok {
-		e.Location.Name = l.Name
+	l, ok := s.hub.Location(g.LocationID)
+	if !ok {
+		// The location was removed from the config after the install.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		json.NewEncoder(w).Encode(map[string]any{"error": true, "type": "SmartAppException", "status": http.StatusNotFound,
+			"message": fmt.Sprintf("location %d of this installation is no longer configured on this hub", g.LocationID)})
+		return
 	}
+	e.Location.Name = l.Name
 	e.BaseURL = s.PublicURL
 	e.URL = InstallationPath(g.InstallationID)
 	e.URI = e.BaseURL + e.URL

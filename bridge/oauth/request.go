@@ -127,41 +127,58 @@ func parseAuthorizeRequest(q url.Values, lookup func(clientID string) ([]string,
 	return req, nil
 }
 
-// redirectWith builds the client redirect for a trusted redirect URI: its own
-// query is kept and params are added.
+// redirectWith builds the client redirect for a trusted redirect URI. The
+// registered URI is kept byte for byte and the parameters are appended to
+// its query, so whatever query it was registered with reaches the client
+// unchanged (re-encoding it could change what the client reads).
 func redirectWith(redirectURI string, params url.Values) string {
-	u, err := url.Parse(redirectURI)
-	if err != nil {
-		// Registered URIs are checked at registration; this cannot happen for
-		// one that passed parseAuthorizeRequest.
-		return redirectURI
-	}
-	q := u.Query()
-	for k, vs := range params {
-		for _, v := range vs {
-			q.Add(k, v)
+	sep := "?"
+	if strings.Contains(redirectURI, "?") {
+		sep = "&"
+		if strings.HasSuffix(redirectURI, "?") || strings.HasSuffix(redirectURI, "&") {
+			sep = ""
 		}
 	}
-	u.RawQuery = q.Encode()
-	return u.String()
+	return redirectURI + sep + params.Encode()
 }
 
+// reservedParams are added by the server to a redirect; a registered URI
+// that already carries one would hand the client two values.
+var reservedParams = []string{"code", "state", "error", "error_description"}
+
 // ValidRedirectURI checks a redirect URI offered at app registration: an
-// absolute URI with a scheme and no fragment (RFC 6749 §3.1.2). Plain http is
-// allowed, since hub clients often live on the home network.
+// absolute URI without a fragment (RFC 6749 §3.1.2) whose scheme is http,
+// https, or a private-use scheme in reverse domain notation for native apps
+// (RFC 8252 §7.1, e.g. com.example.app:/cb). Plain http is allowed, since
+// hub clients often live on the home network. Schemes that run code or
+// carry data in a browser (javascript:, data:, …) are refused, and so is a
+// query that already holds a parameter the server adds.
 func ValidRedirectURI(s string) error {
 	u, err := url.Parse(s)
 	switch {
 	case err != nil:
 		return err
+	case len(s) > maxParamLen:
+		return errString("redirect URI is too long")
 	case u.Scheme == "" || !u.IsAbs():
 		return errString("redirect URI " + s + " is not absolute")
 	case u.Fragment != "" || strings.Contains(s, "#"):
 		return errString("redirect URI " + s + " has a fragment")
-	case (u.Scheme == "http" || u.Scheme == "https") && u.Host == "":
-		return errString("redirect URI " + s + " has no host")
-	case len(s) > maxParamLen:
-		return errString("redirect URI is too long")
+	case u.Scheme == "http" || u.Scheme == "https":
+		if u.Host == "" {
+			return errString("redirect URI " + s + " has no host")
+		}
+	case !strings.Contains(u.Scheme, "."):
+		return errString("redirect URI " + s + ": the scheme must be http, https or a reverse-domain private-use scheme such as com.example.app")
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return errString("redirect URI " + s + " has a malformed query")
+	}
+	for _, k := range reservedParams {
+		if q.Has(k) {
+			return errString("redirect URI " + s + " must not carry " + k + " in its query: the hub adds it")
+		}
 	}
 	return nil
 }

@@ -64,10 +64,18 @@ func TestParseAuthorizeRequest(t *testing.T) {
 }
 
 func TestRedirectWithKeepsTheRegisteredQuery(t *testing.T) {
-	got := redirectWith("https://c.example/cb?tenant=7", url.Values{"code": {"x y"}, "state": {"s&t"}})
-	u, _ := url.Parse(got)
-	if u.Host != "c.example" || u.Path != "/cb" || u.Query().Get("tenant") != "7" || u.Query().Get("code") != "x y" || u.Query().Get("state") != "s&t" {
-		t.Errorf("redirectWith = %s", got)
+	p := url.Values{"code": {"x y"}, "state": {"s&t"}}
+	for in, want := range map[string]string{
+		"https://c.example/cb":              "https://c.example/cb?code=x+y&state=s%26t",
+		"https://c.example/cb?tenant=7":     "https://c.example/cb?tenant=7&code=x+y&state=s%26t",
+		"https://c.example/cb?a=1;b=2":      "https://c.example/cb?a=1;b=2&code=x+y&state=s%26t",
+		"https://c.example/cb?x=a%20b&flag": "https://c.example/cb?x=a%20b&flag&code=x+y&state=s%26t",
+		"https://c.example/cb?":             "https://c.example/cb?code=x+y&state=s%26t",
+		"com.example.app:/oauth":            "com.example.app:/oauth?code=x+y&state=s%26t",
+	} {
+		if got := redirectWith(in, p); got != want {
+			t.Errorf("redirectWith(%s) = %s, want %s", in, got, want)
+		}
 	}
 }
 
@@ -77,7 +85,8 @@ func TestValidRedirectURI(t *testing.T) {
 			t.Errorf("%s: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", "/cb", "c.example/cb", "https://c.example/cb#x", "https:///cb", "https://c.example/" + strings.Repeat("a", maxParamLen)} {
+	for _, bad := range []string{"", "/cb", "c.example/cb", "https://c.example/cb#x", "https:///cb", "https://c.example/" + strings.Repeat("a", maxParamLen),
+		"javascript:alert(1)", "data:text/html,hi", "file:///etc/passwd", "myapp:/cb", "https://c.example/cb?state=x", "https://c.example/cb?code=1"} {
 		if err := ValidRedirectURI(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

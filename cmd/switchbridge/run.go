@@ -654,11 +654,7 @@ func (c *cli) install(ctx context.Context, args []string) error {
 	if err := db.CreateToken(ctx, oauth.Hash(token), in.ID, expires); err != nil {
 		return err
 	}
-	base := cfg.Server.PublicURL
-	if base == "" {
-		base = "http://" + cfg.Server.Listen
-	}
-	endpoint := base + oauth.InstallationPath(in.ID)
+	endpoint := cfg.AdvertisedURL("") + oauth.InstallationPath(in.ID)
 	if *asJSON {
 		return json.NewEncoder(c.stdout).Encode(map[string]string{"token": token, "endpoint": endpoint})
 	}

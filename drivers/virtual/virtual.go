@@ -23,8 +23,9 @@ type Options struct {
 	// restored, and off is used when none is stored. A config reload always
 	// keeps the current value.
 	Initial string `yaml:"initial"`
-	// Commands lists the commands the switch supports; all when empty.
-	Commands []string `yaml:"commands"`
+	// Commands lists the commands the switch supports: all when the key is
+	// absent, none (a read-only switch) for [].
+	Commands *[]string `yaml:"commands"`
 	// Delay is how long the switch takes to confirm a command.
 	Delay config.Duration `yaml:"delay"`
 	// Fail makes every command fail, as a broken device would.
@@ -64,9 +65,9 @@ func (d *driver) Add(s drivers.Spec) error {
 		}
 		sp.initial = v
 	}
-	if len(o.Commands) > 0 {
+	if o.Commands != nil {
 		sp.commands = map[bridge.Command]bool{}
-		for _, c := range o.Commands {
+		for _, c := range *o.Commands {
 			cmd, err := bridge.ParseCommand(c)
 			if err != nil {
 				ps.Add(find(s, "commands"), "switch %q: commands may list on and off, not %q", s.ID, c)
