@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 
@@ -103,6 +104,11 @@ type Set struct {
 	order   []string
 	specs   map[string][]Spec
 	opened  []string
+	// devices holds what each opened driver returned.
+	devices map[string]map[string]bridge.Device
+	// prints identifies each driver's settings and switches, so a reload
+	// can tell which drivers did not change.
+	prints map[string]string
 }
 
 // Build makes one driver for each driver name the config uses and adds its
@@ -110,7 +116,8 @@ type Set struct {
 // returned error is a *config.Problems.
 func Build(cfg *config.Config, reg Registry, env Env) (*Set, error) {
 	ps := &config.Problems{File: cfg.File}
-	set := &Set{drivers: map[string]Driver{}, specs: map[string][]Spec{}}
+	set := &Set{drivers: map[string]Driver{}, specs: map[string][]Spec{},
+		devices: map[string]map[string]bridge.Device{}, prints: map[string]string{}}
 	sections := map[string]*yaml.Node{"mqtt": &cfg.MQTT}
 	if env.Logger == nil {
 		env.Logger = slog.New(slog.DiscardHandler)
@@ -171,7 +178,44 @@ func Build(cfg *config.Config, reg Registry, env Env) (*Set, error) {
 	if err := ps.Err(); err != nil {
 		return nil, err
 	}
+	for _, name := range set.order {
+		set.prints[name] = fingerprint(sections[name], set.specs[name])
+	}
 	return set, nil
+}
+
+// fingerprint is a driver's settings and switches as text.
+func fingerprint(settings *yaml.Node, specs []Spec) string {
+	var b strings.Builder
+	if settings != nil && settings.Kind != 0 {
+		out, _ := yaml.Marshal(settings)
+		b.Write(out)
+	}
+	for _, s := range specs {
+		opts, _ := yaml.Marshal(s.Options)
+		fmt.Fprintf(&b, "\x00%s\x00%s\x00%d\x00%s", s.ID, s.Name, s.LocationID, opts)
+	}
+	return b.String()
+}
+
+// KeepUnchanged moves every driver of old whose settings and switches are
+// the same in s, open and with its devices, into s, so a reload leaves it
+// running: its relays are not released, its broker connection not dropped.
+// It returns the names of the drivers kept. Closing old afterwards closes
+// only what changed.
+func (s *Set) KeepUnchanged(old *Set) []string {
+	var kept []string
+	for _, name := range s.order {
+		if !slices.Contains(old.opened, name) || old.prints[name] != s.prints[name] {
+			continue
+		}
+		s.drivers[name] = old.drivers[name]
+		s.devices[name] = old.devices[name]
+		s.opened = append(s.opened, name)
+		old.opened = slices.DeleteFunc(old.opened, func(n string) bool { return n == name })
+		kept = append(kept, name)
+	}
+	return kept
 }
 
 func sectionLine(n *yaml.Node) int {
@@ -186,13 +230,17 @@ func sectionLine(n *yaml.Node) int {
 func (s *Set) Open(ctx context.Context) ([]*bridge.Switch, error) {
 	var out []*bridge.Switch
 	for _, name := range s.order {
-		d := s.drivers[name]
-		devs, err := d.Open(ctx)
-		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("driver %s: %w", name, err)
+		devs, ok := s.devices[name] // kept open from the previous config
+		if !ok {
+			var err error
+			devs, err = s.drivers[name].Open(ctx)
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("driver %s: %w", name, err)
+			}
+			s.opened = append(s.opened, name)
+			s.devices[name] = devs
 		}
-		s.opened = append(s.opened, name)
 		for _, spec := range s.specs[name] {
 			dev, ok := devs[spec.ID]
 			if !ok {

@@ -127,3 +127,46 @@ func TestOpenClosesWhatItOpenedOnFailure(t *testing.T) {
 		t.Errorf("log = %v, want closing in reverse order", log)
 	}
 }
+
+func TestKeepUnchanged(t *testing.T) {
+	var log []string
+	reg := registry(&log, "")
+	cfgA := mustConfig(t, `locations:
+  - id: 1
+    name: Home
+    switches:
+      - {id: s1, name: A, driver: a}
+      - {id: s2, name: B, driver: b}
+`)
+	old, _ := drivers.Build(cfgA, reg, drivers.Env{})
+	oldSws, err := old.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b gets a second switch; a is untouched.
+	cfgB := mustConfig(t, `locations:
+  - id: 1
+    name: Home
+    switches:
+      - {id: s1, name: A, driver: a}
+      - {id: s2, name: B, driver: b}
+      - {id: s3, name: C, driver: b}
+`)
+	next, _ := drivers.Build(cfgB, reg, drivers.Env{})
+	log = nil
+	kept := next.KeepUnchanged(old)
+	old.Close()
+	sws, err := next.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(kept, ",") != "a" {
+		t.Errorf("kept %v, want [a]", kept)
+	}
+	if strings.Join(log, ",") != "close b,open b" {
+		t.Errorf("log = %v: only the changed driver may be closed and reopened", log)
+	}
+	if len(sws) != 3 || sws[0].Device != oldSws[0].Device {
+		t.Errorf("the kept driver's device was not carried over: %+v", sws)
+	}
+}

@@ -133,6 +133,7 @@ func TestUnitShape(t *testing.T) {
 		"SupplementaryGroups":    "gpio",
 		"DevicePolicy":           "closed",
 		"DeviceAllow":            "char-gpiochip rw",
+		// checked separately below: DeviceAllow is set twice
 		"NoNewPrivileges":        "yes",
 		"CapabilityBoundingSet":  "",
 		"ProtectSystem":          "strict",
@@ -142,6 +143,9 @@ func TestUnitShape(t *testing.T) {
 		if !slices.Contains(d[key], want) {
 			t.Errorf("%s=%q not set (have %q)", key, want, d[key])
 		}
+	}
+	if !slices.Contains(d["DeviceAllow"], "/dev/gpiomem rw") {
+		t.Errorf("DeviceAllow=/dev/gpiomem rw not set (have %q)", d["DeviceAllow"])
 	}
 	if len(d["WatchdogSec"]) != 1 || d["WatchdogSec"][0] == "" || d["WatchdogSec"][0] == "0" {
 		t.Errorf("WatchdogSec must be set once to a non-zero interval, have %q", d["WatchdogSec"])

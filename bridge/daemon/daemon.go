@@ -195,9 +195,10 @@ func locations(cfg *config.Config) []bridge.Location {
 }
 
 // Reload applies the locations, switches and driver settings (mqtt) of a
-// new config without stopping the HTTP servers: commands in flight finish,
-// the old drivers are closed (releasing GPIO lines and the broker
-// connection), the new ones are opened, and the hub switches tables. If the
+// new config without stopping the HTTP servers: commands in flight finish;
+// a driver whose settings and switches did not change keeps running as it
+// is (its GPIO lines stay claimed, its broker connection up); the others
+// are closed and opened anew; then the hub switches tables. If the
 // new drivers fail to open, the old config's drivers are opened again and
 // the error is returned. Sections that need a restart (server, data_dir,
 // oauth, log, demo) are left as they were, with a warning when they changed.
@@ -220,6 +221,7 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 		return err
 	}
 	return d.Hub.Exclusive(func() error {
+		kept := next.KeepUnchanged(d.drivers)
 		if err := d.drivers.Close(); err != nil {
 			d.logger.Warn("reload: closing the old drivers", "err", err)
 		}
@@ -244,7 +246,7 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 		d.drivers = next
 		d.Config.Locations = cfg.Locations
 		d.Config.MQTT = cfg.MQTT
-		d.logger.Info("reloaded switches and locations", "switches", len(switches), "locations", len(cfg.Locations))
+		d.logger.Info("reloaded switches and locations", "switches", len(switches), "locations", len(cfg.Locations), "drivers_kept", kept)
 		return nil
 	})
 }

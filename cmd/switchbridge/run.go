@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -214,9 +215,13 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 		logger.Warn("telling systemd we are ready", "err", err)
 	}
 	bg, stopBg := context.WithCancel(ctx)
+	var helpers sync.WaitGroup
+	helpers.Go(func() { watchdog(bg, d, logger) })
+	helpers.Go(func() { reloadOnHangup(bg, d, *f.config, logger) })
+	// Before the deferred Close: a reload in progress must end before the
+	// drivers it is opening are closed.
+	defer helpers.Wait()
 	defer stopBg()
-	go watchdog(bg, d, logger)
-	go reloadOnHangup(bg, d, *f.config, logger)
 
 	err = d.Serve(ctx)
 	sdnotify.SdNotify(false, sdnotify.SdNotifyStopping)

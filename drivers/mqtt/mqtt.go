@@ -197,6 +197,9 @@ func (d *driver) Open(ctx context.Context) (map[string]bridge.Device, error) {
 		}
 	}
 	o.AddBroker(d.url)
+	// Down until the first connect, so a broker that is unreachable from
+	// the start shows as switchbridge_mqtt_connected 0, not as no series.
+	d.env.MQTT.MQTTConnected(d.url, false)
 
 	d.notifier = newNotifier(d.env.Notify)
 	d.c = newClient(o)
@@ -236,6 +239,7 @@ func (d *driver) Close() error {
 	d.onDown()
 	if d.c != nil {
 		d.c.Disconnect(disconnectQuiesce)
+		d.env.MQTT.MQTTConnected(d.url, false)
 	}
 	if d.broker != nil {
 		d.broker.close()
