@@ -31,6 +31,7 @@ const (
 	startupWait          = 5 * time.Second  // Open waits this long for the broker, then goes on unconnected
 	subscribeTimeout     = 10 * time.Second
 	maxReconnectInterval = 30 * time.Second
+	retryLogEvery        = 5 * time.Minute
 	writeTimeout         = 5 * time.Second
 	disconnectQuiesce    = 250 // ms Close lets in-flight work finish
 )
@@ -169,9 +170,25 @@ func (d *driver) Open(ctx context.Context) (map[string]bridge.Device, error) {
 		d.env.MQTT.MQTTConnected(d.url, false)
 		d.log.Warn("MQTT broker connection lost; reconnecting", "broker", d.url, "error", err)
 	})
+	// A broker that stays down must not flood the journal: the first
+	// failure is logged, then one line every retryLogEvery with a count.
+	var (
+		logMu    sync.Mutex // notifications come from paho's connect loop and its other goroutines
+		failures int
+		lastLog  time.Time
+	)
 	o.SetConnectionNotificationHandler(func(_ paho.Client, n paho.ConnectionNotification) {
-		if f, ok := n.(paho.ConnectionNotificationFailed); ok {
-			d.log.Warn("cannot connect to the MQTT broker; retrying", "broker", d.url, "error", f.Reason)
+		logMu.Lock()
+		defer logMu.Unlock()
+		switch n := n.(type) {
+		case paho.ConnectionNotificationFailed:
+			failures++
+			if failures == 1 || time.Since(lastLog) >= retryLogEvery {
+				d.log.Warn("cannot connect to the MQTT broker; retrying", "broker", d.url, "error", n.Reason, "attempts", failures)
+				lastLog = time.Now()
+			}
+		case paho.ConnectionNotificationConnected:
+			failures = 0
 		}
 	})
 
