@@ -435,12 +435,13 @@ type stateWriter struct {
 	queue  map[string]bridge.State
 	closed bool
 	wake   chan struct{}
+	stop   chan struct{} // closed by close: no more waiting to coalesce
 	done   chan struct{}
 }
 
 func newStateWriter(db *store.DB, logger *slog.Logger) *stateWriter {
 	w := &stateWriter{db: db, logger: logger, last: map[string]bridge.Value{}, queue: map[string]bridge.State{},
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
+		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
 	return w
 }
@@ -464,9 +465,21 @@ func (w *stateWriter) notify(id string, st bridge.State) {
 	w.mu.Unlock()
 }
 
+// coalesce is how long reported values gather before the background
+// writer stores them: plugs that report every few seconds cost one SD-card
+// write per window, not one per message. Commands do not wait for it; they
+// write through sync.
+const coalesce = 500 * time.Millisecond
+
 func (w *stateWriter) run() {
 	defer close(w.done)
 	for range w.wake {
+		t := time.NewTimer(coalesce)
+		select {
+		case <-t.C:
+		case <-w.stop:
+			t.Stop()
+		}
 		w.flush()
 	}
 	w.flush()
@@ -510,6 +523,7 @@ func (w *stateWriter) close() {
 	w.mu.Lock()
 	w.closed = true
 	w.mu.Unlock()
+	close(w.stop)
 	close(w.wake)
 	<-w.done
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // hubConfig has two locations; the doorbell supports only "on" and the
@@ -544,13 +545,15 @@ func TestConcurrentRedemptionHasOneWinner(t *testing.T) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	wins := 0
+	var winner string
 	for range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := cfg.Exchange(context.Background(), code); err == nil {
+			if tok, err := cfg.Exchange(context.Background(), code); err == nil {
 				mu.Lock()
 				wins++
+				winner = tok.AccessToken
 				mu.Unlock()
 			}
 		}()
@@ -558,6 +561,11 @@ func TestConcurrentRedemptionHasOneWinner(t *testing.T) {
 	wg.Wait()
 	if wins != 1 {
 		t.Errorf("%d of %d concurrent redemptions won, want exactly 1", wins, n)
+	}
+	// The others were second uses of the code, so the winner's token is
+	// revoked (RFC 6749 §4.1.2), as the README says.
+	if p := h.Call(t, http.MethodGet, h.URL+"/api/apps/endpoints", winner); p.StatusCode != http.StatusUnauthorized || !strings.Contains(p.Header.Get("WWW-Authenticate"), "revoked") {
+		t.Errorf("winning token after concurrent replays = %d %q, want 401 revoked", p.StatusCode, p.Header.Get("WWW-Authenticate"))
 	}
 }
 
@@ -810,5 +818,32 @@ func TestEverythingSurvivesRestart(t *testing.T) {
 	}
 	if eps := h2.Endpoints(t, g.Token.AccessToken); len(eps) != 1 || eps[0].OAuthClient.ClientID != app.ClientID {
 		t.Errorf("discovery after restart = %+v", eps)
+	}
+}
+
+// TestCommandIsStoredBeforeItIsAnswered reads the database through a second
+// handle, as a restarted process would, right after the 204: the new value
+// must be there. The background writer gathers values for half a second,
+// so only the write-through of a command can pass this.
+func TestCommandIsStoredBeforeItIsAnswered(t *testing.T) {
+	f := newFixture(t)
+	h := f.hub
+	g := h.Authorize(t, f.app, "alice", "alice-pw", 2, "garage-light")
+	other, err := store.Open(context.Background(), h.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for _, cmd := range []string{"on", "off", "on"} {
+		if p := h.Command(t, g, cmd); p.StatusCode != http.StatusNoContent {
+			t.Fatalf("PUT %s = %d", cmd, p.StatusCode)
+		}
+		vals, err := other.SwitchValues(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vals["garage-light"] != bridge.Value(cmd) {
+			t.Fatalf("after PUT %s answered 204, the store holds %q", cmd, vals["garage-light"])
+		}
 	}
 }
