@@ -15,7 +15,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -44,7 +43,11 @@ type Client struct {
 
 	mu       sync.Mutex
 	sessions map[string]*grant // by cookie value
+	notices  map[string]string // one-time messages for /demo/?notice=<id>
 }
+
+// Both maps are bounded: the demo runs on a small hub for anyone who opens it.
+const maxEntries = 1000
 
 type grant struct {
 	token    string
@@ -68,6 +71,7 @@ func New(o Options) *Client {
 		http:     &http.Client{Timeout: 30 * time.Second},
 		logger:   o.Logger,
 		sessions: map[string]*grant{},
+		notices:  map[string]string{},
 	}
 }
 
@@ -134,8 +138,13 @@ func (c *Client) home(w http.ResponseWriter, r *http.Request) {
 		}
 		d.Switches = list
 	}
-	if e := r.URL.Query().Get("error"); e != "" && g == nil {
-		d.Error = e
+	// Only messages this client made itself are shown: the id is random
+	// and used once, so a link cannot put words on the hub's page.
+	if id := r.URL.Query().Get("notice"); id != "" {
+		c.mu.Lock()
+		d.Error = c.notices[id]
+		delete(c.notices, id)
+		c.mu.Unlock()
 	}
 	homePage.Execute(w, d)
 }
@@ -152,28 +161,31 @@ func (c *Client) callback(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	ck, err := r.Cookie(stateCookie)
 	if err != nil || subtle.ConstantTimeCompare([]byte(ck.Value), []byte(q.Get("state"))) != 1 {
-		http.Redirect(w, r, "/demo/?error="+queryEscape("the authorization answer did not match a request from this browser; connect again"), http.StatusSeeOther)
+		c.fail(w, r, "the authorization answer did not match a request from this browser; connect again")
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: stateCookie, Path: "/demo/", MaxAge: -1})
 	if e := q.Get("error"); e != "" {
-		http.Redirect(w, r, "/demo/?error="+queryEscape("the hub answered "+e+": "+q.Get("error_description")), http.StatusSeeOther)
+		c.fail(w, r, "the hub answered "+e+": "+q.Get("error_description"))
 		return
 	}
 	ctx := context.WithValue(r.Context(), oauth2.HTTPClient, c.http)
 	tok, err := c.oauth.Exchange(ctx, q.Get("code"))
 	if err != nil {
 		c.logger.Warn("demo client: token exchange failed", "err", err)
-		http.Redirect(w, r, "/demo/?error="+queryEscape("token exchange failed: "+err.Error()), http.StatusSeeOther)
+		c.fail(w, r, "token exchange failed: "+err.Error())
 		return
 	}
 	ep, err := c.discover(r.Context(), tok.AccessToken)
 	if err != nil {
-		http.Redirect(w, r, "/demo/?error="+queryEscape(err.Error()), http.StatusSeeOther)
+		c.fail(w, r, err.Error())
 		return
 	}
 	id := randomString()
 	c.mu.Lock()
+	if len(c.sessions) >= maxEntries {
+		clear(c.sessions) // everyone connects again; nothing is lost on the hub
+	}
 	c.sessions[id] = &grant{token: tok.AccessToken, uri: ep.URI, location: ep.Location.Name, csrf: randomString()}
 	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/demo/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
@@ -232,7 +244,25 @@ func (c *Client) command(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/demo/", http.StatusSeeOther)
 }
 
+// fail sends the browser back to the home page with a message.
+func (c *Client) fail(w http.ResponseWriter, r *http.Request, msg string) {
+	id := randomString()
+	c.mu.Lock()
+	if len(c.notices) >= maxEntries {
+		clear(c.notices)
+	}
+	c.notices[id] = msg
+	c.mu.Unlock()
+	http.Redirect(w, r, "/demo/?notice="+id, http.StatusSeeOther)
+}
+
 func (c *Client) disconnect(w http.ResponseWriter, r *http.Request) {
+	g := c.session(r)
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	if g == nil || r.ParseForm() != nil || subtle.ConstantTimeCompare([]byte(r.PostForm.Get("csrf")), []byte(g.csrf)) != 1 {
+		http.Redirect(w, r, "/demo/", http.StatusSeeOther)
+		return
+	}
 	if ck, err := r.Cookie(sessionCookie); err == nil {
 		c.mu.Lock()
 		delete(c.sessions, ck.Value)
@@ -304,7 +334,7 @@ form { display: inline; }
 </table>
 <form method="post" action="/demo/command"><input type="hidden" name="csrf" value="{{.CSRF}}"><input type="hidden" name="command" value="on"><button id="all-on">Turn all on</button></form>
 <form method="post" action="/demo/command"><input type="hidden" name="csrf" value="{{.CSRF}}"><input type="hidden" name="command" value="off"><button id="all-off">Turn all off</button></form>
-<form method="post" action="/demo/disconnect"><button class="secondary">Disconnect</button></form>
+<form method="post" action="/demo/disconnect"><input type="hidden" name="csrf" value="{{.CSRF}}"><button class="secondary">Disconnect</button></form>
 {{else}}
 <p>Not connected. Connecting sends you to the hub, where you log in, choose a location and tick the switches this service may control.</p>
 <p><a class="button" id="connect" href="/demo/connect">Connect to my hub</a></p>
@@ -320,5 +350,3 @@ func randomString() string {
 	}
 	return fmt.Sprintf("%x", b[:])
 }
-
-func queryEscape(s string) string { return url.QueryEscape(s) }

@@ -1,0 +1,58 @@
+package democlient
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+func TestHomeShowsOnlyItsOwnNotices(t *testing.T) {
+	c := New(Options{ClientID: "x", AuthURL: "http://127.0.0.1:1", RedirectURL: "http://127.0.0.1:1" + CallbackPath})
+	mux := http.NewServeMux()
+	c.Register(mux)
+	get := func(u string) string {
+		w := httptest.NewRecorder()
+		mux.ServeHTTP(w, httptest.NewRequest(http.MethodGet, u, nil))
+		return w.Body.String()
+	}
+	// Text in the URL is never shown.
+	if body := get("/demo/?error=" + url.QueryEscape("Call +1 555 0100 now") + "&notice=made-up"); strings.Contains(body, "555") || strings.Contains(body, `id="error"`) {
+		t.Errorf("the page shows text it did not make:\n%s", body)
+	}
+	// A callback whose state does not match leaves a notice, shown once.
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, httptest.NewRequest(http.MethodGet, CallbackPath+"?code=x&state=y", nil))
+	loc := w.Header().Get("Location")
+	if w.Code != http.StatusSeeOther || !strings.HasPrefix(loc, "/demo/?notice=") {
+		t.Fatalf("callback without a matching state = %d %s", w.Code, loc)
+	}
+	if body := get(loc); !strings.Contains(body, "did not match a request from this browser") {
+		t.Errorf("notice not shown:\n%s", body)
+	}
+	if body := get(loc); strings.Contains(body, `id="error"`) {
+		t.Error("a notice was shown twice")
+	}
+}
+
+func TestDisconnectNeedsCSRF(t *testing.T) {
+	c := New(Options{ClientID: "x", AuthURL: "http://127.0.0.1:1"})
+	c.sessions["sid"] = &grant{token: "t", csrf: "good"}
+	mux := http.NewServeMux()
+	c.Register(mux)
+	post := func(csrf string) {
+		r := httptest.NewRequest(http.MethodPost, "/demo/disconnect", strings.NewReader("csrf="+csrf))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.AddCookie(&http.Cookie{Name: sessionCookie, Value: "sid"})
+		mux.ServeHTTP(httptest.NewRecorder(), r)
+	}
+	post("forged")
+	if _, ok := c.sessions["sid"]; !ok {
+		t.Fatal("a forged disconnect ended the session")
+	}
+	post("good")
+	if _, ok := c.sessions["sid"]; ok {
+		t.Error("disconnect with the page's CSRF token kept the session")
+	}
+}
