@@ -847,3 +847,32 @@ func TestCommandIsStoredBeforeItIsAnswered(t *testing.T) {
 		}
 	}
 }
+
+func TestLoginThrottling(t *testing.T) {
+	f := newFixture(t)
+	h := f.hub
+	authURL := h.OAuthConfig(f.app).AuthCodeURL("s")
+	b := h.NewBrowser()
+	login := func(user, pw string) string {
+		p := b.Get(t, authURL)
+		form := daemontest.AuthFields(mustParse(t, authURL).Query())
+		form.Set("csrf", p.CSRF(t))
+		form.Set("username", user)
+		form.Set("password", pw)
+		p = b.Post(t, "/oauth/login", form)
+		return b.Get(t, p.Header.Get("Location")).Body
+	}
+	for i := 0; i < 5; i++ {
+		if body := login("alice", "guess"); !strings.Contains(body, "wrong password") {
+			t.Fatalf("attempt %d: %s", i, body)
+		}
+	}
+	// Locked: even the right password is refused now.
+	if body := login("alice", "alice-pw"); !strings.Contains(body, "Too many failed logins") || strings.Contains(body, "Allow Test app") {
+		t.Errorf("sixth attempt with the right password got through the lock:\n%s", body)
+	}
+	// Another user from the same address is not locked out.
+	if body := h.NewBrowser().Login(t, authURL, "bob", "bob-pw").Body; !strings.Contains(body, "Allow Test app") {
+		t.Errorf("bob was locked out by alice's failures")
+	}
+}

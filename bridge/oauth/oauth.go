@@ -49,6 +49,7 @@ type Server struct {
 	Observe func(event, reason string)
 
 	sessions *sessions
+	throttle *throttle
 	grants   *grantCache
 	now      func() time.Time
 }
@@ -63,6 +64,7 @@ func New(db *store.DB, hub *bridge.Hub, logger *slog.Logger) *Server {
 		TokenLifetime: 90 * 24 * time.Hour,
 		CodeLifetime:  10 * time.Minute,
 		sessions:      newSessions(),
+		throttle:      newThrottle(),
 		grants:        newGrantCache(),
 		now:           time.Now,
 	}
@@ -278,8 +280,22 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	f, req, id, sess := p.f, p.req, p.sessionID, p.sess
 	back := "/oauth/authorize?" + req.Query()
-	user, err := s.checkPassword(r.Context(), f.Get("username"), f.Get("password"))
+	name := f.Get("username")
+	nameKey, addrKey := loginKeys(r, name)
+	if wait := s.throttle.wait(s.now(), nameKey, addrKey); wait > 0 {
+		s.observe("authorization_denied", "login_throttled")
+		s.logger.Warn("login refused: too many failed logins", "client_id", req.ClientID, "retry_after_seconds", int(wait.Seconds()+1))
+		s.sessions.setFlash(sess, fmt.Sprintf("Too many failed logins. Try again in %d seconds.", int(wait.Seconds()+1)))
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	var user *bridge.User
+	var err error
+	if !s.throttle.check(r, func() { user, err = s.checkPassword(r.Context(), name, f.Get("password")) }) {
+		return // the client went away while waiting for a turn
+	}
 	if err != nil {
+		s.throttle.fail(s.now(), nameKey, addrKey)
 		s.observe("authorization_denied", "bad_login")
 		// The typed name is logged only when it is a user: a password typed
 		// into the name field must not end up in the log.
@@ -292,6 +308,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}
+	s.throttle.succeed(nameKey)
 	nid, _ := s.sessions.start(id, user.ID)
 	setSessionCookie(w, nid, s.secure())
 	http.Redirect(w, r, back, http.StatusSeeOther)
