@@ -876,3 +876,59 @@ func TestLoginThrottling(t *testing.T) {
 		t.Errorf("bob was locked out by alice's failures")
 	}
 }
+
+func TestPKCE(t *testing.T) {
+	f := newFixture(t)
+	h := f.hub
+	cfg := h.OAuthConfig(f.app)
+	codeFor := func(opts ...oauth2.AuthCodeOption) string {
+		authURL := cfg.AuthCodeURL("s", opts...)
+		b := h.NewBrowser()
+		consent := b.Login(t, authURL, "alice", "alice-pw")
+		p := b.Consent(t, consent, authURL, 1, "kitchen")
+		code := mustParse(t, p.Header.Get("Location")).Query().Get("code")
+		if code == "" {
+			t.Fatalf("no code: %d %s", p.StatusCode, p.Header.Get("Location"))
+		}
+		return code
+	}
+	ctx := context.Background()
+	verifier := oauth2.GenerateVerifier()
+	code := codeFor(oauth2.S256ChallengeOption(verifier))
+
+	_, err := cfg.Exchange(ctx, code)
+	assertOAuthError(t, err, "invalid_grant") // no verifier
+	_, err = cfg.Exchange(ctx, code, oauth2.VerifierOption(oauth2.GenerateVerifier()))
+	assertOAuthError(t, err, "invalid_grant") // another verifier
+	tok, err := cfg.Exchange(ctx, code, oauth2.VerifierOption(verifier))
+	if err != nil {
+		t.Fatalf("exchange with the right verifier after refused ones: %v", err)
+	}
+	if eps := h.Endpoints(t, tok.AccessToken); len(eps) != 1 {
+		t.Errorf("PKCE token does not work: %v", eps)
+	}
+
+	// A verifier for a code issued without a challenge is a downgrade.
+	code = codeFor()
+	_, err = cfg.Exchange(ctx, code, oauth2.VerifierOption(verifier))
+	assertOAuthError(t, err, "invalid_grant")
+
+	// plain, or a malformed challenge, is refused at the authorization.
+	for name, q := range map[string]url.Values{
+		"plain":        {"code_challenge": {verifier}, "code_challenge_method": {"plain"}},
+		"no method":    {"code_challenge": {verifier}},
+		"short":        {"code_challenge": {"abc"}, "code_challenge_method": {"S256"}},
+		"no challenge": {"code_challenge_method": {"S256"}},
+	} {
+		u := mustParse(t, cfg.AuthCodeURL("s"))
+		v := u.Query()
+		for k, vs := range q {
+			v[k] = vs
+		}
+		u.RawQuery = v.Encode()
+		p := h.NewBrowser().Get(t, u.String())
+		if loc := mustParse(t, p.Header.Get("Location")); p.StatusCode != http.StatusSeeOther || loc.Query().Get("error") != "invalid_request" {
+			t.Errorf("%s: %d %s, want a redirect with invalid_request", name, p.StatusCode, loc)
+		}
+	}
+}

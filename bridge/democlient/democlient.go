@@ -44,6 +44,7 @@ type Client struct {
 	mu       sync.Mutex
 	sessions map[string]*grant // by cookie value
 	notices  map[string]string // one-time messages for /demo/?notice=<id>
+	pending  map[string]string // PKCE verifier by state, until the callback
 }
 
 // Both maps are bounded: the demo runs on a small hub for anyone who opens it.
@@ -72,6 +73,7 @@ func New(o Options) *Client {
 		logger:   o.Logger,
 		sessions: map[string]*grant{},
 		notices:  map[string]string{},
+		pending:  map[string]string{},
 	}
 }
 
@@ -153,8 +155,15 @@ func (c *Client) home(w http.ResponseWriter, r *http.Request) {
 // the callback can check that the code answers a request this browser made.
 func (c *Client) connect(w http.ResponseWriter, r *http.Request) {
 	state := randomString()
+	verifier := oauth2.GenerateVerifier() // PKCE, as every client should (RFC 9700 §2.1.1)
+	c.mu.Lock()
+	if len(c.pending) >= maxEntries {
+		clear(c.pending)
+	}
+	c.pending[state] = verifier
+	c.mu.Unlock()
 	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: state, Path: "/demo/", MaxAge: 600, HttpOnly: true, SameSite: http.SameSiteLaxMode})
-	http.Redirect(w, r, c.oauth.AuthCodeURL(state), http.StatusFound)
+	http.Redirect(w, r, c.oauth.AuthCodeURL(state, oauth2.S256ChallengeOption(verifier)), http.StatusFound)
 }
 
 func (c *Client) callback(w http.ResponseWriter, r *http.Request) {
@@ -165,12 +174,16 @@ func (c *Client) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: stateCookie, Path: "/demo/", MaxAge: -1})
+	c.mu.Lock()
+	verifier := c.pending[ck.Value]
+	delete(c.pending, ck.Value)
+	c.mu.Unlock()
 	if e := q.Get("error"); e != "" {
 		c.fail(w, r, "the hub answered "+e+": "+q.Get("error_description"))
 		return
 	}
 	ctx := context.WithValue(r.Context(), oauth2.HTTPClient, c.http)
-	tok, err := c.oauth.Exchange(ctx, q.Get("code"))
+	tok, err := c.oauth.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(verifier))
 	if err != nil {
 		c.logger.Warn("demo client: token exchange failed", "err", err)
 		c.fail(w, r, "token exchange failed: "+err.Error())

@@ -233,7 +233,7 @@ func readForm(w http.ResponseWriter, r *http.Request) (url.Values, error) {
 // authParams extracts the authorization request carried in a POSTed form.
 func authParams(f url.Values) url.Values {
 	q := url.Values{}
-	for _, k := range []string{"response_type", "client_id", "scope", "redirect_uri", "state"} {
+	for _, k := range []string{"response_type", "client_id", "scope", "redirect_uri", "state", "code_challenge", "code_challenge_method"} {
 		if vs, ok := f[k]; ok {
 			q[k] = vs
 		}
@@ -414,7 +414,8 @@ func (s *Server) handleConsent(w http.ResponseWriter, r *http.Request) {
 	s.grants.clear() // a reinstall changes what existing tokens grant
 	code := NewSecret()
 	expires := s.now().Add(s.codeLifetime())
-	if err := s.store.CreateCode(ctx, Hash(code), store.Code{ClientID: app.ClientID, RedirectURI: req.RedirectURI, InstallationID: in.ID, ExpiresAt: expires}); err != nil {
+	if err := s.store.CreateCode(ctx, Hash(code), store.Code{ClientID: app.ClientID, RedirectURI: req.RedirectURI,
+		InstallationID: in.ID, ExpiresAt: expires, CodeChallenge: req.CodeChallenge}); err != nil {
 		s.internal(w, r, err)
 		return
 	}
@@ -568,14 +569,22 @@ func (s *Server) token(r *http.Request, f url.Values) (*tokenResponse, *tokenErr
 	token := NewSecret()
 	lifetime := s.TokenLifetime
 	expires := s.now().Add(lifetime)
+	verifier, hasVerifier := f["code_verifier"]
 	errWrongClient := errors.New("code was issued to another client")
 	errWrongRedirect := errors.New("redirect_uri differs from the one the code was issued for")
+	errPKCE := errors.New("code_verifier does not match the code_challenge")
+	errNoPKCE := errors.New("code_verifier given, but the authorization request had no code_challenge")
 	c, err := s.store.RedeemCode(r.Context(), Hash(code), func(c store.Code) error {
-		if c.ClientID != app.ClientID {
+		switch {
+		case c.ClientID != app.ClientID:
 			return errWrongClient
-		}
-		if c.RedirectURI != redirectURI {
+		case c.RedirectURI != redirectURI:
 			return errWrongRedirect
+		case c.CodeChallenge == "" && hasVerifier:
+			// A verifier without a challenge is a downgrade (RFC 9700 §2.1.1).
+			return errNoPKCE
+		case c.CodeChallenge != "" && (!hasVerifier || !pkceMatches(verifier[0], c.CodeChallenge)):
+			return errPKCE
 		}
 		return nil
 	}, Hash(token), expires)
@@ -586,7 +595,7 @@ func (s *Server) token(r *http.Request, f url.Values) (*tokenResponse, *tokenErr
 		s.grants.clear() // the replay revoked a token
 		s.logger.Warn("authorization code replayed; its token is revoked", "client_id", app.ClientID)
 		return nil, bad("invalid_grant", "the code was used already; the token it issued is revoked")
-	case errors.Is(err, errWrongClient), errors.Is(err, errWrongRedirect):
+	case errors.Is(err, errWrongClient), errors.Is(err, errWrongRedirect), errors.Is(err, errPKCE), errors.Is(err, errNoPKCE):
 		return nil, bad("invalid_grant", err.Error())
 	case err != nil:
 		s.logger.Error("redeeming code", "err", err)

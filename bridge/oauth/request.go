@@ -11,6 +11,9 @@ type authRequest struct {
 	RedirectURI string
 	State       string
 	HasState    bool
+	// CodeChallenge is the client's PKCE challenge (RFC 7636, S256 only),
+	// "" when it sent none.
+	CodeChallenge string
 }
 
 // Query is the request as the query string it arrived as, rebuilt in a fixed
@@ -23,6 +26,10 @@ func (r *authRequest) Query() string {
 	q.Set("redirect_uri", r.RedirectURI)
 	if r.HasState {
 		q.Set("state", r.State)
+	}
+	if r.CodeChallenge != "" {
+		q.Set("code_challenge", r.CodeChallenge)
+		q.Set("code_challenge_method", "S256")
 	}
 	return q.Encode()
 }
@@ -124,7 +131,37 @@ func parseAuthorizeRequest(q url.Values, lookup func(clientID string) ([]string,
 	case strings.TrimSpace(scope) != "app" || scope != "app":
 		return nil, fail("invalid_scope", "scope must be app")
 	}
+	challenge, hasChallenge, _ := single("code_challenge")
+	method, hasMethod, _ := single("code_challenge_method")
+	switch {
+	case !hasChallenge && hasMethod:
+		return nil, fail("invalid_request", "code_challenge_method without code_challenge")
+	case !hasChallenge:
+	case method != "S256":
+		// plain gives no protection against a stolen code (RFC 9700 §2.1.1).
+		return nil, fail("invalid_request", "code_challenge_method must be S256")
+	case !validChallenge(challenge):
+		return nil, fail("invalid_request", "code_challenge must be 43 to 128 characters of A-Z, a-z, 0-9, '-', '.', '_', '~'")
+	default:
+		req.CodeChallenge = challenge
+	}
 	return req, nil
+}
+
+// validChallenge checks the form of a PKCE challenge or verifier (RFC 7636
+// §4.1): 43 to 128 unreserved characters.
+func validChallenge(s string) bool {
+	if len(s) < 43 || len(s) > 128 {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', c == '-', c == '.', c == '_', c == '~':
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // redirectWith builds the client redirect for a trusted redirect URI. The

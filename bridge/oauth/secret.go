@@ -38,3 +38,14 @@ func Hash(secret string) []byte {
 func SecretMatches(presented string, stored []byte) bool {
 	return subtle.ConstantTimeCompare(Hash(presented), stored) == 1
 }
+
+// pkceMatches checks a PKCE verifier against an S256 challenge (RFC 7636
+// §4.6), in constant time.
+func pkceMatches(verifier, challenge string) bool {
+	if !validChallenge(verifier) {
+		return false
+	}
+	sum := sha256.Sum256([]byte(verifier))
+	want := base64.RawURLEncoding.EncodeToString(sum[:])
+	return subtle.ConstantTimeCompare([]byte(want), []byte(challenge)) == 1
+}

@@ -13,6 +13,7 @@ type Code struct {
 	RedirectURI    string
 	InstallationID string
 	ExpiresAt      time.Time
+	CodeChallenge  string // PKCE S256 challenge, "" when none
 }
 
 // Token is what an access token is bound to.
@@ -31,8 +32,8 @@ var (
 
 // CreateCode stores the hash of a new authorization code.
 func (db *DB) CreateCode(ctx context.Context, hash []byte, c Code) error {
-	_, err := db.db.ExecContext(ctx, `INSERT INTO codes (hash, client_id, redirect_uri, installation_id, expires_at) VALUES (?, ?, ?, ?, ?)`,
-		hash, c.ClientID, c.RedirectURI, c.InstallationID, unix(c.ExpiresAt))
+	_, err := db.db.ExecContext(ctx, `INSERT INTO codes (hash, client_id, redirect_uri, installation_id, expires_at, code_challenge) VALUES (?, ?, ?, ?, ?, ?)`,
+		hash, c.ClientID, c.RedirectURI, c.InstallationID, unix(c.ExpiresAt), c.CodeChallenge)
 	return err
 }
 
@@ -53,8 +54,8 @@ func (db *DB) RedeemCode(ctx context.Context, codeHash []byte, check func(Code) 
 	var c Code
 	var expires int64
 	var used sql.NullInt64
-	err = tx.QueryRowContext(ctx, `SELECT client_id, redirect_uri, installation_id, expires_at, used_at FROM codes WHERE hash = ?`, codeHash).
-		Scan(&c.ClientID, &c.RedirectURI, &c.InstallationID, &expires, &used)
+	err = tx.QueryRowContext(ctx, `SELECT client_id, redirect_uri, installation_id, expires_at, used_at, code_challenge FROM codes WHERE hash = ?`, codeHash).
+		Scan(&c.ClientID, &c.RedirectURI, &c.InstallationID, &expires, &used, &c.CodeChallenge)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrCodeInvalid
 	}

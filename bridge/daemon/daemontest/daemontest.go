@@ -243,7 +243,7 @@ func (b *Browser) Consent(tb testing.TB, consent *Page, authorizeURL string, loc
 // AuthFields copies the authorization request parameters into a form.
 func AuthFields(q url.Values) url.Values {
 	f := url.Values{}
-	for _, k := range []string{"response_type", "client_id", "scope", "redirect_uri", "state"} {
+	for _, k := range []string{"response_type", "client_id", "scope", "redirect_uri", "state", "code_challenge", "code_challenge_method"} {
 		if vs, ok := q[k]; ok {
 			f[k] = append([]string(nil), vs...)
 		}
