@@ -440,3 +440,65 @@ func TestShippedConfigsCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestSystemdNotifications runs the binary as systemd would, with a
+// notification socket and a watchdog: READY=1 must come only once the API
+// accepts connections, WATCHDOG=1 pings must follow at half the interval,
+// and STOPPING=1 on SIGTERM.
+func TestSystemdNotifications(t *testing.T) {
+	dir := t.TempDir()
+	cfg, addr := writeConfig(t, dir)
+	sockPath := filepath.Join(dir, "notify.sock")
+	sock, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sockPath, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sock.Close()
+
+	exe, _ := os.Executable()
+	cmd := exec.Command(exe, "serve", "--config", cfg)
+	cmd.Env = append(os.Environ(), "SWITCHBRIDGE_RUN_MAIN=1", "NOTIFY_SOCKET="+sockPath, "WATCHDOG_USEC=400000")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	defer func() { cmd.Process.Kill(); <-done }()
+
+	next := func(within time.Duration) string {
+		t.Helper()
+		sock.SetReadDeadline(time.Now().Add(within))
+		buf := make([]byte, 512)
+		n, err := sock.Read(buf)
+		if err != nil {
+			t.Fatalf("no notification within %s: %v\n%s", within, err, stderr.String())
+		}
+		return string(buf[:n])
+	}
+	if msg := next(20 * time.Second); msg != "READY=1" {
+		t.Fatalf("first notification %q, want READY=1", msg)
+	}
+	// READY means the API is already up.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatalf("READY=1 sent before the API listens: %v", err)
+	}
+	c.Close()
+	for i := 0; i < 2; i++ {
+		if msg := next(2 * time.Second); msg != "WATCHDOG=1" {
+			t.Fatalf("notification %q, want WATCHDOG=1 pings", msg)
+		}
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	for {
+		msg := next(10 * time.Second)
+		if msg == "STOPPING=1" {
+			break
+		}
+		if msg != "WATCHDOG=1" {
+			t.Fatalf("notification %q while stopping", msg)
+		}
+	}
+}
