@@ -20,6 +20,7 @@ import (
 type plugs struct {
 	tas    *mqtttest.Tasmota // retained POWER, already on
 	tas2   *mqtttest.Tasmota // two relays, SetOption26; the switch is relay 2
+	tas4   *mqtttest.Tasmota // SetOption4 (replies on stat/<topic>/POWER) and its own state texts
 	sg1    *mqtttest.ShellyGen1
 	rpc    *mqtttest.ShellyRPC
 	z2m    *mqtttest.Z2M // hall/lamp and double (l1, l2)
@@ -35,6 +36,7 @@ func startPlugs(t *testing.T, url string) *plugs {
 	p := &plugs{
 		tas:    mqtttest.NewTasmota(t, url, mqtttest.TasmotaOptions{Topic: "tas1", PowerRetain: true}),
 		tas2:   mqtttest.NewTasmota(t, url, mqtttest.TasmotaOptions{Topic: "tas2", Relays: 2, SetOption26: true}),
+		tas4:   mqtttest.NewTasmota(t, url, mqtttest.TasmotaOptions{Topic: "tas4", SetOption4: true, StateText: [2]string{"AUS", "AN"}}),
 		sg1:    mqtttest.NewShellyGen1(t, url, "shelly1-328900", 1, true),
 		rpc:    mqtttest.NewShellyRPC(t, url, "shellyplus1-a8032ab12345", 1, false),
 		z2m:    mqtttest.NewZ2M(t, url, "zigbee2mqtt", mqtttest.Z2MAvailabilityJSON, mqtttest.Z2MDevice{Name: "hall/lamp"}, mqtttest.Z2MDevice{Name: "double", Endpoints: []string{"l1", "l2"}}),
@@ -51,6 +53,7 @@ func startPlugs(t *testing.T, url string) *plugs {
 var plugSwitches = []string{
 	`id: tas, name: Tasmota, profile: tasmota, topic: tas1`,
 	`id: tas2, name: Tasmota relay 2, profile: tasmota, topic: tas2, relay: 2`,
+	`id: tas4, name: Tasmota SetOption4, profile: tasmota, topic: tas4, state_text: {off: AUS, on: AN}`,
 	`id: sg1, name: Shelly 1, profile: shelly-gen1, device_id: shelly1-328900`,
 	`id: rpc, name: Shelly Plus, profile: shelly-rpc, prefix: shellyplus1-a8032ab12345`,
 	`id: z2m, name: Hall lamp, profile: zigbee2mqtt, friendly_name: hall/lamp`,
@@ -65,7 +68,7 @@ var plugSwitches = []string{
 }
 
 // commandable is every switch that confirms commands.
-var commandable = []string{"tas", "tas2", "sg1", "rpc", "z2m", "z2m-l2", "esp", "gen"}
+var commandable = []string{"tas", "tas2", "tas4", "sg1", "rpc", "z2m", "z2m-l2", "esp", "gen"}
 
 func TestDriverMosquitto(t *testing.T) {
 	b := mqtttest.StartMosquitto(t)
@@ -173,7 +176,7 @@ func driverSuite(t *testing.T, h *testHub, p *plugs, url string) {
 				}
 			}
 			on := cmd == bridge.CommandOn
-			sims := map[string]bool{"tas": p.tas.On(), "sg1": p.sg1.On(), "rpc": p.rpc.On(), "z2m": p.z2m.State("hall/lamp", "state"),
+			sims := map[string]bool{"tas": p.tas.On(), "tas4": p.tas4.On(), "sg1": p.sg1.On(), "rpc": p.rpc.On(), "z2m": p.z2m.State("hall/lamp", "state"),
 				"z2m-l2": p.z2m.State("double", "state_l2"), "esp": p.esp.On(), "gen": p.gen.On()}
 			for id, got := range sims {
 				if got != on {
