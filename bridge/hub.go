@@ -32,10 +32,12 @@ type Hub struct {
 	Timeout time.Duration
 	// Observe, when set, is called once per switch per command.
 	Observe CommandObserver
-	// Sync, when set, is called after every command before it returns, so
+	// Sync, when set, is called after every command before it returns,
+	// with the switches that confirmed it and the value they now have, so
 	// that what the command changed is stored by the time the client hears
-	// of it.
-	Sync func()
+	// of it. (A driver's own report of the change may come later, from
+	// another goroutine; the hub does not wait for it.)
+	Sync func(confirmed []string, v Value)
 
 	// cmdMu is held shared by every command and exclusively by Exclusive,
 	// so a reload never closes a device under a command.
@@ -240,7 +242,15 @@ func (h *Hub) Command(ctx context.Context, ids []string, cmd Command) error {
 	}
 	wg.Wait()
 	if h.Sync != nil {
-		h.Sync()
+		var confirmed []string
+		for i, s := range sws {
+			if results[i] == nil {
+				confirmed = append(confirmed, s.ID)
+			}
+		}
+		if len(confirmed) > 0 {
+			h.Sync(confirmed, cmd.Value())
+		}
 	}
 
 	var failed []Failure

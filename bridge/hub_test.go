@@ -237,3 +237,23 @@ func TestParseCommandAndValue(t *testing.T) {
 		}
 	}
 }
+
+func TestSyncGetsTheConfirmedSwitches(t *testing.T) {
+	h := newHub(t, map[string]bridge.Device{
+		"a":   &device{},
+		"b":   &device{},
+		"bad": &device{do: func(context.Context) error { return errors.New("boom") }},
+	})
+	var got []string
+	var gotValue bridge.Value
+	h.Sync = func(ids []string, v bridge.Value) { got, gotValue = append(got, ids...), v }
+	h.Command(context.Background(), []string{"a", "bad", "b"}, bridge.CommandOff)
+	if len(got) != 2 || got[0] != "a" || got[1] != "b" || gotValue != bridge.Off {
+		t.Errorf("Sync(%v, %s), want [a b] off: only what confirmed", got, gotValue)
+	}
+	got = nil
+	h.Command(context.Background(), []string{"bad"}, bridge.CommandOn)
+	if got != nil {
+		t.Errorf("Sync called with %v when nothing confirmed", got)
+	}
+}

@@ -72,11 +72,24 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	if err != nil {
 		return nil, err
 	}
+	journal, err := store.OpenJournal(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	// Values a killed daemon journaled but had not yet written to the
+	// database come first.
+	if n, err := journal.Replay(d.Store); err != nil {
+		journal.Close()
+		return nil, fmt.Errorf("replaying the value journal: %w", err)
+	} else if n > 0 {
+		logger.Info("recovered switch values from the journal", "values", n)
+	}
 	last, err := d.Store.SwitchValues(ctx)
 	if err != nil {
+		journal.Close()
 		return nil, fmt.Errorf("reading stored switch values: %w", err)
 	}
-	d.states = newStateWriter(d.Store, logger)
+	d.states = newStateWriter(d.Store, journal, logger)
 	d.Metrics = metrics.New(metrics.Options{Installations: d.Store.CountInstallations, Logger: logger.With("component", "metrics")})
 	env := drivers.Env{
 		MQTT:   d.Metrics,
@@ -334,6 +347,7 @@ func (d *Daemon) Close() error {
 	}
 	if d.states != nil {
 		d.states.close()
+		errs = append(errs, d.states.journal.Close())
 	}
 	if d.Store != nil {
 		errs = append(errs, d.Store.Close())
@@ -424,23 +438,33 @@ func (d *Daemon) setUpDemo(ctx context.Context, mux *http.ServeMux) error {
 }
 
 // stateWriter stores the values drivers report without making them wait on
-// the disk: the latest value per switch is kept and written by one
-// goroutine.
+// the disk: the latest value per switch is queued and written to the
+// database in batches by one goroutine. A command, which must not be
+// answered before its values are durable, appends them to the value
+// journal instead (one write); each batch written to the database empties
+// the journal again.
 type stateWriter struct {
-	db     *store.DB
-	logger *slog.Logger
-	wmu    sync.Mutex // held for a whole flush, so sync waits for one in progress
+	db      *store.DB
+	journal *store.Journal
+	logger  *slog.Logger
+
+	// wmu serialises journal appends and database flushes, so a flush
+	// knows everything journaled before it is in its batch.
+	wmu       sync.Mutex
+	journaled map[string]bridge.Value // queued values already in the journal; under wmu
+
 	mu     sync.Mutex
 	last   map[string]bridge.Value
-	queue  map[string]bridge.State
+	queue  map[string]bridge.State // reported, not yet in the database
 	closed bool
 	wake   chan struct{}
 	stop   chan struct{} // closed by close: no more waiting to coalesce
 	done   chan struct{}
 }
 
-func newStateWriter(db *store.DB, logger *slog.Logger) *stateWriter {
-	w := &stateWriter{db: db, logger: logger, last: map[string]bridge.Value{}, queue: map[string]bridge.State{},
+func newStateWriter(db *store.DB, journal *store.Journal, logger *slog.Logger) *stateWriter {
+	w := &stateWriter{db: db, journal: journal, logger: logger, journaled: map[string]bridge.Value{},
+		last: map[string]bridge.Value{}, queue: map[string]bridge.State{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
 	return w
@@ -467,8 +491,7 @@ func (w *stateWriter) notify(id string, st bridge.State) {
 
 // coalesce is how long reported values gather before the background
 // writer stores them: plugs that report every few seconds cost one SD-card
-// write per window, not one per message. Commands do not wait for it; they
-// write through sync.
+// write per window, not one per message.
 const coalesce = 500 * time.Millisecond
 
 func (w *stateWriter) run() {
@@ -493,12 +516,53 @@ func (w *stateWriter) value(id string) (bridge.Value, bool) {
 	return v, ok
 }
 
-// sync writes everything reported so far before it returns.
-func (w *stateWriter) sync() { w.flush() }
+func toValue(id string, st bridge.State) store.SwitchValue {
+	at := st.Updated
+	if at.IsZero() {
+		at = time.Now()
+	}
+	return store.SwitchValue{SwitchID: id, Value: st.Value, At: at}
+}
+
+// sync records that a command left switches at v and makes every value
+// reported so far durable before it returns: it appends those not yet
+// journaled to the journal. Should the journal fail, it writes the
+// database instead, so the promise holds either way.
+func (w *stateWriter) sync(confirmed []string, v bridge.Value) {
+	now := time.Now()
+	for _, id := range confirmed {
+		w.notify(id, bridge.State{Value: v, Available: true, Updated: now})
+	}
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	w.mu.Lock()
+	var batch []store.SwitchValue
+	for id, st := range w.queue {
+		if w.journaled[id] != st.Value {
+			batch = append(batch, toValue(id, st))
+		}
+	}
+	w.mu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	if err := w.journal.Append(batch); err != nil {
+		w.logger.Warn("value journal: writing the database instead", "err", err)
+		w.flushLocked()
+		return
+	}
+	for _, v := range batch {
+		w.journaled[v.SwitchID] = v.Value
+	}
+}
 
 func (w *stateWriter) flush() {
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
+	w.flushLocked()
+}
+
+func (w *stateWriter) flushLocked() {
 	w.mu.Lock()
 	q := w.queue
 	w.queue = map[string]bridge.State{}
@@ -508,15 +572,26 @@ func (w *stateWriter) flush() {
 	}
 	batch := make([]store.SwitchValue, 0, len(q))
 	for id, st := range q {
-		at := st.Updated
-		if at.IsZero() {
-			at = time.Now()
-		}
-		batch = append(batch, store.SwitchValue{SwitchID: id, Value: st.Value, At: at})
+		batch = append(batch, toValue(id, st))
 	}
 	if err := w.db.SaveSwitchValues(context.Background(), batch); err != nil {
-		w.logger.Warn("storing switch values", "switches", len(batch), "err", err)
+		w.logger.Warn("storing switch values; will retry", "switches", len(batch), "err", err)
+		// Put back what no newer report replaced; the journal keeps what it has.
+		w.mu.Lock()
+		for id, st := range q {
+			if _, newer := w.queue[id]; !newer {
+				w.queue[id] = st
+			}
+		}
+		w.mu.Unlock()
+		return
 	}
+	// Everything journaled so far was in the queue this batch took (or was
+	// replaced by a newer value in it), so the journal is no longer needed.
+	if err := w.journal.Compact(); err != nil {
+		w.logger.Warn("value journal: compacting", "err", err)
+	}
+	clear(w.journaled)
 }
 
 func (w *stateWriter) close() {

@@ -248,3 +248,47 @@ func TestOpenRefusesUnwritableDir(t *testing.T) {
 		t.Fatal("opened a read-only data dir")
 	}
 }
+
+func TestJournal(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := mustOpen(t, dir)
+	j, err := store.OpenJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	now := time.Now()
+	db.SaveSwitchValue(ctx, "a", bridge.Off, now.Add(-time.Hour))
+	j.Append([]store.SwitchValue{{SwitchID: "a", Value: bridge.On, At: now}, {SwitchID: "b", Value: bridge.On, At: now}})
+	j.Append([]store.SwitchValue{{SwitchID: "b", Value: bridge.Off, At: now.Add(time.Second)}})
+	// A line torn by a kill in the middle of a write: no newline, id cut.
+	f, _ := os.OpenFile(filepath.Join(dir, store.JournalName), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString("1700000000000 on ki")
+	f.Close()
+
+	read, _ := store.ReadJournal(dir)
+	if len(read) != 3 {
+		t.Fatalf("ReadJournal = %+v, want the three whole lines", read)
+	}
+	n, err := j.Replay(db)
+	if err != nil || n != 3 {
+		t.Fatalf("Replay = %d, %v", n, err)
+	}
+	vals, _ := db.SwitchValues(ctx)
+	if vals["a"] != bridge.On || vals["b"] != bridge.Off || vals["ki"] != "" {
+		t.Errorf("after replay: %v (the torn line must not count)", vals)
+	}
+	if read, _ := store.ReadJournal(dir); len(read) != 0 {
+		t.Errorf("journal not emptied by Replay: %+v", read)
+	}
+	// Appends after a truncate land at the start (O_APPEND), and Compact empties it.
+	j.Append([]store.SwitchValue{{SwitchID: "c", Value: bridge.On, At: now}})
+	if read, _ := store.ReadJournal(dir); len(read) != 1 || read[0].SwitchID != "c" {
+		t.Errorf("after truncate and append: %+v", read)
+	}
+	j.Compact()
+	if read, _ := store.ReadJournal(dir); len(read) != 0 {
+		t.Errorf("Compact left %+v", read)
+	}
+}
