@@ -134,11 +134,11 @@ func TestUnitShape(t *testing.T) {
 		"DevicePolicy":           "closed",
 		"DeviceAllow":            "char-gpiochip rw",
 		// checked separately below: DeviceAllow is set twice
-		"NoNewPrivileges":        "yes",
-		"CapabilityBoundingSet":  "",
-		"ProtectSystem":          "strict",
-		"UMask":                  "0077",
-		"ExecStart":              installedBin + " serve --config /etc/switchbridge/config.yaml",
+		"NoNewPrivileges":       "yes",
+		"CapabilityBoundingSet": "",
+		"ProtectSystem":         "strict",
+		"UMask":                 "0077",
+		"ExecStart":             installedBin + " serve --config /etc/switchbridge/config.yaml",
 	} {
 		if !slices.Contains(d[key], want) {
 			t.Errorf("%s=%q not set (have %q)", key, want, d[key])
