@@ -228,10 +228,30 @@ func sectionLine(n *yaml.Node) int {
 // Open opens every driver and returns the hub's switches. If any driver
 // fails, the ones already opened are closed again and nothing stays open.
 func (s *Set) Open(ctx context.Context) ([]*bridge.Switch, error) {
+	return s.OpenReplacing(ctx, nil)
+}
+
+// OpenReplacing is Open for a reload: each driver of old with the same
+// name as one being opened is closed just before its replacement opens, so
+// a changed driver's hardware (GPIO lines) is released only while its own
+// replacement opens, not while others do (an MQTT driver can take seconds
+// when its broker is down). Drivers of old that s does not have are closed
+// first. On error, s is closed and old may be partly closed: close it too.
+func (s *Set) OpenReplacing(ctx context.Context, old *Set) ([]*bridge.Switch, error) {
+	if old != nil {
+		for _, name := range slices.Clone(old.opened) {
+			if _, ok := s.drivers[name]; !ok {
+				old.closeOne(name)
+			}
+		}
+	}
 	var out []*bridge.Switch
 	for _, name := range s.order {
 		devs, ok := s.devices[name] // kept open from the previous config
 		if !ok {
+			if old != nil {
+				old.closeOne(name)
+			}
 			var err error
 			devs, err = s.drivers[name].Open(ctx)
 			if err != nil {
@@ -251,6 +271,15 @@ func (s *Set) Open(ctx context.Context) ([]*bridge.Switch, error) {
 		}
 	}
 	return out, nil
+}
+
+// closeOne closes one opened driver, if it is open.
+func (s *Set) closeOne(name string) error {
+	if !slices.Contains(s.opened, name) {
+		return nil
+	}
+	s.opened = slices.DeleteFunc(s.opened, func(n string) bool { return n == name })
+	return s.drivers[name].Close()
 }
 
 // Close closes the opened drivers in reverse order and returns their errors

@@ -155,8 +155,7 @@ func TestKeepUnchanged(t *testing.T) {
 	next, _ := drivers.Build(cfgB, reg, drivers.Env{})
 	log = nil
 	kept := next.KeepUnchanged(old)
-	old.Close()
-	sws, err := next.Open(context.Background())
+	sws, err := next.OpenReplacing(context.Background(), old)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,5 +167,39 @@ func TestKeepUnchanged(t *testing.T) {
 	}
 	if len(sws) != 3 || sws[0].Device != oldSws[0].Device {
 		t.Errorf("the kept driver's device was not carried over: %+v", sws)
+	}
+}
+
+// A changed driver is closed right before its replacement opens, not
+// before every other driver opens.
+func TestOpenReplacingClosesEachJustInTime(t *testing.T) {
+	var log []string
+	reg := registry(&log, "")
+	cfgA := mustConfig(t, `locations:
+  - id: 1
+    name: Home
+    switches:
+      - {id: s1, name: A, driver: a}
+      - {id: s2, name: B, driver: b}
+      - {id: s3, name: C, driver: mqtt}
+`)
+	old, _ := drivers.Build(cfgA, reg, drivers.Env{})
+	if _, err := old.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cfgB := mustConfig(t, `locations:
+  - id: 1
+    name: Home
+    switches:
+      - {id: s1, name: A2, driver: a}
+      - {id: s2, name: B2, driver: b}
+`)
+	next, _ := drivers.Build(cfgB, reg, drivers.Env{})
+	log = nil
+	if _, err := next.OpenReplacing(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(log, ","); got != "close broken,close a,open a,close b,open b" {
+		t.Errorf("order = %s: removed drivers first, then each changed one just before its replacement", got)
 	}
 }

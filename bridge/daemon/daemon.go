@@ -235,10 +235,7 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 	}
 	return d.Hub.Exclusive(func() error {
 		kept := next.KeepUnchanged(d.drivers)
-		if err := d.drivers.Close(); err != nil {
-			d.logger.Warn("reload: closing the old drivers", "err", err)
-		}
-		switches, err := next.Open(ctx)
+		switches, err := next.OpenReplacing(ctx, d.drivers)
 		if err == nil {
 			err = d.Hub.Replace(locations(cfg), switches)
 			if err != nil {
@@ -246,6 +243,7 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 			}
 		}
 		if err != nil {
+			d.drivers.Close() // what OpenReplacing had not closed yet
 			// Back to the config that worked.
 			old, berr := drivers.Build(d.Config, d.reg, env)
 			if berr == nil {
