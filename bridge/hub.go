@@ -219,9 +219,7 @@ func (h *Hub) Command(ctx context.Context, ids []string, cmd Command) error {
 	results := make([]*Failure, len(sws))
 	var wg sync.WaitGroup
 	for i, s := range sws {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		run := func() {
 			sctx, cancel := context.WithTimeout(base, timeout)
 			defer cancel()
 			start := time.Now()
@@ -238,7 +236,12 @@ func (h *Hub) Command(ctx context.Context, ids []string, cmd Command) error {
 			f := classify(s, err)
 			h.observe(s, cmd, f.Reason, d)
 			results[i] = &f
-		}()
+		}
+		if len(sws) == 1 {
+			run() // nothing to run beside it: spare the goroutine hand-off
+			break
+		}
+		wg.Go(run)
 	}
 	wg.Wait()
 	if h.Sync != nil {
