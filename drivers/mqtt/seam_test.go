@@ -69,12 +69,12 @@ func (c *stuckClient) SubscribeMultiple(map[string]byte, paho.MessageHandler) pa
 	return doneToken()
 }
 
-func TestTokenThatNeverCompletes(t *testing.T) {
-	fake := &stuckClient{}
+// openOnStuckClient opens the driver with one Tasmota switch on fake.
+func openOnStuckClient(t *testing.T, fake *stuckClient) (drivers.Driver, bridge.Commander) {
+	t.Helper()
 	old := newClient
 	newClient = func(o *paho.ClientOptions) client { fake.opts = o; return fake }
-	defer func() { newClient = old }()
-
+	t.Cleanup(func() { newClient = old })
 	d, err := New(drivers.Env{Settings: mustNode(t, "{broker: tcp://127.0.0.1:9, confirm_timeout: 10s}")})
 	if err != nil {
 		t.Fatal(err)
@@ -86,12 +86,18 @@ func TestTokenThatNeverCompletes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return d, devs["p"].(bridge.Commander)
+}
+
+func TestTokenThatNeverCompletes(t *testing.T) {
+	fake := &stuckClient{}
+	d, dev := openOnStuckClient(t, fake)
 	defer d.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err = devs["p"].(bridge.Commander).Do(ctx, bridge.CommandOn)
+	err := dev.Do(ctx, bridge.CommandOn)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
 	}
@@ -110,21 +116,7 @@ func TestTokenThatNeverCompletes(t *testing.T) {
 // while a connection dies; a command must still end at its deadline.
 func TestPublishThatBlocks(t *testing.T) {
 	fake := &stuckClient{}
-	old := newClient
-	newClient = func(o *paho.ClientOptions) client { fake.opts = o; return fake }
-	defer func() { newClient = old }()
-
-	d, err := New(drivers.Env{Settings: mustNode(t, "{broker: tcp://127.0.0.1:9, confirm_timeout: 10s}")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Add(drivers.Spec{ID: "p", Options: mustNode(t, "{profile: tasmota, topic: p}")}); err != nil {
-		t.Fatal(err)
-	}
-	devs, err := d.Open(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, dev := openOnStuckClient(t, fake)
 	release := make(chan struct{})
 	fake.mu.Lock()
 	fake.block = release
@@ -134,7 +126,7 @@ func TestPublishThatBlocks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- devs["p"].(bridge.Commander).Do(ctx, bridge.CommandOn) }()
+	go func() { done <- dev.Do(ctx, bridge.CommandOn) }()
 	select {
 	case err := <-done:
 		if !errors.Is(err, context.DeadlineExceeded) {
