@@ -356,16 +356,21 @@ func TestPagesAreHardened(t *testing.T) {
 	authURL := h.OAuthConfig(f.app).AuthCodeURL("s")
 	b := h.NewBrowser()
 	p := b.Get(t, authURL)
-	for k, want := range map[string]string{
-		"X-Frame-Options":         "DENY",
-		"Referrer-Policy":         "no-referrer",
-		"Content-Security-Policy": "frame-ancestors 'none'",
-		"Cache-Control":           "no-store",
-	} {
-		if got := p.Header.Get(k); !strings.Contains(got, want) {
-			t.Errorf("%s = %q, want %q", k, got, want)
+	hardened := func(what string, p *daemontest.Page) {
+		t.Helper()
+		for k, want := range map[string]string{
+			"X-Frame-Options":         "DENY",
+			"Referrer-Policy":         "no-referrer",
+			"Content-Security-Policy": "frame-ancestors 'none'",
+			"Cache-Control":           "no-store",
+		} {
+			if got := p.Header.Get(k); !strings.Contains(got, want) {
+				t.Errorf("%s: %s = %q, want %q", what, k, got, want)
+			}
 		}
 	}
+	hardened("login page", p)
+	hardened("error page", h.NewBrowser().Get(t, "/oauth/authorize?client_id=nope"))
 	var session *http.Cookie
 	for _, c := range p.Cookies() {
 		if c.Name == "switchbridge_session" {
@@ -411,6 +416,8 @@ func TestPagesAreHardened(t *testing.T) {
 	if p := b.Post(t, "/oauth/authorize", cf); p.StatusCode != http.StatusForbidden {
 		t.Errorf("consent with the pre-login csrf = %d, want 403", p.StatusCode)
 	}
+	hardened("consent page", consent)
+	hardened("403 answer to a POST", b.Post(t, "/oauth/authorize", cf))
 	// The consent page lists only alice's locations, and says which switch
 	// cannot do everything.
 	if !strings.Contains(consent.Body, "Install into Home") || !strings.Contains(consent.Body, "Install into Garage") {
@@ -940,5 +947,21 @@ func TestPKCE(t *testing.T) {
 		if loc := mustParse(t, p.Header.Get("Location")); p.StatusCode != http.StatusSeeOther || loc.Query().Get("error") != "invalid_request" {
 			t.Errorf("%s: %d %s, want a redirect with invalid_request", name, p.StatusCode, loc)
 		}
+	}
+}
+
+// TestOversizedHeadersAreRefused: the server caps header size (a bearer
+// token and a few cookies fit many times over).
+func TestOversizedHeadersAreRefused(t *testing.T) {
+	h := daemontest.Start(t, hubConfig)
+	req, _ := http.NewRequest(http.MethodGet, h.URL+"/api/apps/endpoints", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.Repeat("x", 64<<10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+		t.Errorf("64 KiB of headers = %d, want 431", resp.StatusCode)
 	}
 }
