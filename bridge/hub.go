@@ -33,11 +33,13 @@ type Hub struct {
 	// Observe, when set, is called once per switch per command.
 	Observe CommandObserver
 	// Sync, when set, is called after every command before it returns,
-	// with the switches that confirmed it and the value they now have, so
-	// that what the command changed is stored by the time the client hears
-	// of it. (A driver's own report of the change may come later, from
-	// another goroutine; the hub does not wait for it.)
-	Sync func(confirmed []string, v Value)
+	// with the value the command set and, for each switch that confirmed
+	// it, when it did: so that what the command changed is stored by the
+	// time the client hears of it, and a report the device sent after its
+	// confirmation is not overwritten by it. (A driver's own report of the
+	// change may come later, from another goroutine; the hub does not wait
+	// for it.) An error means the new values could not be stored.
+	Sync func(v Value, confirmedAt map[string]time.Time) error
 
 	// cmdMu is held shared by every command and exclusively by Exclusive,
 	// so a reload never closes a device under a command.
@@ -217,6 +219,7 @@ func (h *Hub) Command(ctx context.Context, ids []string, cmd Command) error {
 	}
 	base := context.WithoutCancel(ctx)
 	results := make([]*Failure, len(sws))
+	confirmedAt := make([]time.Time, len(sws))
 	var wg sync.WaitGroup
 	for i, s := range sws {
 		run := func() {
@@ -230,6 +233,7 @@ func (h *Hub) Command(ctx context.Context, ids []string, cmd Command) error {
 			}
 			d := time.Since(start)
 			if err == nil {
+				confirmedAt[i] = time.Now()
 				h.observe(s, cmd, "ok", d)
 				return
 			}
@@ -245,14 +249,16 @@ func (h *Hub) Command(ctx context.Context, ids []string, cmd Command) error {
 	}
 	wg.Wait()
 	if h.Sync != nil {
-		var confirmed []string
+		confirmed := map[string]time.Time{}
 		for i, s := range sws {
 			if results[i] == nil {
-				confirmed = append(confirmed, s.ID)
+				confirmed[s.ID] = confirmedAt[i]
 			}
 		}
 		if len(confirmed) > 0 {
-			h.Sync(confirmed, cmd.Value())
+			if err := h.Sync(cmd.Value(), confirmed); err != nil {
+				return Errorf(EUNAVAILABLE, "the switches were commanded, but the hub could not store their new state (%v); the command may be repeated", err)
+			}
 		}
 	}
 

@@ -244,16 +244,22 @@ func TestSyncGetsTheConfirmedSwitches(t *testing.T) {
 		"b":   &device{},
 		"bad": &device{do: func(context.Context) error { return errors.New("boom") }},
 	})
-	var got []string
+	var got map[string]time.Time
 	var gotValue bridge.Value
-	h.Sync = func(ids []string, v bridge.Value) { got, gotValue = append(got, ids...), v }
+	h.Sync = func(v bridge.Value, at map[string]time.Time) error { got, gotValue = at, v; return nil }
+	before := time.Now()
 	h.Command(context.Background(), []string{"a", "bad", "b"}, bridge.CommandOff)
-	if len(got) != 2 || got[0] != "a" || got[1] != "b" || gotValue != bridge.Off {
-		t.Errorf("Sync(%v, %s), want [a b] off: only what confirmed", got, gotValue)
+	if len(got) != 2 || got["a"].Before(before) || got["b"].IsZero() || gotValue != bridge.Off {
+		t.Errorf("Sync(%s, %v), want a and b with their confirmation times: only what confirmed", gotValue, got)
 	}
 	got = nil
 	h.Command(context.Background(), []string{"bad"}, bridge.CommandOn)
 	if got != nil {
 		t.Errorf("Sync called with %v when nothing confirmed", got)
+	}
+	// A value that cannot be stored is not answered as a success.
+	h.Sync = func(bridge.Value, map[string]time.Time) error { return errors.New("disk full") }
+	if err := h.Command(context.Background(), []string{"a"}, bridge.CommandOn); bridge.ErrorCode(err) != bridge.EUNAVAILABLE {
+		t.Errorf("command whose state could not be stored: %v, want unavailable", err)
 	}
 }

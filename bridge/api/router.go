@@ -107,11 +107,17 @@ func (r *Router) Match(path string) (*Mapping, map[string]string, bool) {
 	return &best.m, bestParams, true
 }
 
-// Allowed lists a mapping's methods, sorted, for an Allow header.
+// Allowed lists a mapping's methods, sorted, for an Allow header: HEAD
+// too where GET is mapped, since HEAD is answered like GET.
 func (m *Mapping) Allowed() string {
-	ms := make([]string, 0, len(m.Methods))
+	ms := make([]string, 0, len(m.Methods)+1)
 	for k := range m.Methods {
 		ms = append(ms, k)
+	}
+	if _, ok := m.Methods["GET"]; ok {
+		if _, ok := m.Methods["HEAD"]; !ok {
+			ms = append(ms, "HEAD")
+		}
 	}
 	sort.Strings(ms)
 	return strings.Join(ms, ", ")

@@ -76,7 +76,7 @@ func TestNewRouterRejectsBadTables(t *testing.T) {
 }
 
 func TestStatusTable(t *testing.T) {
-	if got := (&Mapping{Methods: map[string]AppHandler{"PUT": nil, "GET": nil}}).Allowed(); got != "GET, PUT" {
+	if got := (&Mapping{Methods: map[string]AppHandler{"PUT": nil, "GET": nil}}).Allowed(); got != "GET, HEAD, PUT" {
 		t.Errorf("Allowed = %q", got)
 	}
 	if StatusOf(errString("x")) != http.StatusInternalServerError {

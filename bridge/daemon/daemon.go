@@ -244,15 +244,33 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 		}
 		if err != nil {
 			d.drivers.Close() // what OpenReplacing had not closed yet
-			// Back to the config that worked.
+			// Back to the config that worked, even if the reload was
+			// interrupted (a SIGTERM cancels ctx): the hub must not be left
+			// on closed devices.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+			defer cancel()
 			old, berr := drivers.Build(d.Config, d.reg, env)
 			if berr == nil {
-				if sws, oerr := old.Open(ctx); oerr == nil && d.Hub.Replace(locations(d.Config), sws) == nil {
-					d.drivers = old
-					return fmt.Errorf("reload failed, kept the previous switches: %w", err)
+				sws, oerr := old.Open(rctx)
+				if oerr == nil {
+					rerr := d.Hub.Replace(locations(d.Config), sws)
+					if rerr == nil {
+						d.drivers = old
+						return fmt.Errorf("reload failed, kept the previous switches: %w", err)
+					}
+					old.Close()
+					oerr = rerr
 				}
+				berr = oerr
 			}
-			return fmt.Errorf("reload failed and the previous switches could not be reopened: %w", err)
+			// Neither config opens: no switch is served (commands answer
+			// 404 naming them) rather than commands reaching closed devices.
+			d.Hub.Replace(locations(d.Config), nil)
+			d.drivers = old
+			if d.drivers == nil {
+				d.drivers, _ = drivers.Build(&config.Config{File: d.Config.File}, d.reg, env)
+			}
+			return fmt.Errorf("reload failed and the previous switches could not be reopened (%v): %w", berr, err)
 		}
 		d.drivers = next
 		d.Config.Locations = cfg.Locations
@@ -303,6 +321,9 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	}
 	select {
 	case err := <-errc:
+		if d.metricsServer != nil {
+			d.metricsServer.Close()
+		}
 		return err
 	case err := <-merrc:
 		d.server.Close()
@@ -334,10 +355,12 @@ func (d *Daemon) Close() error {
 		d.stopBg()
 		d.bg.Wait()
 	}
-	if d.server == nil && d.ln != nil {
+	// Serve's shutdown closes the listeners; after an Open without Serve
+	// they are still bound. Closing one twice only returns an error.
+	if d.ln != nil {
 		d.ln.Close()
 	}
-	if d.metricsServer == nil && d.metricsLn != nil {
+	if d.metricsLn != nil {
 		d.metricsLn.Close()
 	}
 	if d.drivers != nil {
@@ -442,7 +465,7 @@ func (d *Daemon) setUpDemo(ctx context.Context, mux *http.ServeMux) error {
 // journal instead (one write); each batch written to the database empties
 // the journal again.
 type stateWriter struct {
-	db      *store.DB
+	db      valueSaver
 	journal *store.Journal
 	logger  *slog.Logger
 
@@ -451,8 +474,13 @@ type stateWriter struct {
 	wmu       sync.Mutex
 	journaled map[string]bridge.Value // queued values already in the journal; under wmu
 
-	mu     sync.Mutex
-	last   map[string]bridge.Value
+	mu   sync.Mutex
+	last map[string]bridge.Value
+	// at is when each switch's last value was learnt, by this process's
+	// clock (with its monotonic reading, so a wall-clock step cannot reorder
+	// reports): a value learnt earlier, such as a command's confirmation
+	// stored after the device already reported a newer change, is dropped.
+	at     map[string]time.Time
 	queue  map[string]bridge.State // reported, not yet in the database
 	closed bool
 	wake   chan struct{}
@@ -460,9 +488,14 @@ type stateWriter struct {
 	done   chan struct{}
 }
 
-func newStateWriter(db *store.DB, journal *store.Journal, logger *slog.Logger) *stateWriter {
+// valueSaver is the part of the store the writer needs.
+type valueSaver interface {
+	SaveSwitchValues(ctx context.Context, vs []store.SwitchValue) error
+}
+
+func newStateWriter(db valueSaver, journal *store.Journal, logger *slog.Logger) *stateWriter {
 	w := &stateWriter{db: db, journal: journal, logger: logger, journaled: map[string]bridge.Value{},
-		last: map[string]bridge.Value{}, queue: map[string]bridge.State{},
+		last: map[string]bridge.Value{}, at: map[string]time.Time{}, queue: map[string]bridge.State{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
 	return w
@@ -472,8 +505,16 @@ func (w *stateWriter) notify(id string, st bridge.State) {
 	if st.Value == "" {
 		return
 	}
+	if st.Updated.IsZero() {
+		st.Updated = time.Now()
+	}
 	w.mu.Lock()
-	if w.closed || w.last[id] == st.Value {
+	if w.closed || st.Updated.Before(w.at[id]) {
+		w.mu.Unlock()
+		return
+	}
+	w.at[id] = st.Updated
+	if w.last[id] == st.Value {
 		w.mu.Unlock()
 		return
 	}
@@ -522,14 +563,14 @@ func toValue(id string, st bridge.State) store.SwitchValue {
 	return store.SwitchValue{SwitchID: id, Value: st.Value, At: at}
 }
 
-// sync records that a command left switches at v and makes every value
-// reported so far durable before it returns: it appends those not yet
-// journaled to the journal. Should the journal fail, it writes the
-// database instead, so the promise holds either way.
-func (w *stateWriter) sync(confirmed []string, v bridge.Value) {
-	now := time.Now()
-	for _, id := range confirmed {
-		w.notify(id, bridge.State{Value: v, Available: true, Updated: now})
+// sync records that a command left switches at v (each as of its
+// confirmation) and makes every value reported so far durable before it
+// returns: it appends those not yet journaled to the journal. Should the
+// journal fail, it writes the database instead; only when both fail does
+// it return an error, and the command is not answered as a success.
+func (w *stateWriter) sync(v bridge.Value, confirmedAt map[string]time.Time) error {
+	for id, at := range confirmedAt {
+		w.notify(id, bridge.State{Value: v, Available: true, Updated: at})
 	}
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
@@ -542,16 +583,19 @@ func (w *stateWriter) sync(confirmed []string, v bridge.Value) {
 	}
 	w.mu.Unlock()
 	if len(batch) == 0 {
-		return
+		return nil
 	}
 	if err := w.journal.Append(batch); err != nil {
 		w.logger.Warn("value journal: writing the database instead", "err", err)
-		w.flushLocked()
-		return
+		if ferr := w.flushLocked(); ferr != nil {
+			return errors.Join(err, ferr)
+		}
+		return nil
 	}
 	for _, v := range batch {
 		w.journaled[v.SwitchID] = v.Value
 	}
+	return nil
 }
 
 func (w *stateWriter) flush() {
@@ -560,13 +604,13 @@ func (w *stateWriter) flush() {
 	w.flushLocked()
 }
 
-func (w *stateWriter) flushLocked() {
+func (w *stateWriter) flushLocked() error {
 	w.mu.Lock()
 	q := w.queue
 	w.queue = map[string]bridge.State{}
 	w.mu.Unlock()
 	if len(q) == 0 {
-		return
+		return nil
 	}
 	batch := make([]store.SwitchValue, 0, len(q))
 	for id, st := range q {
@@ -581,8 +625,14 @@ func (w *stateWriter) flushLocked() {
 				w.queue[id] = st
 			}
 		}
+		if !w.closed {
+			select { // try again after the next coalescing window
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
 		w.mu.Unlock()
-		return
+		return err
 	}
 	// Everything journaled so far was in the queue this batch took (or was
 	// replaced by a newer value in it), so the journal is no longer needed.
@@ -590,6 +640,7 @@ func (w *stateWriter) flushLocked() {
 		w.logger.Warn("value journal: compacting", "err", err)
 	}
 	clear(w.journaled)
+	return nil
 }
 
 func (w *stateWriter) close() {

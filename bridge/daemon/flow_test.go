@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/oauth2"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -155,7 +157,7 @@ func TestWholeFlow(t *testing.T) {
 	if p := h.Call(t, http.MethodGet, g.URI+"/lights", g.Token.AccessToken); p.StatusCode != http.StatusNotFound {
 		t.Errorf("GET /lights = %d", p.StatusCode)
 	}
-	if p := h.Call(t, http.MethodPost, g.URI+"/switches", g.Token.AccessToken); p.StatusCode != http.StatusMethodNotAllowed || p.Header.Get("Allow") != "GET" {
+	if p := h.Call(t, http.MethodPost, g.URI+"/switches", g.Token.AccessToken); p.StatusCode != http.StatusMethodNotAllowed || p.Header.Get("Allow") != "GET, HEAD" {
 		t.Errorf("POST /switches = %d Allow=%q", p.StatusCode, p.Header.Get("Allow"))
 	}
 }
@@ -963,5 +965,66 @@ func TestOversizedHeadersAreRefused(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
 		t.Errorf("64 KiB of headers = %d, want 431", resp.StatusCode)
+	}
+}
+
+// TestLoginBurstCannotOutrunTheLock fires a burst of wrong logins at once:
+// password checks run two at a time, and each re-checks the lock when its
+// turn comes, so only a handful of guesses are ever checked.
+func TestLoginBurstCannotOutrunTheLock(t *testing.T) {
+	f := newFixture(t)
+	h := f.hub
+	// A real-cost hash, as user add makes: checks slow enough for a burst
+	// to queue behind them.
+	hash, _ := bcrypt.GenerateFromPassword([]byte("carol-pw"), bcrypt.DefaultCost)
+	if _, err := h.Store.CreateUser(context.Background(), "carol", hash, []int64{1}); err != nil {
+		t.Fatal(err)
+	}
+	authURL := h.OAuthConfig(f.app).AuthCodeURL("s")
+	const n = 16
+	results := make(chan string, n)
+	var wg sync.WaitGroup
+	for range n {
+		b := h.NewBrowser()
+		p := b.Get(t, authURL) // sessions and CSRF tokens first, then the burst
+		form := daemontest.AuthFields(mustParse(t, authURL).Query())
+		form.Set("csrf", p.CSRF(t))
+		form.Set("username", "carol")
+		form.Set("password", "guess")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := b.Client.PostForm(h.URL+"/oauth/login", form)
+			if err != nil {
+				results <- err.Error()
+				return
+			}
+			resp.Body.Close()
+			next, err := b.Client.Get(h.URL + resp.Header.Get("Location"))
+			if err != nil {
+				results <- err.Error()
+				return
+			}
+			body, _ := io.ReadAll(next.Body)
+			next.Body.Close()
+			results <- string(body)
+		}()
+	}
+	wg.Wait()
+	close(results)
+	checked, throttled := 0, 0
+	for body := range results {
+		switch {
+		case strings.Contains(body, "wrong password"):
+			checked++
+		case strings.Contains(body, "Too many failed logins"):
+			throttled++
+		default:
+			t.Errorf("unexpected answer: %.200s", body)
+		}
+	}
+	// 5 failures lock the name; at most one more check was already running.
+	if checked > 6 || checked+throttled != n {
+		t.Errorf("%d passwords checked, %d throttled, of %d: a burst outran the lock", checked, throttled, n)
 	}
 }

@@ -21,6 +21,10 @@ const (
 type grantCache struct {
 	mu sync.Mutex
 	m  map[string]cachedGrant
+	// gen counts clears. A lookup notes it before reading the database and
+	// stores its grant only if no clear happened meanwhile, so a grant read
+	// just before a reinstall or a revocation is not cached after it.
+	gen uint64
 }
 
 type cachedGrant struct {
@@ -40,9 +44,19 @@ func (c *grantCache) get(hash []byte, now time.Time) (*bridge.Grant, bool) {
 	return e.g, true
 }
 
-func (c *grantCache) put(hash []byte, g *bridge.Grant, now time.Time) {
+// generation is the number of clears so far; pass it to put.
+func (c *grantCache) generation() uint64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.gen
+}
+
+func (c *grantCache) put(hash []byte, g *bridge.Grant, now time.Time, gen uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if gen != c.gen {
+		return // cleared while this grant was read: it may be stale
+	}
 	if len(c.m) >= maxGrantCache {
 		clear(c.m)
 	}
@@ -53,4 +67,5 @@ func (c *grantCache) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	clear(c.m)
+	c.gen++
 }

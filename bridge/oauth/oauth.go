@@ -291,8 +291,21 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	var user *bridge.User
 	var err error
-	if !s.throttle.check(r, func() { user, err = s.checkPassword(r.Context(), name, f.Get("password")) }) {
+	var wait time.Duration
+	if !s.throttle.check(r, func() {
+		// Again, now that this login has its turn: a burst of logins all
+		// passed the first check before any of them failed.
+		if wait = s.throttle.wait(s.now(), nameKey, addrKey); wait == 0 {
+			user, err = s.checkPassword(r.Context(), name, f.Get("password"))
+		}
+	}) {
 		return // the client went away while waiting for a turn
+	}
+	if wait > 0 {
+		s.observe("authorization_denied", "login_throttled")
+		s.sessions.setFlash(sess, fmt.Sprintf("Too many failed logins. Try again in %d seconds.", int(wait.Seconds()+1)))
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
 	}
 	if err != nil {
 		s.throttle.fail(s.now(), nameKey, addrKey)
@@ -743,6 +756,7 @@ func (s *Server) grant(ctx context.Context, token string) (*bridge.Grant, error)
 		}
 		return g, nil
 	}
+	gen := s.grants.generation()
 	t, err := s.store.Token(ctx, hash)
 	switch {
 	case errors.Is(err, store.ErrTokenUnknown):
@@ -765,7 +779,7 @@ func (s *Server) grant(ctx context.Context, token string) (*bridge.Grant, error)
 		InstallationID: in.ID, ClientID: in.ClientID, UserID: in.UserID,
 		LocationID: in.LocationID, SwitchIDs: in.SwitchIDs, ExpiresAt: t.ExpiresAt,
 	}
-	s.grants.put(hash, g, now)
+	s.grants.put(hash, g, now, gen)
 	return g, nil
 }
 

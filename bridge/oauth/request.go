@@ -140,8 +140,9 @@ func parseAuthorizeRequest(q url.Values, lookup func(clientID string) ([]string,
 	case method != "S256":
 		// plain gives no protection against a stolen code (RFC 9700 §2.1.1).
 		return nil, fail("invalid_request", "code_challenge_method must be S256")
-	case !validChallenge(challenge):
-		return nil, fail("invalid_request", "code_challenge must be 43 to 128 characters of A-Z, a-z, 0-9, '-', '.', '_', '~'")
+	case len(challenge) != 43 || !validChallenge(challenge):
+		// An S256 challenge is a SHA-256 in base64url without padding.
+		return nil, fail("invalid_request", "code_challenge must be a SHA-256 in base64url: 43 characters of A-Z, a-z, 0-9, '-', '_'")
 	default:
 		req.CodeChallenge = challenge
 	}

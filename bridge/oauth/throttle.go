@@ -73,7 +73,13 @@ func (t *throttle) fail(now time.Time, nameKey, addrKey string) {
 			}
 		}
 		if len(t.keys) >= maxThrottled {
-			clear(t.keys) // a flood of distinct keys: start over rather than grow
+			// A flood of distinct keys: forget the ones not locked, so the
+			// flood cannot be used to lift a lock.
+			for k, f := range t.keys {
+				if !now.Before(f.locked) {
+					delete(t.keys, k)
+				}
+			}
 		}
 	}
 	for _, k := range []struct {

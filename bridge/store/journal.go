@@ -56,12 +56,22 @@ func (j *Journal) Append(vs []SwitchValue) error {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	_, err := j.f.Write(b.Bytes())
-	return err
+	before, err := j.f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return err
+	}
+	if _, err := j.f.Write(b.Bytes()); err != nil {
+		// A short write (a full disk) would leave a line without its
+		// newline, which would swallow the next line appended.
+		j.f.Truncate(before)
+		return err
+	}
+	return nil
 }
 
-// Replay folds what the journal holds into db (older news than what db has
-// is ignored, as SaveSwitchValues does) and empties the journal. A torn
+// Replay folds what the journal holds into db, in the order it was written
+// (everything in the journal is newer than the database: each batch
+// written to the database empties it), and empties the journal. A torn
 // last line, from a process killed in the middle of a write, is skipped.
 func (j *Journal) Replay(db *DB) (int, error) {
 	j.mu.Lock()

@@ -524,12 +524,13 @@ func (db *DB) strings(ctx context.Context, q string, args ...any) ([]string, err
 
 // ---- switch state
 
+// The last write wins: callers write values in the order they learnt them.
+// Comparing the stored times instead would let a wall-clock step back (a
+// Pi has no clock of its own until NTP answers) silently discard new values.
 const saveSwitchValue = `INSERT INTO switch_states (switch_id, value, updated_at) VALUES (?, ?, ?)
-	ON CONFLICT (switch_id) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
-	WHERE excluded.updated_at >= switch_states.updated_at`
+	ON CONFLICT (switch_id) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`
 
-// SaveSwitchValue stores a switch's last known value. An older report than
-// the one stored is ignored.
+// SaveSwitchValue stores a switch's last known value.
 func (db *DB) SaveSwitchValue(ctx context.Context, switchID string, v bridge.Value, at time.Time) error {
 	_, err := db.saveValueStmt.ExecContext(ctx, switchID, string(v), unix(at))
 	return err
@@ -542,8 +543,9 @@ type SwitchValue struct {
 	At       time.Time
 }
 
-// SaveSwitchValues stores many values in one transaction: one disk write
-// for a command that switched a hundred plugs.
+// SaveSwitchValues stores many values in one transaction, in order (a later
+// value for the same switch wins): one disk write for a command that
+// switched a hundred plugs.
 func (db *DB) SaveSwitchValues(ctx context.Context, vs []SwitchValue) error {
 	if len(vs) == 0 {
 		return nil

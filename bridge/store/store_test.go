@@ -186,8 +186,8 @@ func TestSwitchValuesAndPersistence(t *testing.T) {
 	dir := t.TempDir()
 	db := mustOpen(t, dir)
 	now := time.Now()
-	db.SaveSwitchValue(ctx, "a", bridge.On, now)
-	db.SaveSwitchValue(ctx, "a", bridge.Off, now.Add(-time.Minute)) // older news loses
+	db.SaveSwitchValue(ctx, "a", bridge.Off, now)
+	db.SaveSwitchValue(ctx, "a", bridge.On, now.Add(-time.Minute)) // the last write wins, whatever the wall clock says
 	db.SaveSwitchValue(ctx, "b", bridge.Off, now)
 	seed(t, db)
 	db.Close()
@@ -259,7 +259,7 @@ func TestJournal(t *testing.T) {
 	}
 	defer j.Close()
 	now := time.Now()
-	db.SaveSwitchValue(ctx, "a", bridge.Off, now.Add(-time.Hour))
+	db.SaveSwitchValue(ctx, "a", bridge.Off, now.Add(time.Hour)) // a clock that was ahead
 	j.Append([]store.SwitchValue{{SwitchID: "a", Value: bridge.On, At: now}, {SwitchID: "b", Value: bridge.On, At: now}})
 	j.Append([]store.SwitchValue{{SwitchID: "b", Value: bridge.Off, At: now.Add(time.Second)}})
 	// A line torn by a kill in the middle of a write: no newline, id cut.

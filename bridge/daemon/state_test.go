@@ -1,0 +1,102 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
+)
+
+// saver records saved values and fails while failing is set.
+type saver struct {
+	mu      sync.Mutex
+	failing bool
+	saved   map[string]bridge.Value
+}
+
+func (s *saver) SaveSwitchValues(_ context.Context, vs []store.SwitchValue) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failing {
+		return errors.New("disk full")
+	}
+	for _, v := range vs {
+		s.saved[v.SwitchID] = v.Value
+	}
+	return nil
+}
+
+func (s *saver) get(id string) bridge.Value {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.saved[id]
+}
+
+func newTestWriter(t *testing.T, sv *saver) *stateWriter {
+	t.Helper()
+	j, err := store.OpenJournal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newStateWriter(sv, j, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { w.close(); j.Close() })
+	return w
+}
+
+func TestConfirmationDoesNotOverwriteANewerReport(t *testing.T) {
+	sv := &saver{saved: map[string]bridge.Value{}}
+	w := newTestWriter(t, sv)
+	confirmed := time.Now()
+	// The plug confirmed "on", then someone pressed its button: it reported
+	// "off" before the command (waiting on a slower plug) stored its result.
+	w.notify("x", bridge.State{Value: bridge.Off, Updated: confirmed.Add(time.Second)})
+	if err := w.sync(bridge.On, map[string]time.Time{"x": confirmed}); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := w.value("x"); v != bridge.Off {
+		t.Errorf("value = %s, want the newer report (off)", v)
+	}
+	w.flush()
+	if got := sv.get("x"); got != bridge.Off {
+		t.Errorf("stored %s, want off", got)
+	}
+}
+
+func TestFailedWriteIsRetriedWithoutNewReports(t *testing.T) {
+	sv := &saver{saved: map[string]bridge.Value{}, failing: true}
+	w := newTestWriter(t, sv)
+	w.notify("x", bridge.State{Value: bridge.On})
+	time.Sleep(2 * coalesce) // the first write has failed by now
+	if sv.get("x") != "" {
+		t.Fatal("saved while failing")
+	}
+	sv.mu.Lock()
+	sv.failing = false
+	sv.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for sv.get("x") != bridge.On {
+		if time.Now().After(deadline) {
+			t.Fatal("the value was never written after the database recovered")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestSyncFailsOnlyWhenNothingCouldStoreIt(t *testing.T) {
+	sv := &saver{saved: map[string]bridge.Value{}, failing: true}
+	w := newTestWriter(t, sv)
+	// The journal works: the database failing does not matter yet.
+	if err := w.sync(bridge.On, map[string]time.Time{"x": time.Now()}); err != nil {
+		t.Errorf("sync with a working journal: %v", err)
+	}
+	// Journal gone too: the command must hear of it.
+	w.journal.Close()
+	if err := w.sync(bridge.Off, map[string]time.Time{"x": time.Now()}); err == nil {
+		t.Error("sync succeeded with neither journal nor database")
+	}
+}
