@@ -19,14 +19,7 @@ func BenchmarkCommand(b *testing.B) {
 	for _, n := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			broker := mqtttest.StartMosquitto(b)
-			var topics, ids, sws []string
-			for i := range n {
-				topic := fmt.Sprintf("bench_%03d", i)
-				mqtttest.NewTasmota(b, broker.URL, mqtttest.TasmotaOptions{Topic: topic})
-				topics = append(topics, topic)
-				ids = append(ids, fmt.Sprintf("p%03d", i))
-				sws = append(sws, fmt.Sprintf("id: p%03d, name: P%d, profile: tasmota, topic: %s", i, i, topic))
-			}
+			topics, ids, sws := mqtttest.Fleet(b, broker.URL, n)
 			h := startHub(b, hubConfig("broker: "+broker.URL+"\nclient_id: bench-hub", sws...))
 			floor := mqtttest.NewFloor(b, broker.URL, topics)
 			eventually(b, 5*time.Second, "every plug reported", func() bool {
