@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	paho "github.com/eclipse/paho.mqtt.golang"
-
 	"github.com/switchbridge/switchbridge/bridge"
 )
 
@@ -108,42 +106,43 @@ func (dev *device) Do(ctx context.Context, cmd bridge.Command) error {
 	} else {
 		m = dev.plug.command(target)
 	}
-	// paho's Publish itself can block (up to its write timeout) while a
-	// dying connection drains its queue, so it runs aside and this call
-	// still returns at its deadline. The goroutine ends with Publish.
-	published := make(chan paho.Token, 1)
-	go func() { published <- dev.d.publish(m) }()
-	var tok paho.Token
-	var sent <-chan struct{}
-	for {
+	// paho's Publish can block (up to its write timeout) while a dying
+	// connection drains its queue, and its token may never complete, so
+	// both are waited for aside, until this call returns at the latest.
+	// This goroutine speaks only when the publish failed or, for a plug
+	// already in the target state, when the command is out: in the common
+	// case the plug's report is the one thing that wakes this call.
+	sent := make(chan error, 1)
+	go func() {
+		tok := dev.d.publish(m)
 		select {
-		case err := <-w.done:
-			if err != nil {
-				return fmt.Errorf("mqtt switch %s: %w", dev.id, err)
-			}
-			return nil
-		case tok = <-published:
-			published = nil
-			sent = tok.Done()
-		case <-sent:
-			sent = nil
+		case <-tok.Done():
 			if err := tok.Error(); err != nil {
-				return fmt.Errorf("mqtt switch %s: publishing to %s: %v: %w", dev.id, m.topic, err, bridge.ErrUnavailable)
-			}
-			if already {
-				return nil
+				sent <- fmt.Errorf("mqtt switch %s: publishing to %s: %v: %w", dev.id, m.topic, err, bridge.ErrUnavailable)
+			} else if already {
+				sent <- nil
 			}
 		case <-ctx.Done():
-			err := dev.ctxErr(ctx, timeout)
-			dev.mu.Lock()
-			hint := w.hint
-			dev.mu.Unlock()
-			if hint != "" {
-				dev.d.log.Warn("command not confirmed; the firmware rejected a command meanwhile", "switch", dev.id, "answer", hint)
-				err = fmt.Errorf("%w; meanwhile %s", err, hint)
-			}
-			return err
 		}
+	}()
+	select {
+	case err := <-w.done:
+		if err != nil {
+			return fmt.Errorf("mqtt switch %s: %w", dev.id, err)
+		}
+		return nil
+	case err := <-sent:
+		return err
+	case <-ctx.Done():
+		err := dev.ctxErr(ctx, timeout)
+		dev.mu.Lock()
+		hint := w.hint
+		dev.mu.Unlock()
+		if hint != "" {
+			dev.d.log.Warn("command not confirmed; the firmware rejected a command meanwhile", "switch", dev.id, "answer", hint)
+			err = fmt.Errorf("%w; meanwhile %s", err, hint)
+		}
+		return err
 	}
 }
 
@@ -213,7 +212,7 @@ func (dev *device) apply(r report, force bool) {
 		dev.d.log.Debug("firmware rejected a command or query", "switch", dev.id, "answer", r.rejected)
 	}
 	if force || r.value != "" || r.avail != availUnknown || r.bridge != availUnknown {
-		dev.d.notifier.post(dev.id, st)
+		dev.d.env.Notify(dev.id, st)
 	}
 }
 
@@ -230,67 +229,5 @@ func (dev *device) down() {
 	dev.waiters = dev.waiters[:0]
 	st := dev.stateLocked()
 	dev.mu.Unlock()
-	if dev.d.notifier != nil {
-		dev.d.notifier.post(dev.id, st)
-	}
-}
-
-// notifier hands state changes to the hub's Notify from its own goroutine,
-// keeping only the latest state per switch, so that a slow Notify can never
-// stall the MQTT client.
-type notifier struct {
-	fn      func(string, bridge.State)
-	mu      sync.Mutex
-	pending map[string]bridge.State
-	order   []string
-	wake    chan struct{}
-	quit    chan struct{}
-	done    chan struct{}
-}
-
-func newNotifier(fn func(string, bridge.State)) *notifier {
-	n := &notifier{fn: fn, pending: map[string]bridge.State{}, wake: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{})}
-	go n.run()
-	return n
-}
-
-func (n *notifier) post(id string, st bridge.State) {
-	n.mu.Lock()
-	if _, ok := n.pending[id]; !ok {
-		n.order = append(n.order, id)
-	}
-	n.pending[id] = st
-	n.mu.Unlock()
-	select {
-	case n.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (n *notifier) run() {
-	defer close(n.done)
-	for {
-		select {
-		case <-n.wake:
-			n.flush()
-		case <-n.quit:
-			n.flush()
-			return
-		}
-	}
-}
-
-func (n *notifier) flush() {
-	n.mu.Lock()
-	pending, order := n.pending, n.order
-	n.pending, n.order = map[string]bridge.State{}, nil
-	n.mu.Unlock()
-	for _, id := range order {
-		n.fn(id, pending[id])
-	}
-}
-
-func (n *notifier) stop() {
-	close(n.quit)
-	<-n.done
+	dev.d.env.Notify(dev.id, st)
 }

@@ -72,15 +72,14 @@ type driver struct {
 	byID map[string]*device
 
 	// Set by Open.
-	c        client
-	broker   *embeddedBroker
-	url      string
-	routes   map[string][]route
-	notifier *notifier
-	ready    atomic.Bool // connected and subscribed
-	closed   atomic.Bool
-	first    chan struct{} // closed at the first ready
-	once     sync.Once
+	c      client
+	broker *embeddedBroker
+	url    string
+	routes map[string][]route
+	ready  atomic.Bool // connected and subscribed
+	closed atomic.Bool
+	first  chan struct{} // closed at the first ready
+	once   sync.Once
 
 	mu      sync.Mutex
 	rpcSeq  uint64
@@ -151,8 +150,8 @@ func (d *driver) Open(ctx context.Context) (map[string]bridge.Device, error) {
 	// order the broker delivered the messages, which is what keeps a plug's
 	// ON-then-OFF from being applied as OFF-then-ON. The paho trap of a
 	// handler that stalls the client does not apply: dispatch only parses
-	// and updates memory; it never waits, publishes or calls out (hub
-	// notifications go through the notifier's goroutine).
+	// and updates memory; it never waits or publishes, and the hub's
+	// Notify, which it calls, must not block (drivers.Env).
 	o.SetOrderMatters(true)
 	o.SetDefaultPublishHandler(func(c paho.Client, m paho.Message) {
 		d.env.MQTT.MQTTMessage("in")
@@ -218,7 +217,6 @@ func (d *driver) Open(ctx context.Context) (map[string]bridge.Device, error) {
 	// the start shows as switchbridge_mqtt_connected 0, not as no series.
 	d.env.MQTT.MQTTConnected(d.url, false)
 
-	d.notifier = newNotifier(d.env.Notify)
 	d.c = newClient(o)
 	tok := d.c.Connect()
 	wait := time.NewTimer(startupWait)
@@ -260,9 +258,6 @@ func (d *driver) Close() error {
 	}
 	if d.broker != nil {
 		d.broker.close()
-	}
-	if d.notifier != nil {
-		d.notifier.stop()
 	}
 	return nil
 }
