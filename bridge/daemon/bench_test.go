@@ -9,32 +9,29 @@ import (
 
 // BenchmarkPUTVirtual measures the hub's fixed cost per command: HTTP, the
 // bearer check, the fan-out and the durable write of the new value, on one
-// virtual switch that confirms at once. The MQTT benchmarks add a device
-// round trip on top of this.
+// virtual switch that confirms at once, called by a bare HTTP/1.1 client
+// (client=bare) and by Go's net/http client (client=net-http). The MQTT
+// benchmarks add a device round trip on top of this.
 func BenchmarkPUTVirtual(b *testing.B) {
 	h := daemontest.Start(b, hubConfig)
 	alice := h.AddUser(b, "alice", "alice-pw", 1)
 	app := h.AddApp(b, alice, true, redirect)
 	g := h.Authorize(b, app, "alice", "alice-pw", 1, "kitchen")
-	req := func(cmd string) *http.Request {
-		r, _ := http.NewRequest(http.MethodPut, g.URI+"/switches/"+cmd, nil)
-		r.Header.Set("Authorization", "Bearer "+g.Token.AccessToken)
-		return r
-	}
-	on, off := req("on"), req("off")
-	b.ResetTimer()
-	for i := 0; b.Loop(); i++ {
-		r := on
-		if i%2 == 1 {
-			r = off // a real change every time, so every command writes
+	cmds := []string{"on", "off"} // a real change every time, so every command writes
+
+	b.Run("client=bare", func(b *testing.B) {
+		c := daemontest.NewBareClient(b, g)
+		for i := 0; b.Loop(); i++ {
+			if status, body := c.Command(b, cmds[i%2]); status != http.StatusNoContent {
+				b.Fatalf("status %d: %s", status, body)
+			}
 		}
-		resp, err := http.DefaultClient.Do(r)
-		if err != nil {
-			b.Fatal(err)
+	})
+	b.Run("client=net-http", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if p := h.Command(b, g, cmds[i%2]); p.StatusCode != http.StatusNoContent {
+				b.Fatalf("status %d: %s", p.StatusCode, p.Body)
+			}
 		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent {
-			b.Fatalf("status %d", resp.StatusCode)
-		}
-	}
+	})
 }

@@ -212,38 +212,63 @@ func TestHTTPEndToEnd(t *testing.T) {
 	})
 }
 
-// BenchmarkHTTPCommand measures one PUT /switches/on through the HTTP API
-// (bearer check, store, hub fan-out, mqtt driver, Mosquitto, simulated
-// Tasmota plugs and back) for N plugs, and, interleaved in the same run, the
-// floor: a bare paho client switching the same N plugs and waiting for the N
-// confirmations. ns/op is the API's; ratio is API/floor. The floor switches
-// the plugs off so neither side can take a late message of the other for its
-// own confirmation.
+// BenchmarkHTTPCommand measures one PUT /switches/on|off through the HTTP
+// API (bearer check, store, hub fan-out, mqtt driver, Mosquitto, simulated
+// Tasmota plugs and back) for N plugs, and, in the same run, the floor: a
+// bare paho client switching N plugs of its own and waiting for the N
+// confirmations. The API is called by a bare HTTP/1.1 client, as the floor
+// is a bare MQTT client (ns/op; ratio = API/floor), and by Go's net/http
+// client (nethttp-ns/op, nethttp-ratio). The sides never share plugs, so
+// neither sees the other's traffic, and take turns in blocks
+// (mqtttest.BenchBlock), so all run under the same load.
 func BenchmarkHTTPCommand(b *testing.B) {
 	for _, n := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
 			broker := mqtttest.StartMosquitto(b)
-			topics, ids, sws := mqtttest.Fleet(b, broker.URL, n)
+			_, ids, sws := mqtttest.Fleet(b, broker.URL, "hub", n)
+			floorTopics, _, _ := mqtttest.Fleet(b, broker.URL, "floor", n)
 			h := startE2E(b, "broker: "+broker.URL+"\nclient_id: bench-hub", sws...)
 			g := h.grant(b, ids...)
-			floor := mqtttest.NewFloor(b, broker.URL, topics)
-			if p := h.Command(b, g, "on"); p.StatusCode != http.StatusNoContent {
-				b.Fatalf("warm-up PUT on = %d %s", p.StatusCode, p.Body)
-			}
-			var api, fl time.Duration
-			for b.Loop() {
-				start := time.Now()
-				if p := h.Command(b, g, "on"); p.StatusCode != http.StatusNoContent {
-					b.Fatalf("PUT on = %d %s", p.StatusCode, p.Body)
+			bare := daemontest.NewBareClient(b, g)
+			floor := mqtttest.NewFloor(b, broker.URL, floorTopics)
+			put := func(client string, cmd bridge.Command) {
+				var status int
+				var body string
+				if client == "bare" {
+					status, body = bare.Command(b, string(cmd))
+				} else {
+					p := h.Command(b, g, string(cmd))
+					status, body = p.StatusCode, p.Body
 				}
-				api += time.Since(start)
-				start = time.Now()
-				floor.Switch(b, "OFF", 5*time.Second)
-				fl += time.Since(start)
+				if status != http.StatusNoContent {
+					b.Fatalf("PUT %s (%s client) = %d %s", cmd, client, status, body)
+				}
 			}
-			b.ReportMetric(float64(api.Nanoseconds())/float64(b.N), "ns/op")
-			b.ReportMetric(float64(fl.Nanoseconds())/float64(b.N), "floor-ns/op")
+			block := func(client string) time.Duration {
+				var total time.Duration
+				for i := range mqtttest.BenchBlock {
+					start := time.Now()
+					put(client, mqtttest.BenchCommands[i%2])
+					total += time.Since(start)
+				}
+				return total
+			}
+			block("bare") // warm-up
+			var api, std, fl time.Duration
+			for b.Loop() {
+				api += block("bare")
+				fl += floor.Block(b)
+				std += block("net/http")
+				fl += floor.Block(b)
+			}
+			fl /= 2
+			ops := float64(b.N * mqtttest.BenchBlock)
+			per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / ops }
+			b.ReportMetric(per(api), "ns/op")
+			b.ReportMetric(per(fl), "floor-ns/op")
 			b.ReportMetric(float64(api)/float64(fl), "ratio")
+			b.ReportMetric(per(std), "nethttp-ns/op")
+			b.ReportMetric(float64(std)/float64(fl), "nethttp-ratio")
 		})
 	}
 }

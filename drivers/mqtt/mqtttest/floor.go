@@ -3,16 +3,20 @@ package mqtttest
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
 // Floor is the least any hub can do to switch N Tasmota plugs: one bare
-// paho client that publishes the N commands at once and waits for the N
-// confirmations (stat/<topic>/RESULT). Benchmarks compare the hub with it.
+// paho client that publishes the N commands at once, at the QoS the hub
+// uses (1), and waits for the N confirmations (stat/<topic>/RESULT).
+// Benchmarks compare the hub with it.
 type Floor struct {
 	c      paho.Client
 	topics []string
@@ -85,4 +89,26 @@ func (f *Floor) Switch(tb testing.TB, value string, timeout time.Duration) {
 		f.mu.Unlock()
 		tb.Fatalf("floor: %d of %d plugs confirmed %s within %s", got, len(f.topics), value, timeout)
 	}
+}
+
+// BenchBlock is how many commands each side of a benchmark sends in a row
+// before the other takes its turn: long enough that the reports trailing a
+// side's last command fall mostly into its own turn, short enough that both
+// sides see the same machine.
+const BenchBlock = 8
+
+// BenchCommands are what a benchmark's block alternates between, so that
+// every command is a real change.
+var BenchCommands = [2]bridge.Command{bridge.CommandOn, bridge.CommandOff}
+
+// Block runs BenchBlock switchings (ON, OFF, ON…) and returns the time
+// they took.
+func (f *Floor) Block(tb testing.TB) time.Duration {
+	var total time.Duration
+	for i := range BenchBlock {
+		start := time.Now()
+		f.Switch(tb, strings.ToUpper(string(BenchCommands[i%2])), 5*time.Second)
+		total += time.Since(start)
+	}
+	return total
 }

@@ -149,17 +149,19 @@ func (t *Tasmota) Tele() {
 
 func (t *Tasmota) String() string { return fmt.Sprintf("tasmota %s", t.o.Topic) }
 
-// Fleet starts n simulated Tasmota plugs on broker, for benchmarks. It
-// returns their topics, the switch ids a config gives them (p000, p001…)
-// and those config lines, for a `driver: mqtt` switch list.
-func Fleet(tb testing.TB, broker string, n int) (topics, ids, switches []string) {
+// Fleet starts n simulated Tasmota plugs on broker, for benchmarks, named
+// after name: topics <name>_000, <name>_001…, switch ids <name>000,
+// <name>001…. It returns the topics, the ids and the config lines for a
+// `driver: mqtt` switch list.
+func Fleet(tb testing.TB, broker, name string, n int) (topics, ids, switches []string) {
 	tb.Helper()
 	for i := range n {
-		topic := fmt.Sprintf("bench_%03d", i)
+		topic := fmt.Sprintf("%s_%03d", name, i)
+		id := fmt.Sprintf("%s%03d", name, i)
 		NewTasmota(tb, broker, TasmotaOptions{Topic: topic})
 		topics = append(topics, topic)
-		ids = append(ids, fmt.Sprintf("p%03d", i))
-		switches = append(switches, fmt.Sprintf("id: p%03d, name: P%d, profile: tasmota, topic: %s", i, i, topic))
+		ids = append(ids, id)
+		switches = append(switches, fmt.Sprintf("id: %s, name: %s, profile: tasmota, topic: %s", id, strings.ToUpper(id), topic))
 	}
 	return topics, ids, switches
 }
