@@ -1,12 +1,16 @@
 package mqtt
 
 import (
+	"bufio"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+	"golang.org/x/net/proxy"
 )
 
 // client is the part of paho's client the driver uses. paho.Client has all
@@ -50,3 +54,33 @@ func loadTLS(f *TLSFiles) (*tls.Config, error) {
 	}
 	return cfg, nil
 }
+
+// dialBuffered opens a tcp:// broker connection as paho does (through a
+// proxy named by ALL_PROXY, if any) and gives it a read buffer. paho reads a
+// packet in several small reads (the header byte, each byte of the length,
+// then the body), each a system call on a bare socket; with the buffer, a
+// burst of plug reports is read in a few. TLS and websocket connections
+// buffer their own reads, so paho opens those itself.
+func dialBuffered(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
+	dialer := o.Dialer
+	if dialer == nil {
+		dialer = &net.Dialer{Timeout: connectTimeout}
+	}
+	c, err := proxy.FromEnvironmentUsing(dialer).Dial("tcp", uri.Host)
+	if err != nil {
+		return nil, err
+	}
+	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, readBuffer)}, nil
+}
+
+// readBuffer holds a few dozen plug reports.
+const readBuffer = 8 << 10
+
+// bufferedConn reads through r; everything else goes to the connection.
+// Only paho's reader goroutine reads it.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }

@@ -213,6 +213,9 @@ func (d *driver) Open(ctx context.Context) (map[string]bridge.Device, error) {
 		}
 	}
 	o.AddBroker(d.url)
+	if u, _ := url.Parse(d.url); u != nil && u.Scheme == "tcp" {
+		o.SetCustomOpenConnectionFn(dialBuffered)
+	}
 	// Down until the first connect, so a broker that is unreachable from
 	// the start shows as switchbridge_mqtt_connected 0, not as no series.
 	d.env.MQTT.MQTTConnected(d.url, false)
