@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"golang.org/x/oauth2"
@@ -17,7 +19,9 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/daemon"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/drivers"
 	"github.com/switchbridge/switchbridge/drivers/builtin"
+	"github.com/switchbridge/switchbridge/drivers/virtual"
 )
 
 func scrape(t *testing.T, h *daemontest.Hub) string {
@@ -190,5 +194,87 @@ func TestReload(t *testing.T) {
 	}
 	if sw, _ := h.Hub.Switch("kitchen"); sw.Driver != "virtual" {
 		t.Errorf("kitchen driver = %s after a failed reload", sw.Driver)
+	}
+}
+
+// flakyDriver is the virtual driver on hardware that can vanish: while
+// gone is set, Open fails as a relay board unplugged from the bus would.
+type flakyDriver struct {
+	drivers.Driver
+	gone *atomic.Bool
+}
+
+func (d flakyDriver) Open(ctx context.Context) (map[string]bridge.Device, error) {
+	if d.gone.Load() {
+		return nil, errors.New("relay board not found")
+	}
+	return d.Driver.Open(ctx)
+}
+
+// TestReloadWhenRollbackFails: a reload whose new drivers fail to open, at
+// a moment when the previous ones cannot be reopened either, leaves the hub
+// serving no switches (commands answer 404 naming them, nothing reaches a
+// closed device) and says so; the next reload that opens brings them back.
+func TestReloadWhenRollbackFails(t *testing.T) {
+	gone := &atomic.Bool{}
+	reg := builtin.Registry()
+	reg["flaky"] = func(env drivers.Env) (drivers.Driver, error) {
+		d, err := virtual.New(env)
+		return flakyDriver{Driver: d, gone: gone}, err
+	}
+	body := func(fanName string) string {
+		return `
+locations:
+  - id: 1
+    name: Home
+    switches:
+      - {id: kitchen, name: Kitchen light, driver: virtual}
+      - {id: fan, name: ` + fanName + `, driver: flaky}
+`
+	}
+	h := daemontest.StartIn(t, t.TempDir(), body("Fan"), reg)
+	alice := h.AddUser(t, "alice", "alice-pw", 1)
+	app := h.AddApp(t, alice, true, redirect)
+	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen", "fan")
+	if p := h.Command(t, g, "on"); p.StatusCode != http.StatusNoContent {
+		t.Fatalf("on = %d %s", p.StatusCode, p.Body)
+	}
+	reload := func(name string) error {
+		cfg, err := config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+body(name)), "next.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Reload(context.Background(), cfg)
+	}
+
+	// The fan's driver changed (a new name), so it is reopened, and its
+	// board is gone: both the new config and the old one fail to open.
+	gone.Store(true)
+	err := reload("Ceiling fan")
+	if err == nil || !strings.Contains(err.Error(), "previous switches could not be reopened") || !strings.Contains(err.Error(), "relay board not found") {
+		t.Fatalf("reload with the board gone: %v", err)
+	}
+	for _, id := range []string{"kitchen", "fan"} {
+		if _, ok := h.Hub.Switch(id); ok {
+			t.Errorf("%s still served after both configs failed to open", id)
+		}
+	}
+	p := h.Command(t, g, "off")
+	if p.StatusCode != http.StatusNotFound || !strings.Contains(p.Body, "kitchen") || !strings.Contains(p.Body, "fan") {
+		t.Errorf("command with no switches served = %d %s, want 404 naming both", p.StatusCode, p.Body)
+	}
+
+	// The board is back: the next reload opens, values restored.
+	gone.Store(false)
+	if err := reload("Ceiling fan"); err != nil {
+		t.Fatalf("reload with the board back: %v", err)
+	}
+	for _, s := range h.List(t, g) {
+		if s.Value == nil || *s.Value != "on" {
+			t.Errorf("%s after recovery = %v, want on", s.Name, s.Value)
+		}
+	}
+	if p := h.Command(t, g, "off"); p.StatusCode != http.StatusNoContent {
+		t.Errorf("off after recovery = %d %s", p.StatusCode, p.Body)
 	}
 }
