@@ -42,6 +42,8 @@ type Env struct {
 	LastValue func(switchID string) (bridge.Value, bool)
 	// Notify tells the hub of a state the driver learnt (a device report, a
 	// confirmed command), so it can be stored and exported. It must not block.
+	// st.Updated is when the value was learnt; a state with a zero Updated
+	// passes on availability only, and its value is not stored.
 	Notify func(switchID string, st bridge.State)
 	// Reload is true when the drivers are opened by a config reload rather
 	// than at start-up: a switch then keeps the value it has (LastValue),

@@ -501,12 +501,13 @@ func newStateWriter(db valueSaver, journal *store.Journal, logger *slog.Logger) 
 	return w
 }
 
+// notify takes in a state a driver reports. Only a value the driver learnt,
+// which comes with its time (drivers.Env.Notify), is stored: a state with a
+// zero Updated only passes on availability, and its value is the one
+// LastValue gave the driver, which must not overwrite anything newer.
 func (w *stateWriter) notify(id string, st bridge.State) {
-	if st.Value == "" {
+	if st.Value == "" || st.Updated.IsZero() {
 		return
-	}
-	if st.Updated.IsZero() {
-		st.Updated = time.Now()
 	}
 	w.mu.Lock()
 	if w.closed || st.Updated.Before(w.at[id]) {

@@ -70,7 +70,7 @@ func TestConfirmationDoesNotOverwriteANewerReport(t *testing.T) {
 func TestFailedWriteIsRetriedWithoutNewReports(t *testing.T) {
 	sv := &saver{saved: map[string]bridge.Value{}, failing: true}
 	w := newTestWriter(t, sv)
-	w.notify("x", bridge.State{Value: bridge.On})
+	w.notify("x", bridge.State{Value: bridge.On, Updated: time.Now()})
 	time.Sleep(2 * coalesce) // the first write has failed by now
 	if sv.get("x") != "" {
 		t.Fatal("saved while failing")
@@ -98,5 +98,22 @@ func TestSyncFailsOnlyWhenNothingCouldStoreIt(t *testing.T) {
 	w.journal.Close()
 	if err := w.sync(bridge.Off, map[string]time.Time{"x": time.Now()}); err == nil {
 		t.Error("sync succeeded with neither journal nor database")
+	}
+}
+
+// TestTimelessStateStoresNothing: a driver passing on availability with the
+// value LastValue gave it (no Updated) must not overwrite a newer report,
+// as it would if the writer stamped it with the time it arrived.
+func TestTimelessStateStoresNothing(t *testing.T) {
+	sv := &saver{saved: map[string]bridge.Value{}}
+	w := newTestWriter(t, sv)
+	w.notify("x", bridge.State{Value: bridge.On, Available: true, Updated: time.Now()})
+	w.notify("x", bridge.State{Value: bridge.Off, Available: true}) // the stale start-up value
+	if v, _ := w.value("x"); v != bridge.On {
+		t.Errorf("value = %s, want the reported on", v)
+	}
+	w.flush()
+	if got := sv.get("x"); got != bridge.On {
+		t.Errorf("stored %s, want on", got)
 	}
 }

@@ -212,7 +212,7 @@ func (dev *device) apply(r report, force bool) {
 		dev.d.log.Debug("firmware rejected a command or query", "switch", dev.id, "answer", r.rejected)
 	}
 	if force || r.value != "" || r.avail != availUnknown || r.bridge != availUnknown {
-		dev.d.env.Notify(dev.id, st)
+		dev.d.notify(dev.id, st)
 	}
 }
 
@@ -229,5 +229,5 @@ func (dev *device) down() {
 	dev.waiters = dev.waiters[:0]
 	st := dev.stateLocked()
 	dev.mu.Unlock()
-	dev.d.env.Notify(dev.id, st)
+	dev.d.notify(dev.id, st)
 }

@@ -84,6 +84,12 @@ type driver struct {
 	mu      sync.Mutex
 	rpcSeq  uint64
 	pending map[uint64]rpcCall
+
+	// notifyMu orders notifications against Close: once silenced is set,
+	// which Close does before it returns, no late message (paho's router
+	// runs on for a moment after Disconnect) reaches the hub.
+	notifyMu sync.RWMutex
+	silenced bool
 }
 
 type route struct {
@@ -255,6 +261,9 @@ func (d *driver) Close() error {
 		return nil
 	}
 	d.onDown()
+	d.notifyMu.Lock()
+	d.silenced = true
+	d.notifyMu.Unlock()
 	if d.c != nil {
 		d.c.Disconnect(disconnectQuiesce)
 		d.env.MQTT.MQTTConnected(d.url, false)
@@ -263,6 +272,15 @@ func (d *driver) Close() error {
 		d.broker.close()
 	}
 	return nil
+}
+
+// notify passes a plug's state to the hub until the driver is closed.
+func (d *driver) notify(id string, st bridge.State) {
+	d.notifyMu.RLock()
+	defer d.notifyMu.RUnlock()
+	if !d.silenced {
+		d.env.Notify(id, st)
+	}
 }
 
 // onConnect runs in its own goroutine after every (re)connect. The session

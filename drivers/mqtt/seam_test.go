@@ -69,13 +69,18 @@ func (c *stuckClient) SubscribeMultiple(map[string]byte, paho.MessageHandler) pa
 	return doneToken()
 }
 
-// openOnStuckClient opens the driver with one Tasmota switch on fake.
-func openOnStuckClient(t *testing.T, fake *stuckClient) (drivers.Driver, bridge.Commander) {
+// openOnStuckClient opens the driver with one Tasmota switch on fake. A
+// notify, if given, is the hub's Notify.
+func openOnStuckClient(t *testing.T, fake *stuckClient, notify ...func(string, bridge.State)) (drivers.Driver, bridge.Commander) {
 	t.Helper()
 	old := newClient
 	newClient = func(o *paho.ClientOptions) client { fake.opts = o; return fake }
 	t.Cleanup(func() { newClient = old })
-	d, err := New(drivers.Env{Settings: mustNode(t, "{broker: tcp://127.0.0.1:9, confirm_timeout: 10s}")})
+	env := drivers.Env{Settings: mustNode(t, "{broker: tcp://127.0.0.1:9, confirm_timeout: 10s}")}
+	if len(notify) > 0 {
+		env.Notify = notify[0]
+	}
+	d, err := New(env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,5 +139,55 @@ func TestPublishThatBlocks(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Do is stuck inside a blocked Publish past its 200ms deadline")
+	}
+}
+
+// fakeMessage is a PUBLISH as paho's router hands it to a handler.
+type fakeMessage struct {
+	topic   string
+	payload []byte
+}
+
+func (m fakeMessage) Duplicate() bool   { return false }
+func (m fakeMessage) Qos() byte         { return 0 }
+func (m fakeMessage) Retained() bool    { return false }
+func (m fakeMessage) Topic() string     { return m.topic }
+func (m fakeMessage) MessageID() uint16 { return 0 }
+func (m fakeMessage) Payload() []byte   { return m.payload }
+func (m fakeMessage) Ack()              {}
+
+// TestNoNotifyAfterClose: paho's router can deliver a message for a moment
+// after Disconnect; once Close has returned, such a report must not reach
+// the hub (which may have moved on to the driver's replacement).
+func TestNoNotifyAfterClose(t *testing.T) {
+	var mu sync.Mutex
+	var got []bridge.State
+	notify := func(id string, st bridge.State) {
+		mu.Lock()
+		got = append(got, st)
+		mu.Unlock()
+	}
+	fake := &stuckClient{}
+	d, _ := openOnStuckClient(t, fake, notify)
+	deliver := func(payload string) {
+		fake.opts.DefaultPublishHandler(nil, fakeMessage{topic: "stat/p/RESULT", payload: []byte(payload)})
+	}
+	count := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got)
+	}
+	deliver(`{"POWER":"ON"}`)
+	before := count()
+	if before == 0 {
+		t.Fatal("a report before Close did not reach Notify")
+	}
+	d.Close()
+	closing := count() // Close tells the hub the plug is unavailable
+	deliver(`{"POWER":"OFF"}`)
+	if n := count(); n != closing {
+		mu.Lock()
+		t.Errorf("a report after Close reached Notify: %+v", got[closing:])
+		mu.Unlock()
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 )
 
 // BareClient sends PUT commands to one installation over a single kept-alive
@@ -50,6 +51,8 @@ func (c *BareClient) Command(tb testing.TB, cmd string) (int, string) {
 	if !ok {
 		tb.Fatalf("BareClient: no request for %q", cmd)
 	}
+	// A hub that stops answering fails the benchmark instead of hanging it.
+	c.conn.SetDeadline(time.Now().Add(bareTimeout))
 	if _, err := c.conn.Write(req); err != nil {
 		tb.Fatal(err)
 	}
@@ -62,5 +65,11 @@ func (c *BareClient) Command(tb testing.TB, cmd string) (int, string) {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	if resp.Close {
+		tb.Fatalf("the hub closed the connection after %d %s", resp.StatusCode, body)
+	}
 	return resp.StatusCode, string(body)
 }
+
+// bareTimeout bounds one command of a BareClient.
+const bareTimeout = 30 * time.Second

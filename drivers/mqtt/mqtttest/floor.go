@@ -93,13 +93,19 @@ func (f *Floor) Switch(tb testing.TB, value string, timeout time.Duration) {
 
 // BenchBlock is how many commands each side of a benchmark sends in a row
 // before the other takes its turn: long enough that the reports trailing a
-// side's last command fall mostly into its own turn, short enough that both
-// sides see the same machine.
+// side's commands fall mostly into its own turn (those of its last command
+// fall into the other's), short enough that both sides see the same
+// machine. It is even, so that a block leaves its plugs off, as they start.
 const BenchBlock = 8
 
-// BenchCommands are what a benchmark's block alternates between, so that
-// every command is a real change.
-var BenchCommands = [2]bridge.Command{bridge.CommandOn, bridge.CommandOff}
+// BenchCommand is the i-th command of a block: on, off, on… so that every
+// command is a real change.
+func BenchCommand(i int) bridge.Command {
+	if i%2 == 0 {
+		return bridge.CommandOn
+	}
+	return bridge.CommandOff
+}
 
 // Block runs BenchBlock switchings (ON, OFF, ON…) and returns the time
 // they took.
@@ -107,7 +113,7 @@ func (f *Floor) Block(tb testing.TB) time.Duration {
 	var total time.Duration
 	for i := range BenchBlock {
 		start := time.Now()
-		f.Switch(tb, strings.ToUpper(string(BenchCommands[i%2])), 5*time.Second)
+		f.Switch(tb, strings.ToUpper(string(BenchCommand(i))), 5*time.Second)
 		total += time.Since(start)
 	}
 	return total
