@@ -2,7 +2,6 @@ package store
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +31,7 @@ type Journal struct {
 	mu   sync.Mutex
 	f    *os.File
 	path string
+	size int64 // the file's length: only this Journal writes it
 }
 
 // OpenJournal opens (creating) the journal in dataDir.
@@ -41,7 +41,12 @@ func OpenJournal(dataDir string) (*Journal, error) {
 	if err != nil {
 		return nil, fmt.Errorf("value journal: %w", err)
 	}
-	return &Journal{f: f, path: path}, nil
+	size, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("value journal: %w", err)
+	}
+	return &Journal{f: f, path: path, size: size}, nil
 }
 
 // Append writes values in one write. A line is "<unix ms> <value> <switch
@@ -50,22 +55,24 @@ func (j *Journal) Append(vs []SwitchValue) error {
 	if len(vs) == 0 {
 		return nil
 	}
-	var b bytes.Buffer
+	var b []byte
 	for _, v := range vs {
-		fmt.Fprintf(&b, "%d %s %s\n", unix(v.At), v.Value, v.SwitchID)
+		b = strconv.AppendInt(b, unix(v.At), 10)
+		b = append(b, ' ')
+		b = append(b, v.Value...)
+		b = append(b, ' ')
+		b = append(b, v.SwitchID...)
+		b = append(b, '\n')
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	before, err := j.f.Seek(0, io.SeekEnd)
-	if err != nil {
-		return err
-	}
-	if _, err := j.f.Write(b.Bytes()); err != nil {
+	if _, err := j.f.Write(b); err != nil {
 		// A short write (a full disk) would leave a line without its
 		// newline, which would swallow the next line appended.
-		j.f.Truncate(before)
+		j.f.Truncate(j.size)
 		return err
 	}
+	j.size += int64(len(b))
 	return nil
 }
 
@@ -83,7 +90,7 @@ func (j *Journal) Replay(db *DB) (int, error) {
 	if err := db.SaveSwitchValues(context.Background(), vs); err != nil {
 		return 0, err
 	}
-	return len(vs), j.f.Truncate(0)
+	return len(vs), j.truncateLocked()
 }
 
 // Compact empties the journal. Call it only after everything appended so
@@ -91,7 +98,15 @@ func (j *Journal) Replay(db *DB) (int, error) {
 func (j *Journal) Compact() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return j.f.Truncate(0)
+	return j.truncateLocked()
+}
+
+func (j *Journal) truncateLocked() error {
+	if err := j.f.Truncate(0); err != nil {
+		return err
+	}
+	j.size = 0
+	return nil
 }
 
 // Close closes the file.
