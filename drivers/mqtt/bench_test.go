@@ -39,20 +39,11 @@ func BenchmarkCommand(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			block := func() time.Duration {
-				var total time.Duration
-				for i := range mqtttest.BenchBlock {
-					start := time.Now()
-					command(mqtttest.BenchCommand(i))
-					total += time.Since(start)
-				}
-				return total
-			}
-			block() // warm-up
+			mqtttest.TimeBlock(command) // warm-up
 			floor.Block(b)
 			var hub, fl time.Duration
 			for b.Loop() {
-				hub += block()
+				hub += mqtttest.TimeBlock(command)
 				fl += floor.Block(b)
 			}
 			ops := float64(b.N * mqtttest.BenchBlock)

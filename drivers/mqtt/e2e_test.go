@@ -247,13 +247,7 @@ func BenchmarkHTTPCommand(b *testing.B) {
 				}
 			}
 			block := func(client string) time.Duration {
-				var total time.Duration
-				for i := range mqtttest.BenchBlock {
-					start := time.Now()
-					put(client, mqtttest.BenchCommand(i))
-					total += time.Since(start)
-				}
-				return total
+				return mqtttest.TimeBlock(func(c bridge.Command) { put(client, c) })
 			}
 			block("bare") // warm-up
 			block("net/http")

@@ -107,14 +107,21 @@ func BenchCommand(i int) bridge.Command {
 	return bridge.CommandOff
 }
 
-// Block runs BenchBlock switchings (ON, OFF, ON…) and returns the time
-// they took.
-func (f *Floor) Block(tb testing.TB) time.Duration {
+// TimeBlock runs command for each of a block's BenchBlock commands (on,
+// off, on…) and returns the time they took.
+func TimeBlock(command func(bridge.Command)) time.Duration {
 	var total time.Duration
 	for i := range BenchBlock {
 		start := time.Now()
-		f.Switch(tb, strings.ToUpper(string(BenchCommand(i))), 5*time.Second)
+		command(BenchCommand(i))
 		total += time.Since(start)
 	}
 	return total
+}
+
+// Block is the floor's turn: BenchBlock switchings, timed.
+func (f *Floor) Block(tb testing.TB) time.Duration {
+	return TimeBlock(func(c bridge.Command) {
+		f.Switch(tb, strings.ToUpper(string(c)), 5*time.Second)
+	})
 }
