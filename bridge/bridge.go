@@ -107,6 +107,10 @@ type Switch struct {
 	Driver     string
 	LocationID int64
 	Device     Device
+	// MaxChanges, when set, is the configured cap on how often the device
+	// may be commanded, in place of its driver's default (a zero
+	// ChangeLimit: no cap). Nil leaves the driver's default; see Limit.
+	MaxChanges *ChangeLimit
 }
 
 // Location is a grouping of switches, as configured.
@@ -144,7 +148,19 @@ type App struct {
 	RedirectURIs []string
 	OwnerID      int64
 	Published    bool
-	CreatedAt    time.Time
+	// RequirePKCE makes the app PKCE-only: an authorization request
+	// without an S256 code_challenge is refused, and so is a code
+	// redeemed without a verifier.
+	RequirePKCE bool
+	// Legacy lets the app's clients, written for the original platform,
+	// send their access token in the query string and call discovery by
+	// client id. Off by default: a token in a URL ends up in logs and
+	// browser histories.
+	Legacy bool
+	// AccessTokenLifetime is the lifetime of the app's access tokens; zero
+	// means the hub's oauth.token_lifetime.
+	AccessTokenLifetime time.Duration
+	CreatedAt           time.Time
 }
 
 // HasRedirectURI reports whether uri equals a registered redirect URI, by
@@ -175,6 +191,9 @@ type Installation struct {
 	SwitchIDs  []string
 	CreatedAt  time.Time
 	UpdatedAt  time.Time
+	// LastUsedAt is when one of its tokens last reached the hub, to within
+	// a minute; zero when none has yet.
+	LastUsedAt time.Time
 }
 
 // Grant is what a valid access token allows: one installation and its
@@ -186,6 +205,9 @@ type Grant struct {
 	LocationID     int64
 	SwitchIDs      []string
 	ExpiresAt      time.Time
+	// Legacy is whether the token's app is a legacy app, which may send
+	// the token in the query string.
+	Legacy bool
 }
 
 // Authorizer is the seam between the hub role and the platform role: the hub

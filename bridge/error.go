@@ -3,6 +3,7 @@ package bridge
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Error codes: transport-neutral, each mapped to one HTTP status in one place
@@ -17,29 +18,37 @@ const (
 	ENOTIMPLEMENTED = "not_implemented" // a switch cannot run the command
 	EDEVICE         = "device"          // one or more devices failed or timed out
 	EUNAVAILABLE    = "unavailable"     // the hub is shutting down or a dependency is gone
+	ETOOMANY        = "too_many"        // a rate limit or a switch's change cap is used up
 	EINTERNAL       = "internal"
 )
 
 // Error is a domain error with a code and a message fit for the client.
-// Failures names the switches that failed a command, for EDEVICE and
-// ENOTIMPLEMENTED.
+// Failures names the switches that failed a command, for EDEVICE,
+// ENOTIMPLEMENTED and ETOOMANY.
 type Error struct {
 	Code     string
 	Message  string
 	Failures []Failure
+	// NotStored names the switches a command did switch (their devices
+	// confirmed) whose new state the hub then failed to store.
+	NotStored []string
+	// RetryAfter is, for ETOOMANY, how long until the same request can
+	// succeed.
+	RetryAfter time.Duration
 }
 
 // Failure is one switch that did not do what it was told.
 type Failure struct {
 	SwitchID string `json:"id"`
 	Name     string `json:"name"`
-	Reason   string `json:"reason"` // FailUnsupported, FailTimeout, FailUnavailable or FailError
+	Reason   string `json:"reason"` // FailUnsupported, FailRateLimited, FailTimeout, FailUnavailable or FailError
 	Message  string `json:"message"`
 }
 
 // Failure reasons. They are bounded so they can label metrics.
 const (
 	FailUnsupported = "unsupported"
+	FailRateLimited = "rate_limited" // the switch's change cap is used up: nothing was sent
 	FailTimeout     = "timeout"
 	FailUnavailable = "unavailable"
 	FailError       = "failed"

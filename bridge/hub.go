@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -32,18 +33,23 @@ type Hub struct {
 	Timeout time.Duration
 	// Observe, when set, is called once per switch per command.
 	Observe CommandObserver
-	// Sync, when set, is called after every command before it returns,
-	// with the value the command set and, for each switch that confirmed
-	// it, when it did: so that what the command changed is stored by the
-	// time the client hears of it, and a report the device sent after its
-	// confirmation is not overwritten by it. (A driver's own report of the
-	// change may come later, from another goroutine; the hub does not wait
-	// for it.) An error means the new values could not be stored.
-	Sync func(v Value, confirmedAt map[string]time.Time) error
+	// Persist, when set, stores the values a command confirmed. It is
+	// called after every command before it returns, with the value the
+	// command set and, for each switch that confirmed it, when it did: so
+	// that what the command changed is stored by the time the client hears
+	// of it, and a report the device sent after its confirmation is not
+	// overwritten by it. (A driver's own report of the change may come
+	// later, from another goroutine; the hub does not wait for it.) An
+	// error means the new values could not be stored.
+	Persist func(v Value, confirmedAt map[string]time.Time) error
+	// Now is the clock of the switches' change caps; time.Now when nil.
+	Now func() time.Time
 
 	// cmdMu is held shared by every command and exclusively by Exclusive,
 	// so a reload never closes a device under a command.
 	cmdMu sync.RWMutex
+
+	changes changeBuckets
 
 	mu        sync.RWMutex
 	switches  map[string]*Switch
@@ -90,6 +96,7 @@ func (h *Hub) Replace(locations []Location, switches []*Switch) error {
 	h.mu.Lock()
 	h.switches, h.locations, h.locOrder = sws, locs, order
 	h.mu.Unlock()
+	h.changes.keep(sws)
 	return nil
 }
 
@@ -140,17 +147,25 @@ func (h *Hub) Switches() []*Switch {
 	return out
 }
 
+// anyLocation is the location argument of lookup that does not restrict
+// it. Configured location ids are positive.
+const anyLocation = 0
+
 // lookup resolves ids to switches, in the order given. A switch that is no
 // longer configured (removed from the config after an installation selected
-// it) is ENOTFOUND naming it.
-func (h *Hub) lookup(ids []string) ([]*Switch, error) {
+// it) is ENOTFOUND naming it; so is, when loc is not anyLocation, a switch
+// that is no longer in location loc (a reload moved it, or removed the
+// location): an installation's grant covers its location's switches only.
+// The check and the resolution happen under one lock, so a reload cannot
+// slip between them.
+func (h *Hub) lookup(loc int64, ids []string) ([]*Switch, error) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	out := make([]*Switch, 0, len(ids))
 	var missing []string
 	for _, id := range ids {
 		s, ok := h.switches[id]
-		if !ok {
+		if !ok || (loc != anyLocation && s.LocationID != loc) {
 			missing = append(missing, id)
 			continue
 		}
@@ -165,7 +180,13 @@ func (h *Hub) lookup(ids []string) ([]*Switch, error) {
 // States reports the cached state of each switch in ids, in that order. It
 // never waits on a device.
 func (h *Hub) States(ids []string) ([]SwitchState, error) {
-	sws, err := h.lookup(ids)
+	return h.StatesIn(anyLocation, ids)
+}
+
+// StatesIn is States for switches that must be in location loc: one that
+// is not (any more) is ENOTFOUND naming it, as a removed switch is.
+func (h *Hub) StatesIn(loc int64, ids []string) ([]SwitchState, error) {
+	sws, err := h.lookup(loc, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -180,18 +201,27 @@ func (h *Hub) States(ids []string) ([]SwitchState, error) {
 //
 // Before touching any device it checks that every switch supports cmd; if one
 // does not, it returns ENOTIMPLEMENTED naming those switches and nothing was
-// actuated. Then it fans out to all switches at once, each under its own
+// actuated. Then it counts the command against each switch's change cap
+// (Switch.Limit); if one is used up, it returns ETOOMANY naming those
+// switches, nothing was actuated and no cap was used. Then it fans out to all switches at once, each under its own
 // deadline, so the call takes as long as the slowest switch. If any switch
 // fails or times out it returns EDEVICE naming each failure; the others have
 // run the command. A client that goes away does not abort the command half
 // way: each switch runs to its own deadline.
 func (h *Hub) Command(ctx context.Context, ids []string, cmd Command) error {
+	return h.CommandIn(ctx, anyLocation, ids, cmd)
+}
+
+// CommandIn is Command for switches that must be in location loc: if one
+// is not (any more), it returns ENOTFOUND naming it and actuates nothing,
+// as for a removed switch.
+func (h *Hub) CommandIn(ctx context.Context, loc int64, ids []string, cmd Command) error {
 	if _, err := ParseCommand(string(cmd)); err != nil {
 		return err
 	}
 	h.cmdMu.RLock()
 	defer h.cmdMu.RUnlock()
-	sws, err := h.lookup(ids)
+	sws, err := h.lookup(loc, ids)
 	if err != nil {
 		return err
 	}
@@ -208,24 +238,39 @@ func (h *Hub) Command(ctx context.Context, ids []string, cmd Command) error {
 	if len(unsupported) > 0 {
 		return &Error{
 			Code:     ENOTIMPLEMENTED,
-			Message:  fmt.Sprintf("command %q is not supported by every selected switch: %s", cmd, names(unsupported)),
+			Message:  fmt.Sprintf("command %q is not supported by every selected switch: %s", cmd, failureList(unsupported)),
 			Failures: unsupported,
 		}
+	}
+	// Every command sent counts, even one to a switch that seems to be in
+	// that state already: the hub's idea of a plug's state can be stale,
+	// and a client repeating a command floods the device all the same.
+	if refused, wait := h.changes.take(sws, h.now()); len(refused) > 0 {
+		for _, s := range sws {
+			if slices.ContainsFunc(refused, func(f Failure) bool { return f.SwitchID == s.ID }) {
+				h.observe(s, cmd, FailRateLimited, 0)
+			}
+		}
+		return tooOften(cmd, refused, wait)
 	}
 
 	timeout := h.Timeout
 	if timeout <= 0 {
 		timeout = DefaultCommandTimeout
 	}
-	base := context.WithoutCancel(ctx)
+	// One deadline serves every switch: they all start now with the same
+	// timeout, and a context (with its timer) per switch was measurable
+	// at 100 switches. Each switch's duration counts from the same start,
+	// so one that timed out is recorded as having waited the whole
+	// deadline, however late its goroutine was scheduled.
+	start := time.Now()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
 	results := make([]*Failure, len(sws))
 	confirmedAt := make([]time.Time, len(sws))
 	var wg sync.WaitGroup
 	for i, s := range sws {
 		run := func() {
-			sctx, cancel := context.WithTimeout(base, timeout)
-			defer cancel()
-			start := time.Now()
 			err := s.Device.(Commander).Do(sctx, cmd)
 			if err == nil && sctx.Err() != nil {
 				// A driver that returns nil past its deadline did not confirm in time.
@@ -248,7 +293,7 @@ func (h *Hub) Command(ctx context.Context, ids []string, cmd Command) error {
 		wg.Go(run)
 	}
 	wg.Wait()
-	if h.Sync != nil {
+	if h.Persist != nil {
 		confirmed := map[string]time.Time{}
 		for i, s := range sws {
 			if results[i] == nil {
@@ -256,8 +301,19 @@ func (h *Hub) Command(ctx context.Context, ids []string, cmd Command) error {
 			}
 		}
 		if len(confirmed) > 0 {
-			if err := h.Sync(cmd.Value(), confirmed); err != nil {
-				return Errorf(EUNAVAILABLE, "the switches were commanded, but the hub could not store their new state (%v); the command may be repeated", err)
+			if err := h.Persist(cmd.Value(), confirmed); err != nil {
+				// The devices did switch: say so (NotStored), and name the
+				// ones that failed besides.
+				e := Errorf(EUNAVAILABLE, "the switches were commanded, but the hub could not store their new state (%s); the command may be repeated",
+					strings.Join(strings.Fields(err.Error()), " ")) // one line: a client shows it, a log line carries it
+				for i, s := range sws {
+					if results[i] == nil {
+						e.NotStored = append(e.NotStored, s.ID)
+					} else {
+						e.Failures = append(e.Failures, *results[i])
+					}
+				}
+				return e
 			}
 		}
 	}
@@ -279,9 +335,16 @@ func (h *Hub) Command(ctx context.Context, ids []string, cmd Command) error {
 	}
 	return &Error{
 		Code:     code,
-		Message:  fmt.Sprintf("command %q failed on %d of %d switches: %s", cmd, len(failed), len(sws), names(failed)),
+		Message:  fmt.Sprintf("command %q failed on %d of %d switches: %s", cmd, len(failed), len(sws), failureList(failed)),
 		Failures: failed,
 	}
+}
+
+func (h *Hub) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
 }
 
 func (h *Hub) observe(s *Switch, cmd Command, outcome string, d time.Duration) {
@@ -306,7 +369,9 @@ func classify(s *Switch, err error) Failure {
 	return f
 }
 
-func names(fs []Failure) string {
+// failureList is the failures for a message: each switch id with its
+// reason. Ids, not names: an id is what the API and the log use.
+func failureList(fs []Failure) string {
 	parts := make([]string, len(fs))
 	for i, f := range fs {
 		parts[i] = fmt.Sprintf("%s (%s)", f.SwitchID, f.Reason)

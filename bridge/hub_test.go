@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -238,7 +239,7 @@ func TestParseCommandAndValue(t *testing.T) {
 	}
 }
 
-func TestSyncGetsTheConfirmedSwitches(t *testing.T) {
+func TestPersistGetsTheConfirmedSwitches(t *testing.T) {
 	h := newHub(t, map[string]bridge.Device{
 		"a":   &device{},
 		"b":   &device{},
@@ -246,20 +247,47 @@ func TestSyncGetsTheConfirmedSwitches(t *testing.T) {
 	})
 	var got map[string]time.Time
 	var gotValue bridge.Value
-	h.Sync = func(v bridge.Value, at map[string]time.Time) error { got, gotValue = at, v; return nil }
+	h.Persist = func(v bridge.Value, at map[string]time.Time) error { got, gotValue = at, v; return nil }
 	before := time.Now()
 	h.Command(context.Background(), []string{"a", "bad", "b"}, bridge.CommandOff)
 	if len(got) != 2 || got["a"].Before(before) || got["b"].IsZero() || gotValue != bridge.Off {
-		t.Errorf("Sync(%s, %v), want a and b with their confirmation times: only what confirmed", gotValue, got)
+		t.Errorf("Persist(%s, %v), want a and b with their confirmation times: only what confirmed", gotValue, got)
 	}
 	got = nil
 	h.Command(context.Background(), []string{"bad"}, bridge.CommandOn)
 	if got != nil {
-		t.Errorf("Sync called with %v when nothing confirmed", got)
+		t.Errorf("Persist called with %v when nothing confirmed", got)
 	}
 	// A value that cannot be stored is not answered as a success.
-	h.Sync = func(bridge.Value, map[string]time.Time) error { return errors.New("disk full") }
+	h.Persist = func(bridge.Value, map[string]time.Time) error { return errors.New("disk full") }
 	if err := h.Command(context.Background(), []string{"a"}, bridge.CommandOn); bridge.ErrorCode(err) != bridge.EUNAVAILABLE {
 		t.Errorf("command whose state could not be stored: %v, want unavailable", err)
+	}
+}
+
+// TestPersistFailureSaysWhatSwitched: when storing fails after the devices
+// confirmed, the error names the switches that did switch and the ones
+// that failed, in a message on one line (it is a 503's body and a log line).
+func TestPersistFailureSaysWhatSwitched(t *testing.T) {
+	h := newHub(t, map[string]bridge.Device{
+		"a":   &device{},
+		"bad": &device{do: func(context.Context) error { return errors.New("boom") }},
+	})
+	h.Persist = func(bridge.Value, map[string]time.Time) error {
+		return errors.Join(errors.New("journal: no space left on device"), errors.New("database: database or disk is full"))
+	}
+	err := h.Command(context.Background(), []string{"a", "bad"}, bridge.CommandOn)
+	var e *bridge.Error
+	if !errors.As(err, &e) || e.Code != bridge.EUNAVAILABLE {
+		t.Fatalf("err = %v, want unavailable", err)
+	}
+	if strings.Contains(e.Message, "\n") || !strings.Contains(e.Message, "no space left on device") || !strings.Contains(e.Message, "disk is full") {
+		t.Errorf("message %q: want both causes on one line", e.Message)
+	}
+	if len(e.NotStored) != 1 || e.NotStored[0] != "a" {
+		t.Errorf("NotStored = %v, want [a]: it switched", e.NotStored)
+	}
+	if len(e.Failures) != 1 || e.Failures[0].SwitchID != "bad" {
+		t.Errorf("Failures = %+v, want bad", e.Failures)
 	}
 }

@@ -1,7 +1,8 @@
 // Package drivers is the contract between the hub and the code that reaches
 // real hardware, and the registry that maps a config's `driver:` name to that
-// code. Each driver lives in its own subpackage and is listed once in
-// drivers/builtin; the hub never imports a driver directly.
+// code. Each driver lives in its own subpackage, registers its name, its
+// settings section and its metrics (Registration, Env.Metrics), and is
+// listed once in drivers/builtin; the hub never imports a driver directly.
 package drivers
 
 import (
@@ -9,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"gopkg.in/yaml.v3"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -29,13 +32,19 @@ type Spec struct {
 	// reported with their line.
 	Options *yaml.Node
 	Line    int
+	// MaxChanges is the switch's max_changes, for the hub; nil when the
+	// config leaves it to the device's default.
+	MaxChanges *bridge.ChangeLimit
 }
 
 // Env is what the daemon gives a driver.
 type Env struct {
 	Logger *slog.Logger
-	// Settings is the config's top-level section named after the driver
-	// (mqtt: for the mqtt driver), or nil when there is none.
+	// Settings is the driver's section of the config: the top-level key
+	// named after the driver (mqtt: for the mqtt driver), as written, or nil
+	// when there is none. Only a driver registered with Section has one.
+	// Decode it with config.DecodeStrict so unknown keys are reported with
+	// their line.
 	Settings *yaml.Node
 	// LastValue returns the value the hub stored for a switch before it last
 	// stopped, for drivers that restore state at start-up.
@@ -49,27 +58,52 @@ type Env struct {
 	// than at start-up: a switch then keeps the value it has (LastValue),
 	// whatever its start-up policy says, so a reload switches nothing.
 	Reload bool
-	// MQTT is told of the MQTT connection, for metrics. Build sets a no-op
-	// when the daemon gives none, so a driver may always call it.
-	MQTT MQTTObserver
+	// Metrics is where the driver registers its Prometheus collectors. Build
+	// gives each driver its own, which puts "switchbridge_<driver>_" before
+	// every metric name, so drivers cannot collide with each other (nor
+	// with the hub's metrics, as long as no driver is named after one of
+	// their groups: http, switch, oauth, api). A reload builds the driver again on the same
+	// registerer: register with RegisterCollector, not MustRegister, so
+	// that counters run on across reloads.
+	Metrics prometheus.Registerer
 }
 
-// MQTTObserver is how the mqtt driver reports its broker connection and
-// traffic without depending on the metrics library.
-type MQTTObserver interface {
-	MQTTConnected(broker string, up bool) // on connect (true) and on loss (false)
-	MQTTReconnect()                       // each reconnection attempt
-	MQTTMessage(direction string)         // "in" per message received, "out" per publish
+// WithDefaults returns env with every nil field set to one that does
+// nothing: no log, no stored values, notifications and metrics dropped.
+// Build calls it, so a driver may use every field; a driver's New calls it
+// too for the tests that call New directly.
+func (env Env) WithDefaults() Env {
+	if env.Logger == nil {
+		env.Logger = slog.New(slog.DiscardHandler)
+	}
+	if env.LastValue == nil {
+		env.LastValue = func(string) (bridge.Value, bool) { return "", false }
+	}
+	if env.Notify == nil {
+		env.Notify = func(string, bridge.State) {}
+	}
+	if env.Metrics == nil {
+		// A registry of its own, never gathered: check-config builds the
+		// drivers without serving metrics.
+		env.Metrics = prometheus.NewRegistry()
+	}
+	return env
 }
 
-// DiscardMQTT is an MQTTObserver that does nothing.
-var DiscardMQTT MQTTObserver = noMQTT{}
-
-type noMQTT struct{}
-
-func (noMQTT) MQTTConnected(string, bool) {}
-func (noMQTT) MQTTReconnect()             {}
-func (noMQTT) MQTTMessage(string)         {}
+// RegisterCollector registers c on reg (a driver's Env.Metrics) and
+// returns it, or returns the collector of the same description already
+// there: the one the same driver registered for the config before a
+// reload, so its counters run on.
+func RegisterCollector[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if prev, ok := are.ExistingCollector.(C); ok {
+			return prev, nil
+		}
+	}
+	return c, err
+}
 
 // Driver builds devices for the switches configured with its name.
 type Driver interface {
@@ -83,25 +117,123 @@ type Driver interface {
 	Close() error
 }
 
+// Checker is a driver with checks that need all its switches, such as
+// settings that name switches. Build calls Check once every switch is
+// added. Its error (a *config.Problems, with lines) fails the config; its
+// warnings are things that work but could be safer, which check-config
+// prints and the driver logs when it opens.
+type Checker interface {
+	Check() (warnings []config.Problem, err error)
+}
+
+// Listener is implemented by a driver that opens a listener of its own (the
+// embedded MQTT broker), so that check-config and serve check its address
+// against this machine as they check server.listen, before anything binds.
+// A reload does not: a name server that is down must not refuse it.
+type Listener interface {
+	Listens() []Listen
+}
+
+// Listen is one address a driver will listen on, with the config key and
+// line that set it.
+type Listen struct {
+	Key  string // e.g. mqtt.listen
+	Addr string
+	Line int
+}
+
 // Factory makes a driver from the daemon's environment. It checks
 // env.Settings and does no I/O.
 type Factory func(env Env) (Driver, error)
 
-// Registry maps driver names to factories.
-type Registry map[string]Factory
+// Registration is what a driver tells the hub about itself. Each driver
+// package has one, and drivers/builtin lists them: that list is the only
+// place outside its own folder that names a driver.
+type Registration struct {
+	// Name is what a switch's driver: key says, and the name of the
+	// driver's settings section and of its metrics. It must be lower-case
+	// letters, digits and '_', starting with a letter.
+	Name string
+	// New makes the driver for one config. Build calls it once per config
+	// that has switches of the driver, at start-up and at every reload.
+	New Factory
+	// Section is true when the driver takes settings: the config's
+	// top-level key called Name, handed to New as Env.Settings. Without
+	// it, such a key is an unknown key.
+	Section bool
+}
+
+// Registry is the drivers a hub knows.
+type Registry []Registration
 
 // Names lists the registered driver names, sorted.
 func (r Registry) Names() []string {
 	out := make([]string, 0, len(r))
-	for n := range r {
-		out = append(out, n)
+	for _, d := range r {
+		out = append(out, d.Name)
 	}
 	sort.Strings(out)
 	return out
 }
 
+// Lookup returns the driver registered as name.
+func (r Registry) Lookup(name string) (Registration, bool) {
+	for _, d := range r {
+		if d.Name == name {
+			return d, true
+		}
+	}
+	return Registration{}, false
+}
+
+var driverName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// check panics on a registry no config could be right for: a name twice,
+// a name that cannot be a metric name, a driver without a factory. These
+// are mistakes in the list of drivers, found by the first test that
+// builds a config.
+func (r Registry) check() {
+	seen := map[string]bool{}
+	for _, d := range r {
+		switch {
+		case !driverName.MatchString(d.Name):
+			panic(fmt.Sprintf("drivers: driver name %q must be lower-case letters, digits and '_'", d.Name))
+		case seen[d.Name]:
+			panic(fmt.Sprintf("drivers: driver %q registered twice", d.Name))
+		case d.New == nil:
+			panic(fmt.Sprintf("drivers: driver %q has no factory", d.Name))
+		}
+		seen[d.Name] = true
+	}
+}
+
+// CheckSections reports every section of cfg that no driver in r claims
+// as an unknown key at its line, as bridge/config reports its own unknown
+// keys: a misspelt mqtt: or server: is an error, not ignored. Build does
+// it too; a command that reads the config without building the drivers
+// calls it alone.
+func (r Registry) CheckSections(cfg *config.Config) error {
+	ps := &config.Problems{File: cfg.File}
+	known := config.Keys()
+	for _, d := range r {
+		if d.Section {
+			known = append(known, d.Name)
+		}
+	}
+	sort.Strings(known)
+	for name, sec := range cfg.Sections {
+		if d, ok := r.Lookup(name); !ok || !d.Section {
+			ps.Add(sec.Key, "unknown key %q (known: %s)", name, strings.Join(known, ", "))
+		}
+	}
+	return ps.Err()
+}
+
 // Set is the drivers built for one config, with their switches added.
 type Set struct {
+	// cfg is the config the set was built from: a failed reload builds the
+	// running one again from it.
+	cfg     *config.Config
 	drivers map[string]Driver
 	order   []string
 	specs   map[string][]Spec
@@ -111,31 +243,32 @@ type Set struct {
 	// prints identifies each driver's settings and switches, so a reload
 	// can tell which drivers did not change.
 	prints map[string]string
+	// warnings are the Checkers' warnings.
+	warnings []config.Problem
 }
 
 // Build makes one driver for each driver name the config uses and adds its
 // switches. It does no I/O. Every problem is reported, with its line; the
 // returned error is a *config.Problems.
 func Build(cfg *config.Config, reg Registry, env Env) (*Set, error) {
+	reg.check()
 	ps := &config.Problems{File: cfg.File}
-	set := &Set{drivers: map[string]Driver{}, specs: map[string][]Spec{},
+	ps.Merge(reg.CheckSections(cfg), 0)
+	// A copy: the caller may go on to change its config (a reload does).
+	kept := *cfg
+	set := &Set{cfg: &kept, drivers: map[string]Driver{}, specs: map[string][]Spec{},
 		devices: map[string]map[string]bridge.Device{}, prints: map[string]string{}}
-	sections := map[string]*yaml.Node{"mqtt": &cfg.MQTT}
-	if env.Logger == nil {
-		env.Logger = slog.New(slog.DiscardHandler)
-	}
-	if env.LastValue == nil {
-		env.LastValue = func(string) (bridge.Value, bool) { return "", false }
-	}
-	if env.Notify == nil {
-		env.Notify = func(string, bridge.State) {}
-	}
-	if env.MQTT == nil {
-		env.MQTT = DiscardMQTT
+	env = env.WithDefaults()
+	// settings is each driver's section, nil when it has none.
+	settings := func(name string) *yaml.Node {
+		if r, ok := reg.Lookup(name); ok && r.Section {
+			return cfg.Sections[name].Value
+		}
+		return nil
 	}
 	for _, l := range cfg.Locations {
 		for _, s := range l.Switches {
-			f, ok := reg[s.Driver]
+			r, ok := reg.Lookup(s.Driver)
 			if !ok {
 				if s.Driver != "" {
 					ps.Add(&yaml.Node{Line: s.Line}, "switch %q: unknown driver %q (known: %s)", s.ID, s.Driver, strings.Join(reg.Names(), ", "))
@@ -146,13 +279,12 @@ func Build(cfg *config.Config, reg Registry, env Env) (*Set, error) {
 			if !ok {
 				denv := env
 				denv.Logger = env.Logger.With("driver", s.Driver)
-				if sec := sections[s.Driver]; sec != nil && sec.Kind != 0 {
-					denv.Settings = sec
-				}
+				denv.Settings = settings(s.Driver)
+				denv.Metrics = prometheus.WrapRegistererWithPrefix("switchbridge_"+s.Driver+"_", env.Metrics)
 				var err error
-				d, err = f(denv)
+				d, err = r.New(denv)
 				if err != nil {
-					ps.Merge(err, sectionLine(sections[s.Driver]))
+					ps.Merge(err, sectionLine(settings(s.Driver)))
 					// Mark the driver as failed so its other switches are not
 					// reported again for the same cause.
 					set.drivers[s.Driver] = nil
@@ -164,7 +296,7 @@ func Build(cfg *config.Config, reg Registry, env Env) (*Set, error) {
 			if d == nil {
 				continue
 			}
-			spec := Spec{ID: s.ID, Name: s.Name, LocationID: l.ID, Options: s.Options, Line: s.Line}
+			spec := Spec{ID: s.ID, Name: s.Name, LocationID: l.ID, Options: s.Options, Line: s.Line, MaxChanges: maxChanges(s.MaxChanges)}
 			if err := d.Add(spec); err != nil {
 				var sub *config.Problems
 				if errors.As(err, &sub) {
@@ -177,13 +309,30 @@ func Build(cfg *config.Config, reg Registry, env Env) (*Set, error) {
 			set.specs[s.Driver] = append(set.specs[s.Driver], spec)
 		}
 	}
+	for _, name := range set.order {
+		if c, ok := set.drivers[name].(Checker); ok {
+			w, err := c.Check()
+			ps.Merge(err, sectionLine(settings(name)))
+			set.warnings = append(set.warnings, w...)
+		}
+	}
 	if err := ps.Err(); err != nil {
 		return nil, err
 	}
 	for _, name := range set.order {
-		set.prints[name] = fingerprint(sections[name], set.specs[name])
+		set.prints[name] = fingerprint(settings(name), set.specs[name])
 	}
 	return set, nil
+}
+
+// Config is the config s was built from. A reload that fails rolls back
+// to it: its sections are the drivers' settings now running, whatever
+// else has changed since.
+func (s *Set) Config() *config.Config { return s.cfg }
+
+// Warnings returns the drivers' warnings about the config, in line order.
+func (s *Set) Warnings() []config.Problem {
+	return slices.SortedStableFunc(slices.Values(s.warnings), func(a, b config.Problem) int { return a.Line - b.Line })
 }
 
 // fingerprint is a driver's settings and switches as text.
@@ -218,6 +367,18 @@ func (s *Set) KeepUnchanged(old *Set) []string {
 		kept = append(kept, name)
 	}
 	return kept
+}
+
+// maxChanges is a switch's max_changes as the hub takes it: off is a zero
+// cap, which overrides the device's default.
+func maxChanges(c *config.ChangeLimit) *bridge.ChangeLimit {
+	switch {
+	case c == nil:
+		return nil
+	case c.Off:
+		return &bridge.ChangeLimit{}
+	}
+	return &bridge.ChangeLimit{Burst: c.Burst, Per: c.Per.Std()}
 }
 
 func sectionLine(n *yaml.Node) int {
@@ -269,7 +430,7 @@ func (s *Set) OpenReplacing(ctx context.Context, old *Set) ([]*bridge.Switch, er
 				s.Close()
 				return nil, fmt.Errorf("driver %s returned no device for switch %q", name, spec.ID)
 			}
-			out = append(out, &bridge.Switch{ID: spec.ID, Name: spec.Name, Driver: name, LocationID: spec.LocationID, Device: dev})
+			out = append(out, &bridge.Switch{ID: spec.ID, Name: spec.Name, Driver: name, LocationID: spec.LocationID, Device: dev, MaxChanges: spec.MaxChanges})
 		}
 	}
 	return out, nil
@@ -296,4 +457,26 @@ func (s *Set) Close() error {
 	}
 	s.opened = nil
 	return errors.Join(errs...)
+}
+
+// CheckListens checks the address of every listener the set's drivers will
+// open against this machine (config.CheckListenHost) and returns the
+// problems, each at its line; nil when there are none.
+func (s *Set) CheckListens(file string) error {
+	ps := &config.Problems{File: file}
+	for _, name := range s.order {
+		l, ok := s.drivers[name].(Listener)
+		if !ok {
+			continue
+		}
+		for _, a := range l.Listens() {
+			if config.CheckListenSyntax(a.Addr) != nil {
+				continue // reported by the driver already
+			}
+			if err := config.CheckListenHost(a.Addr); err != nil {
+				ps.Add(&yaml.Node{Line: a.Line}, "%s %q: %v", a.Key, a.Addr, err)
+			}
+		}
+	}
+	return ps.Err()
 }

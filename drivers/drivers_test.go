@@ -3,8 +3,13 @@ package drivers_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"gopkg.in/yaml.v3"
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/config"
@@ -54,7 +59,7 @@ func registry(log *[]string, failing string) drivers.Registry {
 			return &fake{name: name, log: log, failOpen: name == failing}, nil
 		}
 	}
-	return drivers.Registry{"a": mk("a"), "b": mk("b"), "mqtt": mk("broken")}
+	return drivers.Registry{{Name: "a", New: mk("a")}, {Name: "b", New: mk("b")}, {Name: "mqtt", New: mk("broken"), Section: true}}
 }
 
 func mustConfig(t *testing.T, src string) *config.Config {
@@ -201,5 +206,188 @@ func TestOpenReplacingClosesEachJustInTime(t *testing.T) {
 	}
 	if got := strings.Join(log, ","); got != "close broken,close a,open a,close b,open b" {
 		t.Errorf("order = %s: removed drivers first, then each changed one just before its replacement", got)
+	}
+}
+
+// widget is a driver with a settings section and a metric, registered the
+// way a new driver would be.
+type widget struct {
+	fake
+	speed int
+	opens prometheus.Counter
+}
+
+func (w *widget) Open(context.Context) (map[string]bridge.Device, error) {
+	w.opens.Inc()
+	*w.log = append(*w.log, fmt.Sprintf("open widget speed %d", w.speed))
+	out := map[string]bridge.Device{}
+	for _, id := range w.ids {
+		out[id] = dev{}
+	}
+	return out, nil
+}
+
+func (w *widget) Close() error {
+	*w.log = append(*w.log, fmt.Sprintf("close widget speed %d", w.speed))
+	return nil
+}
+
+// widgetRegistry has the widget driver (section widget:) and plain, a
+// driver without settings.
+func widgetRegistry(log *[]string, got **yaml.Node) drivers.Registry {
+	newWidget := func(env drivers.Env) (drivers.Driver, error) {
+		*got = env.Settings
+		var s struct {
+			Speed int `yaml:"speed"`
+		}
+		if err := config.DecodeStrict(env.Settings, &s); err != nil {
+			return nil, err
+		}
+		opens, err := drivers.RegisterCollector(env.Metrics, prometheus.NewCounter(prometheus.CounterOpts{Name: "opens_total", Help: "Opens."}))
+		if err != nil {
+			return nil, err
+		}
+		return &widget{fake: fake{name: "widget", log: log}, speed: s.Speed, opens: opens}, nil
+	}
+	newPlain := func(env drivers.Env) (drivers.Driver, error) {
+		return &fake{name: "plain", log: log}, nil
+	}
+	return drivers.Registry{{Name: "widget", New: newWidget, Section: true}, {Name: "plain", New: newPlain}}
+}
+
+const widgetSwitches = `locations:
+  - id: 1
+    name: Home
+    switches:
+      - {id: w1, name: W, driver: widget}
+      - {id: p1, name: P, driver: plain}
+`
+
+// A registered driver with Section gets its top-level section, as written,
+// and its own strict decoding reports its keys at their lines.
+func TestSettingsSection(t *testing.T) {
+	var log []string
+	var got *yaml.Node
+	reg := widgetRegistry(&log, &got)
+	cfg := mustConfig(t, "widget:\n  speed: 3\n"+widgetSwitches)
+	if _, err := drivers.Build(cfg, reg, drivers.Env{}); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || got.Kind != yaml.MappingNode || got.Line != 2 || config.Lookup(got, "speed").Value != "3" {
+		t.Fatalf("widget settings = %+v, want the mapping at line 2", got)
+	}
+
+	cfg = mustConfig(t, "widget:\n  speed: 3\n  sped: 4\n"+widgetSwitches)
+	_, err := drivers.Build(cfg, reg, drivers.Env{})
+	if err == nil || !strings.Contains(err.Error(), `x.yaml:3: unknown key "sped"`) {
+		t.Errorf("a bad key in the section: %v", err)
+	}
+
+	// No section: nil settings, not an empty node.
+	got = &yaml.Node{}
+	if _, err := drivers.Build(mustConfig(t, widgetSwitches), reg, drivers.Env{}); err != nil || got != nil {
+		t.Errorf("without a section: settings %+v, err %v", got, err)
+	}
+}
+
+// A top-level key no driver claims is an unknown key at its line, like
+// bridge/config's own: a misspelt section, and the name of a driver that
+// takes no settings. A section given twice is reported too.
+func TestUnclaimedSection(t *testing.T) {
+	var log []string
+	var got *yaml.Node
+	reg := widgetRegistry(&log, &got)
+	cfg := mustConfig(t, "server: {listen: 127.0.0.1:0}\nwidgit:\n  speed: 3\nplain: {x: 1}\n"+widgetSwitches)
+	_, err := drivers.Build(cfg, reg, drivers.Env{})
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	for _, want := range []string{
+		`x.yaml:2: unknown key "widgit" (known: data_dir, demo, locations, log, oauth, platform, server, widget)`,
+		`x.yaml:4: unknown key "plain" (known: data_dir, demo, locations, log, oauth, platform, server, widget)`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("missing %q in:\n%s", want, err)
+		}
+	}
+	if err := reg.CheckSections(cfg); err == nil || !strings.Contains(err.Error(), `x.yaml:2: unknown key "widgit"`) {
+		t.Errorf("CheckSections = %v", err)
+	}
+
+	_, err = config.Parse([]byte("widget: {speed: 1}\nwidget: {speed: 2}\n"+widgetSwitches), "x.yaml")
+	if err == nil || !strings.Contains(err.Error(), `x.yaml:2: mapping key "widget" already defined at line 1`) {
+		t.Errorf("a section twice: %v", err)
+	}
+}
+
+// A change to a driver's settings alone is a change of the driver: a
+// reload reopens it, and keeps the others.
+func TestKeepUnchangedSeesSettings(t *testing.T) {
+	var log []string
+	var got *yaml.Node
+	reg := widgetRegistry(&log, &got)
+	old, err := drivers.Build(mustConfig(t, "widget: {speed: 3}\n"+widgetSwitches), reg, drivers.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.Open(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	next, err := drivers.Build(mustConfig(t, "widget: {speed: 4}\n"+widgetSwitches), reg, drivers.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log = nil
+	kept := next.KeepUnchanged(old)
+	if _, err := next.OpenReplacing(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(kept, ",") != "plain" || strings.Join(log, ",") != "close widget speed 3,open widget speed 4" {
+		t.Errorf("kept %v, log %v: want plain kept and widget reopened with its new speed", kept, log)
+	}
+	if s := next.Config().Sections["widget"]; s.Value == nil || config.Lookup(s.Value, "speed").Value != "4" {
+		t.Errorf("the set's config has widget %+v, want the settings it was built with", s)
+	}
+}
+
+// A driver's metrics go to the registerer in its Env, named
+// switchbridge_<driver>_..., and run on when a reload builds it again.
+func TestDriverMetrics(t *testing.T) {
+	var log []string
+	var got *yaml.Node
+	reg := widgetRegistry(&log, &got)
+	prom := prometheus.NewPedanticRegistry()
+	for range 2 { // start-up, then a reload on the same registry
+		set, err := drivers.Build(mustConfig(t, widgetSwitches), reg, drivers.Env{Metrics: prom})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := set.Open(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		set.Close()
+	}
+	want := "# HELP switchbridge_widget_opens_total Opens.\n# TYPE switchbridge_widget_opens_total counter\nswitchbridge_widget_opens_total 2\n"
+	if err := testutil.GatherAndCompare(prom, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
+
+// A registry no config could be right for fails the first Build loudly.
+func TestRegistryMistakes(t *testing.T) {
+	mk := func(env drivers.Env) (drivers.Driver, error) { return &fake{}, nil }
+	for name, reg := range map[string]drivers.Registry{
+		"twice":      {{Name: "a", New: mk}, {Name: "a", New: mk}},
+		"bad name":   {{Name: "My-Driver", New: mk}},
+		"no factory": {{Name: "a"}},
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			drivers.Build(mustConfig(t, "locations: [{id: 1, name: Home, switches: []}]\n"), reg, drivers.Env{})
+		}()
 	}
 }

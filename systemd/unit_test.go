@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/switchbridge/switchbridge/bridge/config"
 )
 
 const (
@@ -150,6 +152,13 @@ func TestUnitShape(t *testing.T) {
 	if len(d["WatchdogSec"]) != 1 || d["WatchdogSec"][0] == "" || d["WatchdogSec"][0] == "0" {
 		t.Errorf("WatchdogSec must be set once to a non-zero interval, have %q", d["WatchdogSec"])
 	}
+	// The cgroup's memory limits must leave room above the daemon's own
+	// soft limit, or the kernel throttles before Go's collector acts.
+	high, max := unitBytes(t, d, "MemoryHigh"), unitBytes(t, d, "MemoryMax")
+	if high < config.DefaultMemoryLimit*3/2 || max <= high || max > 512<<20 {
+		t.Errorf("MemoryHigh=%d MemoryMax=%d: want 1.5 × server.memory_limit's default (%d) <= MemoryHigh < MemoryMax <= 512M",
+			high, max, config.DefaultMemoryLimit)
+	}
 	// PrivateDevices=yes would hide /dev/gpiochip*.
 	if slices.Contains(d["PrivateDevices"], "yes") || slices.Contains(d["PrivateDevices"], "true") {
 		t.Error("PrivateDevices=yes hides /dev/gpiochip*")
@@ -196,4 +205,23 @@ func TestSysusers(t *testing.T) {
 	if !strings.Contains(out, "Creating user '"+user+"'") {
 		t.Errorf("systemd-sysusers would not create user %q:\n%s", user, out)
 	}
+}
+
+// unitBytes reads a size directive set once, such as MemoryHigh=192M
+// (suffixes K, M, G: powers of 1024, as systemd reads them).
+func unitBytes(t *testing.T, d map[string][]string, key string) int64 {
+	t.Helper()
+	if len(d[key]) != 1 {
+		t.Fatalf("%s must be set once, have %q", key, d[key])
+	}
+	v := d[key][0]
+	shift := map[byte]uint{'K': 10, 'M': 20, 'G': 30}[v[len(v)-1]]
+	if shift > 0 {
+		v = v[:len(v)-1]
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("%s=%s: %v", key, d[key][0], err)
+	}
+	return n << shift
 }

@@ -1,21 +1,24 @@
 // Package api is the hub role's installation API: the app paths below each
-// installation's URI (GET /switches, PUT /switches/:command), declared as a
-// table of mappings the way the spec's apps declare theirs, behind a bearer
-// token check that it asks of a bridge.Authorizer.
+// installation's URI (GET /switches, GET /switches/:id, PUT
+// /switches/:command), declared as a table of routes the way the spec's
+// apps declare theirs, behind a bearer token check that it asks of a
+// bridge.Authorizer.
 package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/bearer"
+	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
 // Call is what a handler gets: the request's context, the path variables,
@@ -26,66 +29,127 @@ type Call struct {
 	Grant  *bridge.Grant
 	Hub    *bridge.Hub
 	Logger *slog.Logger // carries the installation id
+
+	afterAnswer []func()
 }
 
-// SwitchesApp is the spec's example app: two rows.
-var SwitchesApp = []Mapping{
-	{Path: "/switches", Methods: map[string]AppHandler{http.MethodGet: listSwitches}},
-	{Path: "/switches/:command", Methods: map[string]AppHandler{http.MethodPut: commandSwitches}},
+// AfterAnswer runs fn once the answer to the call has been sent (or, with
+// a body, written), so that a client does not wait for what the handler
+// does after its work is done: writing its log lines.
+func (c *Call) AfterAnswer(fn func()) { c.afterAnswer = append(c.afterAnswer, fn) }
+
+// answered runs what was left for after the answer.
+func (c *Call) answered() {
+	for _, fn := range c.afterAnswer {
+		fn()
+	}
+	c.afterAnswer = nil
 }
 
-// listSwitches reports {name, value} of every switch the installation was
-// granted, from the drivers' caches. A value not known yet is null.
-func listSwitches(c *Call) ([]map[string]any, error) {
-	states, err := c.Hub.States(c.Grant.SwitchIDs)
+// SwitchesApp is the spec's example app, one row per route. A new app path
+// is one more row here.
+var SwitchesApp = []Route{
+	{Method: http.MethodGet, Path: "/switches", Handle: listSwitches},
+	{Method: http.MethodGet, Path: "/switches/:id", Handle: getSwitch},
+	{Method: http.MethodPut, Path: "/switches/:command", Handle: commandSwitches},
+}
+
+// SwitchValue is one switch as the app reports it: its name and its value,
+// null while the hub does not know it yet.
+type SwitchValue struct {
+	Name  string        `json:"name"`
+	Value *bridge.Value `json:"value"`
+}
+
+func switchValue(s bridge.SwitchState) SwitchValue {
+	sv := SwitchValue{Name: s.Switch.Name}
+	if v := s.State.Value; v != "" {
+		sv.Value = &v
+	}
+	return sv
+}
+
+// listSwitches reports every switch the installation was granted, from the
+// drivers' caches. A granted switch that is no longer in the installation's
+// location (a reload moved it away) answers 404 naming it, as a removed one
+// does.
+func listSwitches(c *Call) (any, error) {
+	states, err := c.Hub.StatesIn(c.Grant.LocationID, c.Grant.SwitchIDs)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]map[string]any, 0, len(states))
-	for _, s := range states {
-		var v any
-		if s.State.Value != "" {
-			v = string(s.State.Value)
-		}
-		out = append(out, map[string]any{"name": s.Switch.Name, "value": v})
+	out := make([]SwitchValue, len(states))
+	for i, s := range states {
+		out[i] = switchValue(s)
 	}
 	return out, nil
 }
 
+// getSwitch reports one of the installation's switches by its id. A switch
+// the installation was not granted is not found, whether or not the hub has
+// it, so a client learns nothing of switches it may not see.
+func getSwitch(c *Call) (any, error) {
+	id := c.Params["id"]
+	if !slices.Contains(c.Grant.SwitchIDs, id) {
+		return nil, bridge.Errorf(bridge.ENOTFOUND, "no selected switch %q in this installation", id)
+	}
+	states, err := c.Hub.StatesIn(c.Grant.LocationID, []string{id})
+	if err != nil {
+		return nil, err
+	}
+	return switchValue(states[0]), nil
+}
+
 // commandSwitches runs on or off on every granted switch.
-func commandSwitches(c *Call) ([]map[string]any, error) {
+func commandSwitches(c *Call) (any, error) {
 	cmd, err := bridge.ParseCommand(c.Params["command"])
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	err = c.Hub.Command(c.Ctx, c.Grant.SwitchIDs, cmd)
-	logCommand(c, cmd, err, time.Since(start))
+	err = c.Hub.CommandIn(c.Ctx, c.Grant.LocationID, c.Grant.SwitchIDs, cmd)
+	d := time.Since(start)
+	c.AfterAnswer(func() { logCommand(c, cmd, err, d) })
 	return nil, err
 }
 
-// logCommand writes one line per switch a command reached (or was refused
-// for), with the installation id from the call's logger.
+// logCommand writes one line per command: the switches it was for, its
+// outcome and how long it took, with the installation id from the call's
+// logger; then one warning per switch that failed, with its reason. One line
+// per command rather than per switch keeps a command to a hundred plugs from
+// writing a hundred lines, while every failure is still named.
+//
+// Outcomes: ok (every switch confirmed), failed (some did not: see the lines
+// that follow), switched_not_stored (every switch confirmed but the hub
+// could not store the new states, e.g. a full disk), not_sent (refused
+// before any device was touched: a 501, a switch gone, a rate limit).
 func logCommand(c *Call, cmd bridge.Command, err error, d time.Duration) {
-	failed := map[string]bridge.Failure{}
-	var e *bridge.Error
-	if errors.As(err, &e) {
-		for _, f := range e.Failures {
-			failed[f.SwitchID] = f
-		}
+	ids := strings.Join(c.Grant.SwitchIDs, ",")
+	if err == nil {
+		logLine(c.Logger, slog.LevelInfo, "command", slog.String("command", string(cmd)), slog.String("switches", ids),
+			slog.String("outcome", "ok"), slog.Float64("duration_seconds", d.Seconds()))
+		return
 	}
-	for _, id := range c.Grant.SwitchIDs {
-		f, bad := failed[id]
-		switch {
-		case bad:
-			c.Logger.Warn("device command", "switch", id, "command", string(cmd), "outcome", f.Reason, "error", f.Message, "duration_seconds", d.Seconds())
-		case err != nil && bridge.ErrorCode(err) == bridge.ENOTIMPLEMENTED:
-			c.Logger.Info("device command", "switch", id, "command", string(cmd), "outcome", "not_sent", "duration_seconds", d.Seconds())
-		case err != nil && bridge.ErrorCode(err) != bridge.EDEVICE:
-			c.Logger.Warn("device command", "switch", id, "command", string(cmd), "outcome", "not_sent", "error", bridge.ErrorMessage(err))
-		default:
-			c.Logger.Info("device command", "switch", id, "command", string(cmd), "outcome", "ok", "duration_seconds", d.Seconds())
+	var e *bridge.Error
+	errors.As(err, &e)
+	switch {
+	case e != nil && len(e.NotStored) > 0:
+		c.Logger.Warn("command", "command", string(cmd), "switches", ids, "outcome", "switched_not_stored",
+			"not_stored", strings.Join(e.NotStored, ","), "error", bridge.ErrorMessage(err), "duration_seconds", d.Seconds())
+	case e != nil && len(e.Failures) > 0 && bridge.ErrorCode(err) == bridge.EDEVICE:
+		failed := make([]string, len(e.Failures))
+		for i, f := range e.Failures {
+			failed[i] = f.SwitchID
 		}
+		c.Logger.Warn("command", "command", string(cmd), "switches", ids, "outcome", "failed",
+			"failed", strings.Join(failed, ","), "duration_seconds", d.Seconds())
+		for _, f := range e.Failures {
+			c.Logger.Warn("switch command failed", "switch", f.SwitchID, "command", string(cmd), "reason", f.Reason, "error", f.Message)
+		}
+	case bridge.ErrorCode(err) == bridge.ENOTIMPLEMENTED || bridge.ErrorCode(err) == bridge.ETOOMANY:
+		c.Logger.Info("command", "command", string(cmd), "switches", ids, "outcome", "not_sent", "error", bridge.ErrorMessage(err))
+	default:
+		c.Logger.Warn("command", "command", string(cmd), "switches", ids, "outcome", "not_sent", "error", bridge.ErrorMessage(err))
 	}
 }
 
@@ -98,6 +162,14 @@ type Handler struct {
 	// TokenFailed, when set, is told why a request's token was refused
 	// ("missing", "invalid", "forbidden"), for metrics.
 	TokenFailed func(reason string)
+	// RateLimit caps each installation's requests; DefaultRateLimit
+	// unless changed before serving. Only requests whose token is valid for
+	// the installation count: anyone else could use up its requests.
+	RateLimit RateLimit
+	// Now is the rate limit's clock; time.Now when nil.
+	Now func() time.Time
+
+	limiter rateLimiter
 }
 
 // New builds the API for the spec's switches app.
@@ -109,13 +181,13 @@ func New(hub *bridge.Hub, auth bridge.Authorizer, logger *slog.Logger) *Handler 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{hub: hub, auth: auth, router: r, logger: logger}
+	return &Handler{hub: hub, auth: auth, router: r, logger: logger, RateLimit: DefaultRateLimit}
 }
 
 // Register adds the installation routes to mux, under the spec's path and
 // the original platform's legacy alias.
 func (h *Handler) Register(mux *http.ServeMux) {
-	for _, prefix := range []string{"/api/apps/installations/", "/api/smartapps/installations/"} {
+	for _, prefix := range []string{wire.InstallationsPrefix, wire.LegacyInstallationsPrefix} {
 		mux.Handle(prefix+"{id}/{path...}", h)
 		mux.Handle(prefix+"{id}", h)
 	}
@@ -125,17 +197,34 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := r.PathValue("id")
 	status := h.serve(w, r, id)
-	h.logger.Info("api request", "method", r.Method, "path", appPath(r), "installation", id,
-		"status", status, "duration_seconds", time.Since(start).Seconds())
+	logLine(h.logger, slog.LevelInfo, "api request", slog.String("method", r.Method), slog.String("path", appPath(r)),
+		slog.String("installation", id), slog.Int("status", status), slog.Float64("duration_seconds", time.Since(start).Seconds()))
+}
+
+// logLine is Logger.LogAttrs without the caller's program counter, which
+// slog takes for every record with runtime.Callers (a fifth of the cost of
+// a line) although no handler of the hub adds the source. For the lines
+// written on every request.
+func logLine(l *slog.Logger, level slog.Level, msg string, attrs ...slog.Attr) {
+	ctx := context.Background()
+	if !l.Enabled(ctx, level) {
+		return
+	}
+	r := slog.NewRecord(time.Now(), level, msg, 0)
+	r.AddAttrs(attrs...)
+	_ = l.Handler().Handle(ctx, r)
 }
 
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 	w.Header().Set("Cache-Control", "no-store")
-	tok, problem := bearer.Token(r)
-	if tok == "" {
+	// Every answer is JSON or empty; a browser must never sniff it into
+	// something it would run.
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	tok, inQuery, problem := bearer.Token(r)
+	if problem != nil {
 		h.tokenFailed("missing")
-		bearer.WriteError(w, http.StatusUnauthorized, bearer.MissingCode(r), problem)
-		return http.StatusUnauthorized
+		problem.Write(w)
+		return problem.Status
 	}
 	g, err := h.auth.Authorize(r.Context(), tok, id)
 	switch bridge.ErrorCode(err) {
@@ -151,10 +240,26 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 	default:
 		return h.writeError(w, err)
 	}
+	if inQuery && !g.Legacy {
+		h.tokenFailed("missing")
+		bearer.QueryRefused.Write(w)
+		return bearer.QueryRefused.Status
+	}
+	if err := h.limitRate(w, g.InstallationID); err != nil {
+		return h.writeError(w, err)
+	}
 
 	path := appPath(r)
-	m, params, ok := h.router.Match(path)
-	if !ok {
+	method := r.Method
+	if method == http.MethodHead {
+		method = http.MethodGet // net/http drops the body of a HEAD answer
+	}
+	rt, params, allowed := h.router.Match(method, path)
+	if rt == nil && len(allowed) > 0 {
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		return wire.WriteError(w, http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on "+path, nil)
+	}
+	if rt == nil {
 		return h.writeError(w, bridge.Errorf(bridge.ENOTFOUND, "no app path %s", path))
 	}
 	for k, v := range params {
@@ -164,26 +269,24 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 			return h.writeError(w, bridge.Errorf(bridge.EINVALID, "malformed path segment %q", v))
 		}
 	}
-	method := r.Method
-	if method == http.MethodHead {
-		method = http.MethodGet // net/http drops the body of a HEAD answer
-	}
-	handler, ok := m.Methods[method]
-	if !ok {
-		w.Header().Set("Allow", m.Allowed())
-		return writeJSON(w, http.StatusMethodNotAllowed, appError(http.StatusMethodNotAllowed, "method "+r.Method+" is not allowed on "+m.Path, nil))
-	}
 	// Commands take no body; do not read one, and do not wait for a large one.
 	r.Body = http.MaxBytesReader(w, r.Body, 0)
-	out, err := handler(&Call{Ctx: r.Context(), Params: params, Grant: g, Hub: h.hub, Logger: h.logger.With("installation", id)})
+	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Hub: h.hub, Logger: h.logger.With("installation", id)}
+	out, err := rt.Handle(c)
+	defer c.answered()
 	if err != nil {
 		return h.writeError(w, err)
 	}
 	if out == nil {
 		w.WriteHeader(http.StatusNoContent)
+		// Nothing follows a 204: send it now rather than once the log
+		// lines are written, which the client need not wait for.
+		if f, ok := w.(http.Flusher); ok {
+			f.Flush()
+		}
 		return http.StatusNoContent
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return wire.WriteJSON(w, http.StatusOK, out)
 }
 
 // appPath is the request's path below the installation URI, still
@@ -212,6 +315,7 @@ var statusOf = map[string]int{
 	bridge.ENOTIMPLEMENTED: http.StatusNotImplemented,
 	bridge.EDEVICE:         http.StatusBadGateway,
 	bridge.EUNAVAILABLE:    http.StatusServiceUnavailable,
+	bridge.ETOOMANY:        http.StatusTooManyRequests,
 }
 
 // StatusOf maps an error to its HTTP status; unknown errors are 500.
@@ -220,20 +324,6 @@ func StatusOf(err error) int {
 		return s
 	}
 	return http.StatusInternalServerError
-}
-
-// ErrorBody is the JSON body of every app error: the original platform's
-// shape, plus the failed switches when a command did not reach them all.
-type ErrorBody struct {
-	Error    bool             `json:"error"`
-	Type     string           `json:"type"`
-	Message  string           `json:"message"`
-	Status   int              `json:"status"`
-	Failures []bridge.Failure `json:"failures,omitempty"`
-}
-
-func appError(status int, msg string, failures []bridge.Failure) ErrorBody {
-	return ErrorBody{Error: true, Type: "SmartAppException", Message: msg, Status: status, Failures: failures}
 }
 
 func (h *Handler) writeError(w http.ResponseWriter, err error) int {
@@ -245,13 +335,9 @@ func (h *Handler) writeError(w http.ResponseWriter, err error) int {
 	var e *bridge.Error
 	if errors.As(err, &e) {
 		failures = e.Failures
+		if e.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.FormatInt(seconds(e.RetryAfter), 10))
+		}
 	}
-	return writeJSON(w, status, appError(status, bridge.ErrorMessage(err), failures))
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) int {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(v)
-	return status
+	return wire.WriteError(w, status, bridge.ErrorMessage(err), failures)
 }

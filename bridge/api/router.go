@@ -2,123 +2,141 @@ package api
 
 import (
 	"fmt"
-	"sort"
+	"net/http"
+	"slices"
 	"strings"
 )
 
-// AppHandler handles one method of an app path. What it returns is serialized
-// to JSON; a nil list means the call succeeded with nothing to say (204).
-type AppHandler func(c *Call) ([]map[string]any, error)
+// AppHandler handles one route of an app. What it returns is serialized to
+// JSON; a nil result means the call succeeded with nothing to say (204).
+type AppHandler func(c *Call) (any, error)
 
-// Mapping is one declared app path: a path below the installation URI whose
-// segments starting with ':' are variables, and a handler per HTTP method.
-type Mapping struct {
-	Path    string
-	Methods map[string]AppHandler
+// Route is one row of an app's path table: an HTTP method, a path below the
+// installation URI whose segments starting with ':' are variables, and the
+// handler for that pair.
+type Route struct {
+	Method string
+	Path   string
+	Handle AppHandler
 }
 
-// Router matches request paths against a table of mappings.
+// Router matches requests against a table of routes. Two routes are told
+// apart by their method and their literal segments, so GET /switches/:id and
+// PUT /switches/:command can stand side by side.
 type Router struct {
 	routes []route
 }
 
 type route struct {
-	m        Mapping
+	Route
 	segments []string
 }
 
-// NewRouter checks a mapping table: paths start with '/', variables have
-// names, and no two paths have the same shape.
-func NewRouter(ms []Mapping) (*Router, error) {
+// NewRouter checks a route table: methods are given, paths start with '/',
+// variables have names, and no two routes of one method have the same shape
+// (the same literals in the same places), which would make one of them
+// unreachable.
+func NewRouter(table []Route) (*Router, error) {
 	r := &Router{}
 	shapes := map[string]string{}
-	for _, m := range ms {
-		if !strings.HasPrefix(m.Path, "/") {
-			return nil, fmt.Errorf("app path %q must start with /", m.Path)
+	for _, rt := range table {
+		if rt.Method == "" || strings.ToUpper(rt.Method) != rt.Method {
+			return nil, fmt.Errorf("app path %q: method %q must be an upper-case HTTP method", rt.Path, rt.Method)
 		}
-		if len(m.Methods) == 0 {
-			return nil, fmt.Errorf("app path %q maps no method", m.Path)
+		if rt.Method == http.MethodHead {
+			return nil, fmt.Errorf("app path %q: HEAD is answered like GET; map GET", rt.Path)
 		}
-		segs := strings.Split(strings.TrimPrefix(m.Path, "/"), "/")
+		if !strings.HasPrefix(rt.Path, "/") {
+			return nil, fmt.Errorf("app path %q must start with /", rt.Path)
+		}
+		segs := strings.Split(strings.TrimPrefix(rt.Path, "/"), "/")
 		shape := make([]string, len(segs))
 		for i, s := range segs {
 			switch {
 			case s == "":
-				return nil, fmt.Errorf("app path %q has an empty segment", m.Path)
+				return nil, fmt.Errorf("app path %q has an empty segment", rt.Path)
 			case s == ":":
-				return nil, fmt.Errorf("app path %q has a variable without a name", m.Path)
+				return nil, fmt.Errorf("app path %q has a variable without a name", rt.Path)
 			case strings.HasPrefix(s, ":"):
 				shape[i] = ":"
 			default:
 				shape[i] = s
 			}
 		}
-		key := strings.Join(shape, "/")
+		key := rt.Method + " " + strings.Join(shape, "/")
 		if prev, dup := shapes[key]; dup {
-			return nil, fmt.Errorf("app paths %q and %q are the same shape", prev, m.Path)
+			return nil, fmt.Errorf("app paths %s %q and %q are the same shape", rt.Method, prev, rt.Path)
 		}
-		shapes[key] = m.Path
-		r.routes = append(r.routes, route{m: m, segments: segs})
+		shapes[key] = rt.Path
+		r.routes = append(r.routes, route{Route: rt, segments: segs})
 	}
 	return r, nil
 }
 
-// Match finds the mapping for path (the part after the installation URI).
-// A literal segment beats a variable, so /switches/all would win over
+// Match finds the route for method and path (the part after the
+// installation URI). Among the routes of that method whose shape fits, the
+// one with the most literal segments wins, so /switches/all would beat
 // /switches/:command if both were declared. Variables are never empty.
-func (r *Router) Match(path string) (*Mapping, map[string]string, bool) {
+//
+// When no route of that method fits, allowed lists the methods of the
+// routes that do fit the path (for a 405 and its Allow header); it is empty
+// when no route fits the path at all (a 404).
+func (r *Router) Match(method, path string) (rt *Route, params map[string]string, allowed []string) {
 	if !strings.HasPrefix(path, "/") {
-		return nil, nil, false
+		return nil, nil, nil
 	}
 	segs := strings.Split(strings.TrimPrefix(path, "/"), "/")
 	var best *route
-	var bestParams map[string]string
 	bestLiterals := -1
 	for i := range r.routes {
-		rt := &r.routes[i]
-		if len(rt.segments) != len(segs) {
+		cand := &r.routes[i]
+		literals, ok := cand.fits(segs)
+		if !ok {
 			continue
 		}
-		params := map[string]string{}
-		literals := 0
-		ok := true
-		for j, s := range rt.segments {
-			if strings.HasPrefix(s, ":") {
-				if segs[j] == "" {
-					ok = false
-					break
-				}
-				params[s[1:]] = segs[j]
-				continue
+		if cand.Method != method {
+			if !slices.Contains(allowed, cand.Method) {
+				allowed = append(allowed, cand.Method)
 			}
-			if s != segs[j] {
-				ok = false
-				break
-			}
-			literals++
+			continue
 		}
-		if ok && literals > bestLiterals {
-			best, bestParams, bestLiterals = rt, params, literals
+		if literals > bestLiterals {
+			best, bestLiterals = cand, literals
 		}
 	}
 	if best == nil {
-		return nil, nil, false
+		if slices.Contains(allowed, http.MethodGet) {
+			allowed = append(allowed, http.MethodHead)
+		}
+		slices.Sort(allowed)
+		return nil, nil, allowed
 	}
-	return &best.m, bestParams, true
-}
-
-// Allowed lists a mapping's methods, sorted, for an Allow header: HEAD
-// too where GET is mapped, since HEAD is answered like GET.
-func (m *Mapping) Allowed() string {
-	ms := make([]string, 0, len(m.Methods)+1)
-	for k := range m.Methods {
-		ms = append(ms, k)
-	}
-	if _, ok := m.Methods["GET"]; ok {
-		if _, ok := m.Methods["HEAD"]; !ok {
-			ms = append(ms, "HEAD")
+	params = make(map[string]string, len(segs)-bestLiterals)
+	for j, s := range best.segments {
+		if strings.HasPrefix(s, ":") {
+			params[s[1:]] = segs[j]
 		}
 	}
-	sort.Strings(ms)
-	return strings.Join(ms, ", ")
+	return &best.Route, params, nil
+}
+
+// fits reports whether the request's segments fit the route's shape, and
+// how many of them matched a literal.
+func (rt *route) fits(segs []string) (literals int, ok bool) {
+	if len(rt.segments) != len(segs) {
+		return 0, false
+	}
+	for j, s := range rt.segments {
+		if strings.HasPrefix(s, ":") {
+			if segs[j] == "" {
+				return 0, false
+			}
+			continue
+		}
+		if s != segs[j] {
+			return 0, false
+		}
+		literals++
+	}
+	return literals, true
 }

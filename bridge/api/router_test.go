@@ -2,73 +2,92 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
 
 func TestRouterMatch(t *testing.T) {
-	r, err := NewRouter([]Mapping{
-		{Path: "/switches", Methods: map[string]AppHandler{"GET": nil}},
-		{Path: "/switches/:command", Methods: map[string]AppHandler{"PUT": nil}},
-		{Path: "/switches/all", Methods: map[string]AppHandler{"GET": nil}},
-		{Path: "/rooms/:room/switches/:command", Methods: map[string]AppHandler{"PUT": nil}},
+	r, err := NewRouter([]Route{
+		{Method: "GET", Path: "/switches"},
+		{Method: "GET", Path: "/switches/:id"},
+		{Method: "PUT", Path: "/switches/:command"},
+		{Method: "PUT", Path: "/switches/all"},
+		{Method: "PUT", Path: "/rooms/:room/switches/:command"},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {
-		path   string
-		want   string
-		params map[string]string
+		method, path string
+		want         string // the matched route's path; "" for none
+		params       map[string]string
+		allowed      string // with no match: the Allow header
 	}{
-		{"/switches", "/switches", map[string]string{}},
-		{"/switches/on", "/switches/:command", map[string]string{"command": "on"}},
-		{"/switches/toggle", "/switches/:command", map[string]string{"command": "toggle"}},
-		{"/switches/all", "/switches/all", map[string]string{}}, // a literal beats a variable
-		{"/rooms/kitchen/switches/off", "/rooms/:room/switches/:command", map[string]string{"room": "kitchen", "command": "off"}},
-		{"/switches/", "", nil},     // an empty variable does not match
-		{"/switches/on/x", "", nil}, // too long
-		{"/switch", "", nil},        // no such path
-		{"", "", nil},               // no leading slash
-		{"switches", "", nil},       // no leading slash
-		{"//switches", "", nil},     // empty first segment
-		{"/rooms//switches/on", "", nil},
+		{"GET", "/switches", "/switches", map[string]string{}, ""},
+		{"PUT", "/switches/on", "/switches/:command", map[string]string{"command": "on"}, ""},
+		{"PUT", "/switches/toggle", "/switches/:command", map[string]string{"command": "toggle"}, ""},
+		{"GET", "/switches/kitchen", "/switches/:id", map[string]string{"id": "kitchen"}, ""}, // told apart by method
+		{"GET", "/switches/on", "/switches/:id", map[string]string{"id": "on"}, ""},
+		{"PUT", "/switches/all", "/switches/all", map[string]string{}, ""}, // a literal beats a variable
+		{"GET", "/switches/all", "/switches/:id", map[string]string{"id": "all"}, ""},
+		{"PUT", "/rooms/kitchen/switches/off", "/rooms/:room/switches/:command", map[string]string{"room": "kitchen", "command": "off"}, ""},
+		{"POST", "/switches", "", nil, "GET, HEAD"},
+		{"DELETE", "/switches/on", "", nil, "GET, HEAD, PUT"},
+		{"GET", "/rooms/kitchen/switches/off", "", nil, "PUT"},
+		{"GET", "/switches/", "", nil, ""},     // an empty variable does not match
+		{"PUT", "/switches/on/x", "", nil, ""}, // too long
+		{"GET", "/switch", "", nil, ""},        // no such path
+		{"GET", "", "", nil, ""},               // no leading slash
+		{"GET", "switches", "", nil, ""},       // no leading slash
+		{"GET", "//switches", "", nil, ""},     // empty first segment
+		{"PUT", "/rooms//switches/on", "", nil, ""},
 	}
 	for _, c := range cases {
-		m, params, ok := r.Match(c.path)
+		rt, params, allowed := r.Match(c.method, c.path)
 		if c.want == "" {
-			if ok {
-				t.Errorf("Match(%q) = %s, want no match", c.path, m.Path)
+			if rt != nil {
+				t.Errorf("Match(%s %q) = %s, want no match", c.method, c.path, rt.Path)
+			}
+			if got := strings.Join(allowed, ", "); got != c.allowed {
+				t.Errorf("Match(%s %q) allowed %q, want %q", c.method, c.path, got, c.allowed)
 			}
 			continue
 		}
-		if !ok || m.Path != c.want {
-			t.Errorf("Match(%q) = %v %v, want %s", c.path, m, ok, c.want)
+		if rt == nil || rt.Path != c.want || rt.Method != c.method {
+			t.Errorf("Match(%s %q) = %v, want %s", c.method, c.path, rt, c.want)
 			continue
 		}
 		if len(params) != len(c.params) {
-			t.Errorf("Match(%q) params = %v, want %v", c.path, params, c.params)
+			t.Errorf("Match(%s %q) params = %v, want %v", c.method, c.path, params, c.params)
 		}
 		for k, v := range c.params {
 			if params[k] != v {
-				t.Errorf("Match(%q) param %s = %q, want %q", c.path, k, params[k], v)
+				t.Errorf("Match(%s %q) param %s = %q, want %q", c.method, c.path, k, params[k], v)
 			}
 		}
 	}
 }
 
 func TestNewRouterRejectsBadTables(t *testing.T) {
-	bad := map[string][]Mapping{
-		"no slash":      {{Path: "switches", Methods: map[string]AppHandler{"GET": nil}}},
-		"empty segment": {{Path: "/a//b", Methods: map[string]AppHandler{"GET": nil}}},
-		"nameless var":  {{Path: "/a/:", Methods: map[string]AppHandler{"GET": nil}}},
-		"no methods":    {{Path: "/a"}},
-		"same shape":    {{Path: "/a/:x", Methods: map[string]AppHandler{"GET": nil}}, {Path: "/a/:y", Methods: map[string]AppHandler{"PUT": nil}}},
+	bad := map[string][]Route{
+		"no slash":         {{Method: "GET", Path: "switches"}},
+		"empty segment":    {{Method: "GET", Path: "/a//b"}},
+		"nameless var":     {{Method: "GET", Path: "/a/:"}},
+		"no method":        {{Path: "/a"}},
+		"lower-case":       {{Method: "get", Path: "/a"}},
+		"HEAD":             {{Method: "HEAD", Path: "/a"}},
+		"same shape":       {{Method: "GET", Path: "/a/:x"}, {Method: "GET", Path: "/a/:y"}},
+		"same route twice": {{Method: "PUT", Path: "/a"}, {Method: "PUT", Path: "/a"}},
 	}
-	for name, ms := range bad {
-		if _, err := NewRouter(ms); err == nil {
+	for name, rs := range bad {
+		if _, err := NewRouter(rs); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
+	}
+	// One shape under two methods is two routes.
+	if _, err := NewRouter([]Route{{Method: "GET", Path: "/a/:x"}, {Method: "PUT", Path: "/a/:y"}}); err != nil {
+		t.Errorf("same shape, other methods: %v", err)
 	}
 	if _, err := NewRouter(SwitchesApp); err != nil {
 		t.Errorf("the switches app's own table: %v", err)
@@ -76,9 +95,6 @@ func TestNewRouterRejectsBadTables(t *testing.T) {
 }
 
 func TestStatusTable(t *testing.T) {
-	if got := (&Mapping{Methods: map[string]AppHandler{"PUT": nil, "GET": nil}}).Allowed(); got != "GET, HEAD, PUT" {
-		t.Errorf("Allowed = %q", got)
-	}
 	if StatusOf(errString("x")) != http.StatusInternalServerError {
 		t.Error("unknown errors must map to 500")
 	}
@@ -95,7 +111,7 @@ func FuzzRouterMatch(f *testing.F) {
 	for _, s := range []string{"/switches", "/switches/on", "/switches/", "//", "/switches/on/off", "/%2F", "/switches/:command", "/" + strings.Repeat("a/", 50)} {
 		f.Add(s)
 	}
-	r, err := NewRouter(append(SwitchesApp, Mapping{Path: "/rooms/:room/switches/:command", Methods: map[string]AppHandler{"PUT": nil}}))
+	r, err := NewRouter(append(SwitchesApp, Route{Method: "PUT", Path: "/rooms/:room/switches/:command"}))
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -103,19 +119,34 @@ func FuzzRouterMatch(f *testing.F) {
 		if len(path) > 4096 {
 			return
 		}
-		m, params, ok := r.Match(path)
-		if !ok {
-			return
-		}
-		rebuilt := m.Path
-		for k, v := range params {
-			if v == "" || strings.Contains(v, "/") {
-				t.Fatalf("param %s = %q from %q", k, v, path)
+		for _, method := range []string{"GET", "PUT", "POST"} {
+			m, params, allowed := r.Match(method, path)
+			if m == nil {
+				if slices.Contains(allowed, method) {
+					t.Fatalf("Match(%s %q) found nothing but allows %v", method, path, allowed)
+				}
+				continue
 			}
-			rebuilt = strings.Replace(rebuilt, ":"+k, v, 1)
-		}
-		if rebuilt != path {
-			t.Fatalf("Match(%q) = %s with %v; rebuilt %q", path, m.Path, params, rebuilt)
+			if m.Method != method || allowed != nil {
+				t.Fatalf("Match(%s %q) = %s %s, allowed %v", method, path, m.Method, m.Path, allowed)
+			}
+			checkRebuilt(t, path, m, params)
 		}
 	})
+}
+
+// checkRebuilt substitutes a match's variables back into its route's path,
+// which must give the request path; every variable is one non-empty segment.
+func checkRebuilt(t *testing.T, path string, m *Route, params map[string]string) {
+	t.Helper()
+	rebuilt := m.Path
+	for k, v := range params {
+		if v == "" || strings.Contains(v, "/") {
+			t.Fatalf("param %s = %q from %q", k, v, path)
+		}
+		rebuilt = strings.Replace(rebuilt, ":"+k, v, 1)
+	}
+	if rebuilt != path {
+		t.Fatalf("Match(%q) = %s with %v; rebuilt %q", path, m.Path, params, rebuilt)
+	}
 }

@@ -1,6 +1,7 @@
 // Package bearer reads RFC 6750 bearer tokens from requests and writes the
 // errors that refuse them, so discovery and the installation API apply the
-// same rules: the token travels in the Authorization header and nowhere else.
+// same rules: the token travels in the Authorization header, or, for a
+// legacy app only, in the query string.
 package bearer
 
 import (
@@ -10,35 +11,78 @@ import (
 	"strings"
 )
 
-// Token returns the request's bearer token from the Authorization header,
-// the only place it is accepted. When there is none it returns "" and a
-// message that says why: a token in the query string is refused (RFC 6750
-// §2.3, RFC 9700 §4.3.2).
-func Token(r *http.Request) (token, problem string) {
-	if r.URL.Query().Has("access_token") {
-		// Refused even beside a header: RFC 6750 §2 allows one method per
-		// request, and a token in a URL ends up in logs.
-		return "", "access tokens are not accepted in the query string; send Authorization: Bearer <token>"
-	}
-	ah := r.Header.Get("Authorization")
-	scheme, tok, ok := strings.Cut(ah, " ")
-	if ah != "" && ok && strings.EqualFold(scheme, "Bearer") && strings.TrimSpace(tok) != "" {
-		return strings.TrimSpace(tok), ""
-	}
-	if ah != "" {
-		return "", "the Authorization header must be Bearer <token>"
-	}
-	return "", "an access token is required: send Authorization: Bearer <token>"
+// Problem is a request whose token could not be read, with the RFC 6750
+// §3.1 answer: 400 invalid_request for a malformed request, 401 without an
+// error code for one that carries no token at all (or only credentials of
+// another scheme).
+type Problem struct {
+	Status      int
+	Code        string
+	Description string
 }
 
-// MissingCode is the RFC 6750 error code for a request without a usable
-// token: none when it sent no credentials at all (§3.1), invalid_request when
-// it sent them the wrong way (in the query string, or another scheme).
-func MissingCode(r *http.Request) string {
-	if r.Header.Get("Authorization") == "" && !r.URL.Query().Has("access_token") {
-		return ""
+func malformed(desc string) *Problem {
+	return &Problem{Status: http.StatusBadRequest, Code: "invalid_request", Description: desc}
+}
+
+// Token returns the request's bearer token and whether it came in the
+// query string (access_token, RFC 6750 §2.3), which the caller accepts only
+// from a legacy app once it knows the token's app. A request that sends
+// the token both ways, or twice, or malformed, is a *Problem.
+func Token(r *http.Request) (token string, inQuery bool, p *Problem) {
+	ah := r.Header.Get("Authorization")
+	if qs, ok := r.URL.Query()["access_token"]; ok {
+		switch {
+		case ah != "":
+			// RFC 6750 §2: one method per request.
+			return "", false, malformed("send the access token once: in the Authorization header or the query string, not both")
+		case len(qs) > 1:
+			return "", false, malformed("access_token is given more than once")
+		case !validToken(qs[0]):
+			return "", false, malformed("access_token in the query string is empty or malformed")
+		}
+		return qs[0], true, nil
 	}
-	return "invalid_request"
+	if ah == "" {
+		return "", false, &Problem{Status: http.StatusUnauthorized, Description: "an access token is required: send Authorization: Bearer <token>"}
+	}
+	scheme, tok, _ := strings.Cut(ah, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		// Another scheme is no token at all (§3: no error code).
+		return "", false, &Problem{Status: http.StatusUnauthorized, Description: "the Authorization header must be Bearer <token>"}
+	}
+	tok = strings.TrimSpace(tok)
+	if !validToken(tok) {
+		return "", false, malformed("the Authorization header must be Bearer <token>, the token in base64 or base64url characters")
+	}
+	return tok, false, nil
+}
+
+// validToken checks the form of a token (b64token, RFC 6750 §2.1): the
+// characters of base64 and base64url, '=' only at the end.
+func validToken(s string) bool {
+	body := strings.TrimRight(s, "=")
+	if body == "" {
+		return false
+	}
+	for _, c := range body {
+		switch {
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		case c == '-', c == '.', c == '_', c == '~', c == '+', c == '/':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// QueryRefused is the Problem of a token in the query string of a request
+// whose app is not legacy.
+var QueryRefused = malformed("access tokens are not accepted in the query string; send Authorization: Bearer <token>")
+
+// Write answers the request with the problem.
+func (p *Problem) Write(w http.ResponseWriter) {
+	WriteError(w, p.Status, p.Code, p.Description)
 }
 
 // WriteError answers a request whose token failed (RFC 6750 §3) with a
@@ -52,6 +96,7 @@ func WriteError(w http.ResponseWriter, status int, code, desc string) {
 	w.Header().Set("WWW-Authenticate", challenge)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	body := map[string]string{"error": code, "error_description": desc}
 	if code == "" {

@@ -7,13 +7,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
 // Defaults for keys the config leaves out.
@@ -21,11 +25,13 @@ const (
 	DefaultListen          = "127.0.0.1:8080"
 	DefaultMetricsListen   = "127.0.0.1:9180"
 	DefaultDataDir         = "/var/lib/switchbridge"
-	DefaultTokenLifetime   = 90 * 24 * time.Hour
-	DefaultCodeLifetime    = 10 * time.Minute
-	MaxCodeLifetime        = 24 * time.Hour // the spec's limit
-	DefaultCommandTimeout  = 5 * time.Second
 	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultMaxConnections bounds the API's open connections: plenty for a
+	// household's clients, a few megabytes of memory at most.
+	DefaultMaxConnections = 256
+	// DefaultMemoryLimit is Go's soft memory limit for serve: a quarter of
+	// a 512 MB Pi, several times what the hub needs idle (about 20 MB).
+	DefaultMemoryLimit = 128 << 20
 )
 
 // Config is one switchbridge config file.
@@ -34,13 +40,35 @@ type Config struct {
 	DataDir   string     `yaml:"data_dir"`
 	OAuth     OAuth      `yaml:"oauth"`
 	Log       Log        `yaml:"log"`
-	MQTT      yaml.Node  `yaml:"mqtt"` // read by the mqtt driver
 	Demo      *Demo      `yaml:"demo"`
 	Locations []Location `yaml:"locations"`
+	// Platform makes the daemon a hub of another switchbridge; nil: it is
+	// its own platform.
+	Platform *Platform `yaml:"platform"`
+
+	// Sections holds every top-level key that is not one of the above, by
+	// name, as it was written: a driver's settings (mqtt:), which that
+	// driver decodes itself. The config does not know which names the
+	// drivers claim; drivers.Build reports a section no driver claims as an
+	// unknown key, so a typo is still an error.
+	Sections map[string]Section `yaml:"-"`
 
 	// File is the path the config was read from ("" when parsed from memory).
 	File string `yaml:"-"`
+	// TLSLine is the line of server.tls, for problems found with its files
+	// after the config is read (check-config).
+	TLSLine int `yaml:"-"`
 }
+
+// Section is one top-level key of the config kept raw.
+type Section struct {
+	Key   *yaml.Node // the key, for the line of a problem with the name
+	Value *yaml.Node // the value, as written
+}
+
+// Keys lists the config's own top-level keys, sorted: those that are not
+// a Section.
+func Keys() []string { return sortedKeys(yamlFields(reflect.TypeOf(Config{}))) }
 
 // Server is the HTTP side of the daemon.
 type Server struct {
@@ -51,7 +79,35 @@ type Server struct {
 	MetricsListen   string   `yaml:"metrics_listen"` // "off" disables the metrics listener
 	CommandTimeout  Duration `yaml:"command_timeout"`
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// TLS, when set, makes the hub serve HTTPS itself on listen.
+	TLS TLS `yaml:"tls"`
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For or
+	// Forwarded header is believed about who the client is. From any other
+	// peer those headers are ignored: anyone can send them.
+	TrustedProxies Prefixes `yaml:"trusted_proxies"`
+	// MaxConnections caps the API's open connections; past it a client
+	// gets 503 and its connection is closed.
+	MaxConnections int `yaml:"max_connections"`
+	// MemoryLimit is the Go runtime's soft memory limit
+	// (debug.SetMemoryLimit); GOMEMLIMIT in the environment wins.
+	MemoryLimit ByteSize `yaml:"memory_limit"`
+	// RateLimit caps the installation API's requests per installation;
+	// DefaultRateRequests per DefaultRatePer when left out.
+	RateLimit RateLimit `yaml:"rate_limit"`
 }
+
+// TLS is the certificate and key files the hub serves HTTPS with. They are
+// read again on SIGHUP and when they change (a renewal), so both may be
+// replaced while the hub runs.
+type TLS struct {
+	// CertFile holds the certificate, then any intermediates (certbot's
+	// fullchain.pem); KeyFile its private key (privkey.pem).
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+}
+
+// Enabled reports whether the config asks for TLS.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 
 // OAuth holds the lifetimes of what the authorization server issues.
 type OAuth struct {
@@ -83,11 +139,14 @@ type Location struct {
 // Switch is one switch's config: the keys every switch has, and Options, the
 // rest of its mapping, which its driver decodes.
 type Switch struct {
-	ID      string
-	Name    string
-	Driver  string
-	Options *yaml.Node // a mapping node with the driver's own keys
-	Line    int
+	ID     string
+	Name   string
+	Driver string
+	// MaxChanges caps how often the switch's device may be commanded; nil
+	// leaves it to the driver (a GPIO relay has a cap, other devices none).
+	MaxChanges *ChangeLimit
+	Options    *yaml.Node // a mapping node with the driver's own keys
+	Line       int
 }
 
 // UnmarshalYAML splits the common keys from the driver's own.
@@ -97,10 +156,17 @@ func (s *Switch) UnmarshalYAML(n *yaml.Node) error {
 	}
 	s.Line = n.Line
 	s.Options = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line, Column: n.Column}
+	var limitErr error
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		var dst *string
 		switch k.Value {
+		case "max_changes":
+			s.MaxChanges = new(ChangeLimit)
+			// Its problems are reported once the common keys are read:
+			// they are what the other checks need.
+			limitErr = s.MaxChanges.UnmarshalYAML(v)
+			continue
 		case "id":
 			dst = &s.ID
 		case "name":
@@ -116,7 +182,7 @@ func (s *Switch) UnmarshalYAML(n *yaml.Node) error {
 		}
 		*dst = v.Value
 	}
-	return nil
+	return limitErr
 }
 
 // Duration is a time.Duration written as "5s", "10m" or "2160h".
@@ -161,16 +227,32 @@ func Parse(data []byte, file string) (*Config, error) {
 	return cfg, nil
 }
 
-// LoadAll reads the config at path like Load, but returns what could be
-// decoded together with every problem found, so a checker can go on to
-// check the drivers' keys too. The config is nil only when the file could
-// not be read or is not YAML at all.
+// LoadForServe is Load plus the checks against this machine that serve
+// needs before it binds: every listen address's host resolves, to an
+// address of this machine. A reload uses Load: it keeps the listeners it
+// has, and a name server that is down must not refuse it.
+func LoadForServe(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading config: %w", err)
+	}
+	cfg, ps := check(data, path, true)
+	if err := ps.Err(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// LoadAll reads the config at path and checks it as LoadForServe does, but
+// returns what could be decoded together with every problem found, so a
+// checker can go on to check the drivers' keys too. The config is nil only
+// when the file could not be read or is not YAML at all.
 func LoadAll(path string) (*Config, *Problems, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading config: %w", err)
 	}
-	cfg, ps := Check(data, path)
+	cfg, ps := check(data, path, true)
 	return cfg, ps, nil
 }
 
@@ -178,6 +260,12 @@ func LoadAll(path string) (*Config, *Problems, error) {
 // them are found: unknown keys, wrong types and broken rules. The config is
 // nil only when the text is not YAML.
 func Check(data []byte, file string) (*Config, *Problems) {
+	return check(data, file, false)
+}
+
+// check is Check, with the checks against this machine (checkHost) when
+// host is set.
+func check(data []byte, file string, host bool) (*Config, *Problems) {
 	ps := &Problems{File: file}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
@@ -189,13 +277,52 @@ func Check(data []byte, file string) (*Config, *Problems) {
 		return nil, ps
 	}
 	cfg := &Config{File: file}
+	own := splitSections(cfg, &doc, ps)
 	// yaml.v3 decodes what it can around a value of the wrong type, so the
 	// rules below still see the rest of the file.
-	ps.Merge(DecodeStrict(&doc, cfg), 0)
+	ps.Merge(DecodeStrict(own, cfg), 0)
 	cfg.applyDefaults()
 	cfg.validate(ps, &doc)
+	if host {
+		cfg.checkHost(ps, &doc)
+	}
 	ps.Err() // sorts by line
 	return cfg, ps
+}
+
+// splitSections moves every top-level key that is not the config's own
+// into cfg.Sections and returns the document less those keys, for decoding.
+// A section given twice is reported the way yaml.v3 reports a duplicated key
+// of its own (it sees only the keys it decodes).
+func splitSections(cfg *Config, doc *yaml.Node, ps *Problems) *yaml.Node {
+	root := doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if root.Kind != yaml.MappingNode {
+		return doc // DecodeStrict reports the type
+	}
+	fields := yamlFields(reflect.TypeOf(Config{}))
+	own := *root
+	own.Content = nil
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		// "<<" merges a mapping into this one: yaml.v3 resolves it while
+		// decoding the config's own keys.
+		if _, ok := fields[k.Value]; ok || k.Value == "<<" || k.Kind != yaml.ScalarNode {
+			own.Content = append(own.Content, k, v)
+			continue
+		}
+		if prev, dup := cfg.Sections[k.Value]; dup {
+			ps.Add(k, "mapping key %q already defined at line %d", k.Value, prev.Key.Line)
+			continue
+		}
+		if cfg.Sections == nil {
+			cfg.Sections = map[string]Section{}
+		}
+		cfg.Sections[k.Value] = Section{Key: k, Value: v}
+	}
+	return &own
 }
 
 func (c *Config) applyDefaults() {
@@ -206,10 +333,19 @@ func (c *Config) applyDefaults() {
 		c.Server.MetricsListen = DefaultMetricsListen
 	}
 	if c.Server.CommandTimeout == 0 {
-		c.Server.CommandTimeout = Duration(DefaultCommandTimeout)
+		c.Server.CommandTimeout = Duration(bridge.DefaultCommandTimeout)
 	}
 	if c.Server.ShutdownTimeout == 0 {
 		c.Server.ShutdownTimeout = Duration(DefaultShutdownTimeout)
+	}
+	if c.Server.MaxConnections == 0 {
+		c.Server.MaxConnections = DefaultMaxConnections
+	}
+	if c.Server.MemoryLimit == 0 {
+		c.Server.MemoryLimit = DefaultMemoryLimit
+	}
+	if c.Server.RateLimit == (RateLimit{}) {
+		c.Server.RateLimit = RateLimit{Requests: DefaultRateRequests, Per: Duration(DefaultRatePer)}
 	}
 	c.Server.PublicURL = strings.TrimRight(c.Server.PublicURL, "/")
 	if c.DataDir == "" {
@@ -219,10 +355,10 @@ func (c *Config) applyDefaults() {
 		}
 	}
 	if c.OAuth.TokenLifetime == 0 {
-		c.OAuth.TokenLifetime = Duration(DefaultTokenLifetime)
+		c.OAuth.TokenLifetime = Duration(bridge.DefaultTokenLifetime)
 	}
 	if c.OAuth.CodeLifetime == 0 {
-		c.OAuth.CodeLifetime = Duration(DefaultCodeLifetime)
+		c.OAuth.CodeLifetime = Duration(bridge.DefaultCodeLifetime)
 	}
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
@@ -233,9 +369,9 @@ func (c *Config) applyDefaults() {
 }
 
 // AdvertisedURL is the address clients are told to use ({auth_url} and
-// base_url): public_url when set, else http:// and the listen address, with
-// an unspecified host (0.0.0.0, [::]) replaced by loopback, the only
-// address that is sure to reach it. boundAddr is the address actually bound
+// base_url): public_url when set, else http:// (https:// with server.tls)
+// and the listen address, with an unspecified host (0.0.0.0, [::]) replaced
+// by loopback, the only address that is sure to reach it. boundAddr is the address actually bound
 // (it differs from server.listen for port 0); "" means server.listen.
 func (c *Config) AdvertisedURL(boundAddr string) string {
 	if c.Server.PublicURL != "" {
@@ -244,14 +380,18 @@ func (c *Config) AdvertisedURL(boundAddr string) string {
 	if boundAddr == "" {
 		boundAddr = c.Server.Listen
 	}
+	scheme := "http://"
+	if c.Server.TLS.Enabled() {
+		scheme = "https://"
+	}
 	host, port, err := net.SplitHostPort(boundAddr)
 	if err != nil {
-		return "http://" + boundAddr
+		return scheme + boundAddr
 	}
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = "127.0.0.1"
 	}
-	return "http://" + net.JoinHostPort(host, port)
+	return scheme + net.JoinHostPort(host, port)
 }
 
 // SwitchIDPattern is what a switch id may look like: it appears in URLs,
@@ -260,12 +400,12 @@ var SwitchIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 	line := func(path ...string) *yaml.Node { return find(doc, path...) }
-	if _, _, err := net.SplitHostPort(c.Server.Listen); err != nil {
-		ps.Add(line("server", "listen"), "server.listen %q is not host:port", c.Server.Listen)
+	if err := CheckListenSyntax(c.Server.Listen); err != nil {
+		ps.Add(line("server", "listen"), "server.listen %q %v", c.Server.Listen, err)
 	}
 	if c.Server.MetricsListen != "off" {
-		if _, _, err := net.SplitHostPort(c.Server.MetricsListen); err != nil {
-			ps.Add(line("server", "metrics_listen"), "server.metrics_listen %q is not host:port (or off)", c.Server.MetricsListen)
+		if err := CheckListenSyntax(c.Server.MetricsListen); err != nil {
+			ps.Add(line("server", "metrics_listen"), "server.metrics_listen %q %v (or off)", c.Server.MetricsListen, err)
 		}
 	}
 	if c.Server.PublicURL != "" {
@@ -276,12 +416,28 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 			// The pages, cookies and redirects live at /oauth/ and /api/;
 			// a reverse proxy must map the hub at the root of a host.
 			ps.Add(line("server", "public_url"), "server.public_url %q must not have a path: serve the hub at the root of its host name", c.Server.PublicURL)
+		} else if c.Server.TLS.Enabled() && u.Scheme != "https" {
+			// The hub answers only TLS on listen: an http address would
+			// send clients to a port that cannot answer them.
+			ps.Add(line("server", "public_url"), "server.public_url %q must be https:// when server.tls is set", c.Server.PublicURL)
+		}
+	}
+	if n := line("server", "tls"); n != nil {
+		c.TLSLine = n.Line
+		if c.Server.TLS.CertFile == "" || c.Server.TLS.KeyFile == "" {
+			ps.Add(n, "server.tls needs both cert_file and key_file")
 		}
 	}
 	if c.Server.CommandTimeout < 0 || c.Server.ShutdownTimeout < 0 {
 		ps.Add(line("server"), "server timeouts must be positive")
 	}
-	if c.OAuth.CodeLifetime < 0 || c.OAuth.CodeLifetime.Std() > MaxCodeLifetime {
+	if c.Server.MaxConnections < 1 || c.Server.MaxConnections > MaxMaxConnections {
+		ps.Add(line("server", "max_connections"), "server.max_connections must be between 1 and %d, not %d", MaxMaxConnections, c.Server.MaxConnections)
+	}
+	if c.Server.MemoryLimit < MinMemoryLimit {
+		ps.Add(line("server", "memory_limit"), "server.memory_limit must be at least %s (or off), not %s", ByteSize(MinMemoryLimit), c.Server.MemoryLimit)
+	}
+	if c.OAuth.CodeLifetime < 0 || c.OAuth.CodeLifetime.Std() > bridge.MaxCodeLifetime {
 		ps.Add(line("oauth", "code_lifetime"), "oauth.code_lifetime must be between 1s and 24h (the spec's limit), not %s", c.OAuth.CodeLifetime.Std())
 	}
 	if c.OAuth.TokenLifetime < 0 {
@@ -298,9 +454,15 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 	if c.Demo != nil && (c.Demo.User == "" || c.Demo.Password == "") {
 		ps.Add(line("demo"), "demo needs user and password")
 	}
+	if c.Demo != nil && !loopbackListen(c.Server.Listen) {
+		// The demo user's password is in this file and usually "demo": a
+		// hub others can reach must not have it.
+		ps.Add(line("demo"), "demo is only for trying the hub on this machine, but server.listen %s is reachable from others: listen on 127.0.0.1 or remove demo", c.Server.Listen)
+	}
 	if len(c.Locations) == 0 {
 		ps.Add(line("locations"), "no locations: configure at least one location with its switches")
 	}
+	c.validatePlatform(ps, doc)
 	locIDs := map[int64]int{}
 	swIDs := map[string]int{}
 	locNodes := find(doc, "locations")
@@ -338,6 +500,88 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 			}
 		}
 	}
+}
+
+// loopbackListen reports whether a listen address is on loopback only. An
+// address that is not host:port counts as loopback here: it is reported
+// as malformed already.
+func loopbackListen(listen string) bool {
+	host, _, err := net.SplitHostPort(listen)
+	if err != nil {
+		return true
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// Prefixes is a list of IP networks, each written as CIDR (192.168.1.0/24)
+// or as one address (192.168.1.2, meaning /32 or /128). It keeps the
+// networks as their canonical text so that Server stays comparable: Reload
+// compares sections to tell which changed.
+type Prefixes struct{ text string }
+
+// UnmarshalYAML checks every entry and reports each bad one at its line.
+func (p *Prefixes) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.SequenceNode {
+		return typeError(n, "must be a list of addresses or CIDR networks, e.g. [127.0.0.1, 192.168.1.0/24]")
+	}
+	var parts, errs []string
+	for _, el := range n.Content {
+		pf, msg := parsePrefix(el)
+		if msg != "" {
+			errs = append(errs, fmt.Sprintf("line %d: %s", el.Line, msg))
+			continue
+		}
+		parts = append(parts, pf.String())
+	}
+	if len(errs) > 0 {
+		return &yaml.TypeError{Errors: errs}
+	}
+	p.text = strings.Join(parts, ",")
+	return nil
+}
+
+func parsePrefix(n *yaml.Node) (netip.Prefix, string) {
+	if n.Kind != yaml.ScalarNode {
+		return netip.Prefix{}, "a trusted proxy must be an address or a CIDR network"
+	}
+	v := strings.TrimSpace(n.Value)
+	if !strings.Contains(v, "/") {
+		a, err := netip.ParseAddr(v)
+		if err != nil || a.Zone() != "" {
+			return netip.Prefix{}, fmt.Sprintf("%q is not an IP address or CIDR network", n.Value)
+		}
+		a = a.Unmap()
+		return netip.PrefixFrom(a, a.BitLen()), ""
+	}
+	pf, err := netip.ParsePrefix(v)
+	if err != nil {
+		return netip.Prefix{}, fmt.Sprintf("%q is not an IP address or CIDR network", n.Value)
+	}
+	if pf != pf.Masked() {
+		// 10.0.0.1/8 is most likely a typo for one address or for 10.0.0.0/8;
+		// guessing which would trust the wrong peers.
+		return netip.Prefix{}, fmt.Sprintf("%q has bits set past its prefix length: write %s for the network or %s for one address", n.Value, pf.Masked(), pf.Addr())
+	}
+	if pf.Addr().Is4In6() && pf.Bits() >= 96 {
+		pf = netip.PrefixFrom(pf.Addr().Unmap(), pf.Bits()-96)
+	}
+	return pf, ""
+}
+
+// List returns the networks.
+func (p Prefixes) List() []netip.Prefix {
+	if p.text == "" {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, s := range strings.Split(p.text, ",") {
+		out = append(out, netip.MustParsePrefix(s))
+	}
+	return out
 }
 
 // Lookup returns the value node at path below n (a document or mapping

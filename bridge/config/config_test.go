@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/bridge/config/configtest"
 )
 
 // TestBadConfigs loads each testdata/*.bad.yaml and checks that every
@@ -24,6 +26,14 @@ func TestBadConfigs(t *testing.T) {
 		"duplicates.bad.yaml": {
 			`:6: locations[1]: id 1 is already used at line 2`,
 			`:9: locations[1].switches[0]: switch id "lamp" is already used at line 5`,
+		},
+		"limits.bad.yaml": {
+			`:2: server.max_connections must be between 1 and 65536, not -5`,
+			`:3: "lots" is not a size (examples: 128MiB, 1GiB, off)`,
+		},
+		"listen.bad.yaml": {
+			`:2: server.listen "127.0.0.1:99999" port 99999 is out of range (0 to 65535)`,
+			`:3: server.metrics_listen "localhost:" has no port (or off)`,
 		},
 		"syntax.bad.yaml": {`:2: did not find expected ',' or ']'`},
 		"empty.bad.yaml":  {`the config is empty`},
@@ -114,6 +124,9 @@ func TestDefaults(t *testing.T) {
 	if cfg.OAuth.CodeLifetime.Std() != 10*time.Minute || cfg.OAuth.TokenLifetime.Std() != 90*24*time.Hour {
 		t.Errorf("lifetimes = %s %s", cfg.OAuth.CodeLifetime.Std(), cfg.OAuth.TokenLifetime.Std())
 	}
+	if cfg.Server.MaxConnections != 256 || cfg.Server.MemoryLimit != 128<<20 {
+		t.Errorf("max_connections %d, memory_limit %s; want 256 and 128MiB", cfg.Server.MaxConnections, cfg.Server.MemoryLimit)
+	}
 	if cfg.Server.CommandTimeout.Std() != 5*time.Second {
 		t.Errorf("command_timeout = %s", cfg.Server.CommandTimeout.Std())
 	}
@@ -196,5 +209,225 @@ func TestPublicURLMustNotHaveAPath(t *testing.T) {
 		if (err == nil) != ok {
 			t.Errorf("public_url %s: %v", url, err)
 		}
+	}
+}
+
+// TestTLSKeys checks server.tls: both files are required, public_url must
+// then be https, and the advertised URL defaults to https://<listen>.
+func TestTLSKeys(t *testing.T) {
+	base := "locations:\n  - {id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}\n"
+	cfg, err := config.Parse([]byte("server:\n  listen: 0.0.0.0:8443\n  tls:\n    cert_file: /etc/ssl/hub.pem\n    key_file: /etc/ssl/hub.key\n"+base), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.AdvertisedURL(""); got != "https://127.0.0.1:8443" {
+		t.Errorf("advertised URL with tls and no public_url = %s, want https://127.0.0.1:8443", got)
+	}
+	if cfg.Server.TLS != (config.TLS{CertFile: "/etc/ssl/hub.pem", KeyFile: "/etc/ssl/hub.key"}) || cfg.TLSLine != 4 {
+		t.Errorf("tls = %+v at line %d", cfg.Server.TLS, cfg.TLSLine)
+	}
+	if cfg, err := config.Parse([]byte("server:\n  public_url: HTTPS://hub.example\n  tls: {cert_file: c, key_file: k}\n"+base), "x.yaml"); err != nil || cfg.AdvertisedURL("") != "HTTPS://hub.example" {
+		t.Errorf("https public_url in capitals refused: %v", err)
+	}
+	if cfg, err := config.Parse([]byte(base), "x.yaml"); err != nil || cfg.Server.TLS.Enabled() || cfg.TLSLine != 0 {
+		t.Errorf("no tls section: enabled %v, line %d, %v", cfg.Server.TLS.Enabled(), cfg.TLSLine, err)
+	}
+
+	for src, want := range map[string]string{
+		"server:\n  public_url: http://hub.local:8443\n  tls: {cert_file: c, key_file: k}\n": `x.yaml:2: server.public_url "http://hub.local:8443" must be https:// when server.tls is set`,
+		"server:\n  public_url: HTTP://hub.local\n  tls: {cert_file: c, key_file: k}\n":      `x.yaml:2: server.public_url "HTTP://hub.local" must be https://`,
+		"server:\n  tls:\n    cert_file: c\n":                                                `x.yaml:3: server.tls needs both cert_file and key_file`,
+		"server:\n  tls: {key_file: k}\n":                                                    `x.yaml:2: server.tls needs both cert_file and key_file`,
+		"server:\n  tls:\n":                                                                  `x.yaml:2: server.tls needs both cert_file and key_file`,
+		"server:\n  tls: {cert_file: c, key_file: k, ca_file: x}\n":                          `x.yaml:2: unknown key "ca_file" in server.tls`,
+	} {
+		_, err := config.Parse([]byte(src+base), "x.yaml")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want %q", src, err, want)
+		}
+	}
+}
+
+func TestTrustedProxies(t *testing.T) {
+	base := "locations:\n  - {id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}\n"
+	cfg, err := config.Parse([]byte("server:\n  trusted_proxies: [127.0.0.1, \"::1\", 192.168.1.0/24, \"2001:db8::/32\", \"::ffff:10.0.0.1\"]\n"+base), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range cfg.Server.TrustedProxies.List() {
+		got = append(got, p.String())
+	}
+	if want := "127.0.0.1/32 ::1/128 192.168.1.0/24 2001:db8::/32 10.0.0.1/32"; strings.Join(got, " ") != want {
+		t.Errorf("trusted_proxies = %v, want %s", got, want)
+	}
+	// The section stays comparable and equal for equal text: a reload
+	// does not warn about a server section that did not change.
+	again, _ := config.Parse([]byte("server:\n  trusted_proxies: [127.0.0.1, \"::1\", 192.168.1.0/24, \"2001:db8::/32\", \"::ffff:10.0.0.1\"]\n"+base), "y.yaml")
+	if again.Server != cfg.Server {
+		t.Error("equal trusted_proxies compare unequal")
+	}
+	if none, _ := config.Parse([]byte(base), "z.yaml"); len(none.Server.TrustedProxies.List()) != 0 {
+		t.Errorf("default trusted_proxies = %v, want none", none.Server.TrustedProxies.List())
+	}
+
+	_, err = config.Parse([]byte("server:\n  trusted_proxies:\n    - 10.0.0.1/8\n    - proxy.lan\n    - \"fe80::1%eth0\"\n    - 10.0.0.0/8\n"+base), "x.yaml")
+	if err == nil {
+		t.Fatal("bad trusted_proxies accepted")
+	}
+	for _, w := range []string{
+		`x.yaml:3: "10.0.0.1/8" has bits set past its prefix length: write 10.0.0.0/8 for the network or 10.0.0.1 for one address`,
+		`x.yaml:4: "proxy.lan" is not an IP address or CIDR network`,
+		`x.yaml:5: "fe80::1%eth0" is not an IP address or CIDR network`,
+	} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("missing %q in:\n%s", w, err)
+		}
+	}
+	if _, err := config.Parse([]byte("server:\n  trusted_proxies: 10.0.0.1\n"+base), "x.yaml"); err == nil || !strings.Contains(err.Error(), "x.yaml:2: must be a list") {
+		t.Errorf("a scalar trusted_proxies: %v", err)
+	}
+}
+
+// TestDemoOnlyOnLoopback: the demo user's password is in the config, so a
+// hub others can reach refuses to start with it.
+func TestDemoOnlyOnLoopback(t *testing.T) {
+	base := "demo:\n  user: demo\n  password: demo\nlocations:\n  - {id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}\n"
+	for listen, ok := range map[string]bool{
+		"127.0.0.1:8080":     true,
+		"127.0.0.2:8080":     true,
+		"[::1]:8080":         true,
+		"localhost:8080":     true,
+		"0.0.0.0:8080":       false,
+		":8080":              false,
+		"[::]:8080":          false,
+		"192.168.1.5:8080":   false,
+		"hub.example.org:80": false,
+	} {
+		_, err := config.Parse([]byte("server: {listen: \""+listen+"\"}\n"+base), "x.yaml")
+		if ok && err != nil {
+			t.Errorf("listen %s: %v", listen, err)
+		}
+		if !ok && (err == nil || !strings.Contains(err.Error(), "x.yaml:3: demo is only for trying the hub on this machine")) {
+			t.Errorf("listen %s with demo: %v, want a refusal at the demo line", listen, err)
+		}
+	}
+}
+
+// TestListenHostChecks checks that check-config (LoadAll) and serve
+// (LoadForServe) refuse listen addresses this machine cannot bind, each at
+// its line, while a reload (Load) does not look them up.
+func TestListenHostChecks(t *testing.T) {
+	configtest.UseHosts(t)
+	bad := "testdata/host/unresolvable.yaml"
+	want := []string{
+		bad + `:4: server.listen "no-such-host.invalid:8080": host "no-such-host.invalid" does not resolve`,
+		bad + `:5: server.metrics_listen "192.0.2.1:9180": 192.0.2.1 is not an address of this machine`,
+	}
+	_, ps, err := config.LoadAll(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, serr := config.LoadForServe(bad)
+	for name, err := range map[string]error{"LoadAll": ps.Err(), "LoadForServe": serr} {
+		if err == nil {
+			t.Errorf("%s accepted %s", name, bad)
+			continue
+		}
+		for _, w := range want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: missing %q in:\n%s", name, w, err)
+			}
+		}
+	}
+	if _, err := config.Load(bad); err != nil {
+		t.Errorf("Load (used by reload) looked up the listen addresses: %v", err)
+	}
+	good := "testdata/host/local.yaml"
+	if _, err := config.LoadForServe(good); err != nil {
+		t.Errorf("%s: %v", good, err)
+	}
+	if _, ps, _ := config.LoadAll(good); ps.Err() != nil {
+		t.Errorf("%s: %v", good, ps.Err())
+	}
+}
+
+func TestCheckListenSyntax(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:8080":  "",
+		"[::1]:0":         "",
+		":65535":          "",
+		"hub.local:1883":  "",
+		"127.0.0.1:65536": "port 65536 is out of range (0 to 65535)",
+		"127.0.0.1:-1":    `port "-1" is not a number`,
+		"127.0.0.1:http":  `port "http" is not a number`,
+		"127.0.0.1":       "is not host:port",
+		"127.0.0.1:":      "has no port",
+		"::1:80":          "is not host:port",
+	} {
+		err := config.CheckListenSyntax(addr)
+		if (err == nil) != (want == "") || (err != nil && err.Error() != want) {
+			t.Errorf("%s: %v, want %q", addr, err, want)
+		}
+	}
+}
+
+func TestServerLimits(t *testing.T) {
+	base := "locations:\n  - {id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}\n"
+	for src, want := range map[string]string{
+		"server: {max_connections: 10, memory_limit: 64MiB}": "10 64MiB",
+		"server: {memory_limit: off}":                        "256 off",
+		"server: {memory_limit: 1GiB}":                       "256 1GiB",
+		"server: {memory_limit: 100000000}":                  "256 100000000B",
+		"server: {memory_limit: 16MiB}":                      `x.yaml:1: server.memory_limit must be at least 32MiB (or off), not 16MiB`,
+		"server: {max_connections: 70000}":                   `x.yaml:1: server.max_connections must be between 1 and 65536, not 70000`,
+		"server: {memory_limit: 9999999999TiB}":              `x.yaml:1: "9999999999TiB" is not a size`,
+	} {
+		cfg, err := config.Parse([]byte(src+"\n"+base), "x.yaml")
+		got := ""
+		if err != nil {
+			got = err.Error()
+		} else {
+			got = fmt.Sprintf("%d %s", cfg.Server.MaxConnections, cfg.Server.MemoryLimit)
+		}
+		if !strings.HasPrefix(got, want) {
+			t.Errorf("%s: %s, want %s", src, got, want)
+		}
+	}
+}
+
+// Top-level keys that are not the config's own are kept raw, with their
+// lines, for the drivers (which decide whether one is theirs); the
+// config's own keys are decoded and checked as before, around them.
+func TestSectionsKeptRaw(t *testing.T) {
+	cfg, err := config.Parse([]byte(`relays:
+  board: hat
+server: {listen: 127.0.0.1:9}
+mqtt: {broker: embedded}
+locations:
+  - {id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}
+`), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Server.Listen != "127.0.0.1:9" {
+		t.Errorf("server.listen = %q", cfg.Server.Listen)
+	}
+	if len(cfg.Sections) != 2 {
+		t.Errorf("sections = %v, want relays and mqtt", cfg.Sections)
+	}
+	r := cfg.Sections["relays"]
+	if r.Key == nil || r.Key.Line != 1 || r.Value.Line != 2 || config.Lookup(r.Value, "board").Value != "hat" {
+		t.Errorf("relays = %+v, want key at line 1, its mapping at line 2", r)
+	}
+	if m := cfg.Sections["mqtt"]; m.Key == nil || m.Key.Line != 4 || config.Lookup(m.Value, "broker").Value != "embedded" {
+		t.Errorf("mqtt = %+v", m)
+	}
+	if got := strings.Join(config.Keys(), ","); got != "data_dir,demo,locations,log,oauth,platform,server" {
+		t.Errorf("Keys() = %s", got)
+	}
+	// A misspelt key of the config's own is still the config's to report.
+	if _, err := config.Parse([]byte("server: {lissen: x}\nlocations: [{id: 1, name: H}]\n"), "x.yaml"); err == nil || !strings.Contains(err.Error(), `unknown key "lissen" in server`) {
+		t.Errorf("nested unknown key: %v", err)
 	}
 }

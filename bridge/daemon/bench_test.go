@@ -12,8 +12,19 @@ import (
 // virtual switch that confirms at once, called by a bare HTTP/1.1 client
 // (client=bare) and by Go's net/http client (client=net-http). The MQTT
 // benchmarks add a device round trip on top of this.
+//
+//	go test -run '^$' -bench PUTVirtual -benchtime 3s -count 5 ./bridge/daemon/
+//
+// On the 2-vCPU AMD EPYC VM of BenchmarkFanout (drivers/mqtt) it was about
+// 100 µs with the bare client and 120–135 µs with net/http's, where a
+// net/http server answering 204 from an empty handler takes about 65 µs:
+// some 35 µs are the hub's own (routing, the bearer check, cached for 2 s,
+// the fan-out, metrics, and the journal write that makes the new value
+// durable before the 204).
 func BenchmarkPUTVirtual(b *testing.B) {
-	h := daemontest.Start(b, hubConfig)
+	// Thousands of commands a second from one installation: the rate
+	// limit would answer most of them 429.
+	h := daemontest.StartWithServer(b, "  rate_limit: off\n", hubConfig)
 	alice := h.AddUser(b, "alice", "alice-pw", 1)
 	app := h.AddApp(b, alice, true, redirect)
 	g := h.Authorize(b, app, "alice", "alice-pw", 1, "kitchen")

@@ -11,6 +11,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"path/filepath"
+	"runtime/debug"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,8 +23,10 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/api"
+	"github.com/switchbridge/switchbridge/bridge/certs"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/democlient"
+	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/metrics"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
@@ -36,16 +43,22 @@ type Daemon struct {
 	Metrics *metrics.Metrics
 	// DemoURL is the demo client's public URL, "" when the config has no demo.
 	DemoURL string
+	// Link is the hub's link to its platform, nil unless the config has
+	// platform:; Platform serves the hubs' links, nil on a hub.
+	Link     *link.Hub
+	Platform *link.Platform
 
 	logger    *slog.Logger
 	reg       drivers.Registry
 	env       drivers.Env
 	drivers   *drivers.Set
-	states    *stateWriter
+	states    *store.ValueWriter
+	usage     *store.UsageWriter
 	ln        net.Listener
 	server    *http.Server
 	handler   http.Handler
 	publicURL string
+	certs     *certs.Loader // nil without server.tls
 
 	metricsLn     net.Listener
 	metricsServer *http.Server
@@ -66,8 +79,17 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	defer func() {
 		if err != nil {
 			d.Close()
+			// Whatever step met a full disk (the store, its migrations, the
+			// journal, the demo's user), the operator reads it plainly.
+			err = store.ExplainDiskFull(err, cfg.DataDir)
 		}
 	}()
+	if cfg.Server.TLS.Enabled() {
+		d.certs, err = certs.New(cfg.Server.TLS.CertFile, cfg.Server.TLS.KeyFile, logger.With("component", "tls"))
+		if err != nil {
+			return nil, fmt.Errorf("server.tls: %w", err)
+		}
+	}
 	d.Store, err = store.Open(ctx, cfg.DataDir)
 	if err != nil {
 		return nil, err
@@ -78,40 +100,47 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	}
 	// Values a killed daemon journaled but had not yet written to the
 	// database come first.
-	if n, err := journal.Replay(d.Store); err != nil {
+	rep, err := journal.Replay(d.Store)
+	if err != nil {
 		journal.Close()
 		return nil, fmt.Errorf("replaying the value journal: %w", err)
-	} else if n > 0 {
-		logger.Info("recovered switch values from the journal", "values", n)
 	}
+	logReplay(logger, filepath.Join(cfg.DataDir, store.JournalName), rep)
 	last, err := d.Store.SwitchValues(ctx)
 	if err != nil {
 		journal.Close()
 		return nil, fmt.Errorf("reading stored switch values: %w", err)
 	}
-	d.states = newStateWriter(d.Store, journal, logger)
+	d.states = store.NewValueWriter(d.Store, journal, logger)
 	d.Metrics = metrics.New(metrics.Options{Installations: d.Store.CountInstallations, Logger: logger.With("component", "metrics")})
 	env := drivers.Env{
-		MQTT:   d.Metrics,
-		Logger: logger,
+		Metrics: d.Metrics.Registry(),
+		Logger:  logger,
 		LastValue: func(id string) (bridge.Value, bool) {
-			if v, ok := d.states.value(id); ok {
+			if v, ok := d.states.Value(id); ok {
 				return v, true // reported since start-up
 			}
 			v, ok := last[id]
 			return v, ok
 		},
-		Notify: d.states.notify,
+		Notify: d.states.Notify,
 	}
 	d.env = env
 	d.drivers, err = drivers.Build(cfg, reg, env)
 	if err != nil {
 		return nil, err
 	}
-	d.ln, err = net.Listen("tcp", cfg.Server.Listen)
+	// A driver's own listener (the embedded broker) is checked against
+	// this machine as server.listen is, before anything binds.
+	if err := d.drivers.CheckListens(cfg.File); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("server.listen %s: %w", cfg.Server.Listen, err)
 	}
+	limited := newLimitListener(ln, cfg.Server.MaxConnections, logger)
+	d.ln = limited
 	if cfg.Server.MetricsListen != "off" {
 		d.metricsLn, err = net.Listen("tcp", cfg.Server.MetricsListen)
 		if err != nil {
@@ -122,29 +151,54 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	if cfg.Server.PublicURL == "" && !isLoopback(d.ln.Addr()) {
 		logger.Warn("server.public_url is not set: clients are told to use " + d.publicURL + ", which reaches the hub only from this machine")
 	}
+	if u, err := url.Parse(d.publicURL); err == nil && u.Scheme == "https" && !cfg.Server.TLS.Enabled() && !isLoopback(d.ln.Addr()) {
+		// The https is a reverse proxy's; this listener speaks plain HTTP
+		// to anyone who reaches it, around the proxy.
+		logger.Warn("server.public_url is https but server.listen is not loopback: clients on the network can bypass the proxy "+
+			"and send passwords and tokens in plain HTTP; listen on 127.0.0.1 behind the proxy", "listen", d.ln.Addr().String())
+	}
 	switches, err := d.drivers.Open(ctx)
 	if err != nil {
 		return nil, err
 	}
-	d.Hub, err = bridge.NewHub(locations(cfg), switches)
+	d.Hub, err = bridge.NewHub(cfg.BridgeLocations(), switches)
 	if err != nil {
 		return nil, err
 	}
 	d.Hub.Timeout = cfg.Server.CommandTimeout.Std()
-	d.Hub.Sync = d.states.sync
+	d.Hub.Persist = d.states.Persist
 	d.Hub.Observe = d.Metrics.ObserveCommand
 	d.Metrics.WatchSwitches(d.Hub)
+	limited.onOpen, limited.onClose, limited.onReject = d.Metrics.ConnOpened, d.Metrics.ConnClosed, d.Metrics.ConnRejected
 
 	d.OAuth = oauth.New(d.Store, d.Hub, logger.With("component", "oauth"))
 	d.OAuth.PublicURL = d.publicURL
-	d.OAuth.TokenLifetime = cfg.OAuth.TokenLifetime.Std()
-	d.OAuth.CodeLifetime = cfg.OAuth.CodeLifetime.Std()
+	d.OAuth.TrustedProxies = cfg.Server.TrustedProxies.List()
+	d.OAuth.Issuer.TokenLifetime = cfg.OAuth.TokenLifetime.Std()
+	d.OAuth.Issuer.CodeLifetime = cfg.OAuth.CodeLifetime.Std()
 	d.OAuth.Observe = d.Metrics.ObserveOAuth
+	// When each installation was last used, for the connected apps page,
+	// written behind the requests.
+	d.usage = store.NewUsageWriter(d.Store, logger.With("component", "usage"))
+	d.OAuth.Used = d.usage.Touch
 	d.API = api.New(d.Hub, d.OAuth, logger.With("component", "api"))
-	d.API.TokenFailed = d.Metrics.APITokenFailed
-
 	mux := http.NewServeMux()
-	d.OAuth.Register(mux)
+	if cfg.Platform != nil {
+		if err := d.setUpHub(mux); err != nil {
+			return nil, err
+		}
+	} else {
+		d.OAuth.Register(mux)
+		d.setUpPlatform(mux)
+	}
+	d.API.TokenFailed = d.Metrics.APITokenFailed
+	switch rl := cfg.Server.RateLimit; {
+	case rl.Off:
+		d.API.RateLimit = api.RateLimit{}
+	case rl.Requests > 0:
+		d.API.RateLimit = api.RateLimit{Requests: rl.Requests, Per: rl.Per.Std()}
+	}
+
 	d.API.Register(mux)
 	if cfg.Demo != nil {
 		if err := d.setUpDemo(ctx, mux); err != nil {
@@ -154,7 +208,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	mux.HandleFunc("GET /{$}", d.handleRoot)
 	// Instrument wraps the mux itself: it reads the matched route pattern
 	// from the request the mux was given.
-	d.handler = d.Metrics.Instrument(mux)
+	d.handler = refuseTransferEncoding(d.Metrics.Instrument(mux))
 
 	d.server = &http.Server{
 		Handler: d.handler,
@@ -169,6 +223,10 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		// Headers hold a bearer token and a few cookies at most.
 		MaxHeaderBytes: 16 << 10,
 		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if d.certs != nil {
+		d.server.TLSConfig = d.certs.TLSConfig()
+		limited.tls = d.certs.TLSConfig()
 	}
 
 	if d.metricsLn != nil {
@@ -192,23 +250,40 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		defer d.bg.Done()
 		d.prune(bgCtx)
 	}()
+	d.bg.Go(func() { d.runLink(bgCtx) })
 	return d, nil
 }
 
-func locations(cfg *config.Config) []bridge.Location {
-	var locs []bridge.Location
-	for _, l := range cfg.Locations {
-		bl := bridge.Location{ID: l.ID, Name: l.Name}
-		for _, s := range l.Switches {
-			bl.Switches = append(bl.Switches, s.ID)
-		}
-		locs = append(locs, bl)
+// logReplay says what the journal replay did, so that no value the
+// journal held is lost without a line in the log.
+func logReplay(logger *slog.Logger, path string, rep *store.JournalReport) {
+	if rep.Replayed > 0 {
+		logger.Info("recovered switch values from the journal", "values", rep.Replayed)
 	}
-	return locs
+	if rep.Folded > 0 {
+		logger.Info("value journal: values already stored (stopped between storing and emptying the journal); not replayed", "values", rep.Folded)
+	}
+	if rep.Unreadable > 0 {
+		offs := make([]string, len(rep.UnreadableAt))
+		for i, o := range rep.UnreadableAt {
+			offs[i] = strconv.FormatInt(o, 10)
+		}
+		logger.Warn("value journal: unreadable lines skipped; the switches they were for come back with their value from before them",
+			"file", path, "lines", rep.Unreadable, "offsets", strings.Join(offs, ","))
+	}
+	if rep.TornBytes > 0 {
+		logger.Warn("value journal: cut a torn last line (a write cut short: its command was never acknowledged)",
+			"file", path, "offset", rep.TornAt, "bytes", rep.TornBytes)
+	}
+	for _, o := range rep.Overridden {
+		logger.Warn("value journal: a journaled value replaces a stored value with a later time stamp; the journal's order wins (the clock stepped back)",
+			"switch", o.SwitchID, "value", string(o.Journaled), "at", o.JournaledAt.UTC().Format(time.RFC3339Nano),
+			"stored_value", string(o.Stored), "stored_at", o.StoredAt.UTC().Format(time.RFC3339Nano))
+	}
 }
 
-// Reload applies the locations, switches and driver settings (mqtt) of a
-// new config without stopping the HTTP servers: commands in flight finish;
+// Reload applies the locations, switches and driver settings (the
+// drivers' sections) of a new config without stopping the HTTP servers: commands in flight finish;
 // a driver whose settings and switches did not change keeps running as it
 // is (its GPIO lines stay claimed, its broker connection up); the others
 // are closed and opened anew; then the hub switches tables. If the
@@ -221,6 +296,7 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 		"data_dir": cfg.DataDir != d.Config.DataDir,
 		"oauth":    cfg.OAuth != d.Config.OAuth,
 		"log":      cfg.Log != d.Config.Log,
+		"platform": (cfg.Platform == nil) != (d.Config.Platform == nil) || (cfg.Platform != nil && *cfg.Platform != *d.Config.Platform),
 		"demo":     (cfg.Demo == nil) != (d.Config.Demo == nil) || (cfg.Demo != nil && *cfg.Demo != *d.Config.Demo),
 	} {
 		if changed {
@@ -237,7 +313,7 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 		kept := next.KeepUnchanged(d.drivers)
 		switches, err := next.OpenReplacing(ctx, d.drivers)
 		if err == nil {
-			err = d.Hub.Replace(locations(cfg), switches)
+			err = d.Hub.Replace(cfg.BridgeLocations(), switches)
 			if err != nil {
 				next.Close()
 			}
@@ -249,11 +325,14 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 			// on closed devices.
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			defer cancel()
-			old, berr := drivers.Build(d.Config, d.reg, env)
+			// The running drivers' own config: its sections are the
+			// settings they run with, whichever reload brought them.
+			prev := d.drivers.Config()
+			old, berr := drivers.Build(prev, d.reg, env)
 			if berr == nil {
 				sws, oerr := old.Open(rctx)
 				if oerr == nil {
-					rerr := d.Hub.Replace(locations(d.Config), sws)
+					rerr := d.Hub.Replace(prev.BridgeLocations(), sws)
 					if rerr == nil {
 						d.drivers = old
 						return fmt.Errorf("reload failed, kept the previous switches: %w", err)
@@ -265,18 +344,48 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 			}
 			// Neither config opens: no switch is served (commands answer
 			// 404 naming them) rather than commands reaching closed devices.
-			d.Hub.Replace(locations(d.Config), nil)
-			d.drivers = old
-			if d.drivers == nil {
-				d.drivers, _ = drivers.Build(&config.Config{File: d.Config.File}, d.reg, env)
-			}
+			// d.drivers stays the previous set, all closed, so the next
+			// reload that fails rolls back to the same config again.
+			d.Hub.Replace(prev.BridgeLocations(), nil)
 			return fmt.Errorf("reload failed and the previous switches could not be reopened (%v): %w", berr, err)
 		}
 		d.drivers = next
 		d.Config.Locations = cfg.Locations
-		d.Config.MQTT = cfg.MQTT
+		d.Config.Sections = cfg.Sections
+		if d.Link != nil {
+			d.Link.InventoryChanged()
+		}
 		d.logger.Info("reloaded switches and locations", "switches", len(switches), "locations", len(cfg.Locations), "drivers_kept", kept)
 		return nil
+	})
+}
+
+// ReloadCertificates reads server.tls's files again (SIGHUP); new
+// connections get the new certificate, established ones keep theirs. When
+// the files do not load, the previous certificate stays in service and the
+// error says why. Without server.tls it does nothing.
+func (d *Daemon) ReloadCertificates() error {
+	if d.certs == nil {
+		return nil
+	}
+	return d.certs.Reload()
+}
+
+// refuseTransferEncoding answers 400 to a request with a Transfer-Encoding
+// and closes its connection. net/http accepts Content-Length together with
+// Transfer-Encoding (the chunked body wins), which a proxy in front may
+// read the other way: the request smuggling RFC 9112 §6.1 says to treat as
+// an error. Go drops the Content-Length before a handler can see both, so
+// every transfer-coded request is refused: the hub's requests are small
+// forms and bodiless calls, which every client sends with a Content-Length.
+func refuseTransferEncoding(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if len(r.TransferEncoding) > 0 {
+			w.Header().Set("Connection", "close")
+			http.Error(w, "Transfer-Encoding is not accepted: send the body with a Content-Length", http.StatusBadRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -314,11 +423,17 @@ func (d *Daemon) Healthy(ctx context.Context) error {
 // timeout, and returns. It returns a non-nil error only when serving failed.
 func (d *Daemon) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
-	go func() { errc <- d.server.Serve(d.ln) }()
+	if d.server.TLSConfig != nil {
+		// The certificate comes from TLSConfig.GetCertificate, not files.
+		go func() { errc <- d.server.ServeTLS(d.ln, "", "") }()
+	} else {
+		go func() { errc <- d.server.Serve(d.ln) }()
+	}
 	merrc := make(chan error, 1)
 	if d.metricsServer != nil {
 		go func() { merrc <- d.metricsServer.Serve(d.metricsLn) }()
 	}
+	go settle(ctx)
 	select {
 	case err := <-errc:
 		if d.metricsServer != nil {
@@ -348,6 +463,27 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	return nil
 }
 
+// settleAfter is how long after it starts serving the hub hands back the
+// memory its start-up used: by then the drivers have connected and the
+// devices' first reports are in.
+const settleAfter = time.Second
+
+// settle returns the heap that start-up (the config, the migrations, the
+// drivers' first reports) left behind to the system, once: the runtime
+// would keep most of it for minutes, and on a Pi Zero's 512 MB an idle hub
+// should hold only what it uses. About 3 MB of the idle RSS with 100
+// switches (BenchmarkFootprint); the collection it forces takes a
+// millisecond or two, after READY=1.
+func settle(ctx context.Context) {
+	t := time.NewTimer(settleAfter)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		debug.FreeOSMemory()
+	case <-ctx.Done():
+	}
+}
+
 // Close releases everything: drivers, pending state writes, the store.
 func (d *Daemon) Close() error {
 	var errs []error
@@ -367,8 +503,10 @@ func (d *Daemon) Close() error {
 		errs = append(errs, d.drivers.Close())
 	}
 	if d.states != nil {
-		d.states.close()
-		errs = append(errs, d.states.journal.Close())
+		errs = append(errs, d.states.Close())
+	}
+	if d.usage != nil {
+		errs = append(errs, d.usage.Close())
 	}
 	if d.Store != nil {
 		errs = append(errs, d.Store.Close())
@@ -383,6 +521,7 @@ func (d *Daemon) prune(ctx context.Context) {
 		if err := d.Store.Prune(ctx, time.Now()); err != nil && ctx.Err() == nil {
 			d.logger.Warn("pruning expired codes and tokens", "err", err)
 		}
+		d.pruneLinks(ctx, time.Now())
 		select {
 		case <-ctx.Done():
 			return
@@ -456,199 +595,4 @@ func (d *Daemon) setUpDemo(ctx context.Context, mux *http.ServeMux) error {
 	c.Register(mux)
 	d.DemoURL = d.publicURL + "/demo/"
 	return nil
-}
-
-// stateWriter stores the values drivers report without making them wait on
-// the disk: the latest value per switch is queued and written to the
-// database in batches by one goroutine. A command, which must not be
-// answered before its values are durable, appends them to the value
-// journal instead (one write); each batch written to the database empties
-// the journal again.
-type stateWriter struct {
-	db      valueSaver
-	journal *store.Journal
-	logger  *slog.Logger
-
-	// wmu serialises journal appends and database flushes, so a flush
-	// knows everything journaled before it is in its batch.
-	wmu       sync.Mutex
-	journaled map[string]bridge.Value // queued values already in the journal; under wmu
-
-	mu   sync.Mutex
-	last map[string]bridge.Value
-	// at is when each switch's last value was learnt, by this process's
-	// clock (with its monotonic reading, so a wall-clock step cannot reorder
-	// reports): a value learnt earlier, such as a command's confirmation
-	// stored after the device already reported a newer change, is dropped.
-	at     map[string]time.Time
-	queue  map[string]bridge.State // reported, not yet in the database
-	closed bool
-	wake   chan struct{}
-	stop   chan struct{} // closed by close: no more waiting to coalesce
-	done   chan struct{}
-}
-
-// valueSaver is the part of the store the writer needs.
-type valueSaver interface {
-	SaveSwitchValues(ctx context.Context, vs []store.SwitchValue) error
-}
-
-func newStateWriter(db valueSaver, journal *store.Journal, logger *slog.Logger) *stateWriter {
-	w := &stateWriter{db: db, journal: journal, logger: logger, journaled: map[string]bridge.Value{},
-		last: map[string]bridge.Value{}, at: map[string]time.Time{}, queue: map[string]bridge.State{},
-		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	go w.run()
-	return w
-}
-
-// notify takes in a state a driver reports. Only a value the driver learnt,
-// which comes with its time (drivers.Env.Notify), is stored: a state with a
-// zero Updated only passes on availability, and its value is the one
-// LastValue gave the driver, which must not overwrite anything newer.
-func (w *stateWriter) notify(id string, st bridge.State) {
-	if st.Value == "" || st.Updated.IsZero() {
-		return
-	}
-	w.mu.Lock()
-	if w.closed || st.Updated.Before(w.at[id]) {
-		w.mu.Unlock()
-		return
-	}
-	w.at[id] = st.Updated
-	if w.last[id] == st.Value {
-		w.mu.Unlock()
-		return
-	}
-	w.last[id] = st.Value
-	w.queue[id] = st
-	// Under the lock, so close cannot shut the channel between check and send.
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-	w.mu.Unlock()
-}
-
-// coalesce is how long reported values gather before the background
-// writer stores them: plugs that report every few seconds cost one SD-card
-// write per window, not one per message.
-const coalesce = 500 * time.Millisecond
-
-func (w *stateWriter) run() {
-	defer close(w.done)
-	for range w.wake {
-		t := time.NewTimer(coalesce)
-		select {
-		case <-t.C:
-		case <-w.stop:
-			t.Stop()
-		}
-		w.flush()
-	}
-	w.flush()
-}
-
-// value is the last value reported for a switch since start-up.
-func (w *stateWriter) value(id string) (bridge.Value, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	v, ok := w.last[id]
-	return v, ok
-}
-
-func toValue(id string, st bridge.State) store.SwitchValue {
-	at := st.Updated
-	if at.IsZero() {
-		at = time.Now()
-	}
-	return store.SwitchValue{SwitchID: id, Value: st.Value, At: at}
-}
-
-// sync records that a command left switches at v (each as of its
-// confirmation) and makes every value reported so far durable before it
-// returns: it appends those not yet journaled to the journal. Should the
-// journal fail, it writes the database instead; only when both fail does
-// it return an error, and the command is not answered as a success.
-func (w *stateWriter) sync(v bridge.Value, confirmedAt map[string]time.Time) error {
-	for id, at := range confirmedAt {
-		w.notify(id, bridge.State{Value: v, Available: true, Updated: at})
-	}
-	w.wmu.Lock()
-	defer w.wmu.Unlock()
-	w.mu.Lock()
-	var batch []store.SwitchValue
-	for id, st := range w.queue {
-		if w.journaled[id] != st.Value {
-			batch = append(batch, toValue(id, st))
-		}
-	}
-	w.mu.Unlock()
-	if len(batch) == 0 {
-		return nil
-	}
-	if err := w.journal.Append(batch); err != nil {
-		w.logger.Warn("value journal: writing the database instead", "err", err)
-		if ferr := w.flushLocked(); ferr != nil {
-			return errors.Join(err, ferr)
-		}
-		return nil
-	}
-	for _, v := range batch {
-		w.journaled[v.SwitchID] = v.Value
-	}
-	return nil
-}
-
-func (w *stateWriter) flush() {
-	w.wmu.Lock()
-	defer w.wmu.Unlock()
-	w.flushLocked()
-}
-
-func (w *stateWriter) flushLocked() error {
-	w.mu.Lock()
-	q := w.queue
-	w.queue = map[string]bridge.State{}
-	w.mu.Unlock()
-	if len(q) == 0 {
-		return nil
-	}
-	batch := make([]store.SwitchValue, 0, len(q))
-	for id, st := range q {
-		batch = append(batch, toValue(id, st))
-	}
-	if err := w.db.SaveSwitchValues(context.Background(), batch); err != nil {
-		w.logger.Warn("storing switch values; will retry", "switches", len(batch), "err", err)
-		// Put back what no newer report replaced; the journal keeps what it has.
-		w.mu.Lock()
-		for id, st := range q {
-			if _, newer := w.queue[id]; !newer {
-				w.queue[id] = st
-			}
-		}
-		if !w.closed {
-			select { // try again after the next coalescing window
-			case w.wake <- struct{}{}:
-			default:
-			}
-		}
-		w.mu.Unlock()
-		return err
-	}
-	// Everything journaled so far was in the queue this batch took (or was
-	// replaced by a newer value in it), so the journal is no longer needed.
-	if err := w.journal.Compact(); err != nil {
-		w.logger.Warn("value journal: compacting", "err", err)
-	}
-	clear(w.journaled)
-	return nil
-}
-
-func (w *stateWriter) close() {
-	w.mu.Lock()
-	w.closed = true
-	w.mu.Unlock()
-	close(w.stop)
-	close(w.wake)
-	<-w.done
 }

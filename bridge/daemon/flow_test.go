@@ -15,6 +15,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
@@ -39,7 +40,7 @@ locations:
 `
 
 type fixture struct {
-	hub   *daemontest.Hub
+	hub   *daemontest.Harness
 	alice *bridge.User
 	bob   *bridge.User
 	app   daemontest.App
@@ -162,6 +163,44 @@ func TestWholeFlow(t *testing.T) {
 	}
 }
 
+// TestGetOneSwitch covers GET /switches/:id, the row beside PUT
+// /switches/:command: one selected switch as {name, value}, 404 for a switch
+// the installation was not granted (even one the hub has) or does not exist.
+func TestGetOneSwitch(t *testing.T) {
+	f := newFixture(t)
+	h := f.hub
+	g := h.Authorize(t, f.app, "alice", "alice-pw", 1, "kitchen", "hall")
+
+	p := h.Call(t, http.MethodGet, g.URI+"/switches/hall", g.Token.AccessToken)
+	if p.StatusCode != http.StatusOK || p.Body != `{"name":"Hall lamp","value":"on"}`+"\n" {
+		t.Fatalf("GET /switches/hall = %d %q", p.StatusCode, p.Body)
+	}
+	if p.Header.Get("Content-Type") != "application/json" {
+		t.Errorf("Content-Type = %q", p.Header.Get("Content-Type"))
+	}
+	if p := h.Command(t, g, "off"); p.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT off = %d %s", p.StatusCode, p.Body)
+	}
+	if p := h.Call(t, http.MethodGet, g.URI+"/switches/hall", g.Token.AccessToken); !strings.Contains(p.Body, `"value":"off"`) {
+		t.Errorf("after off, GET /switches/hall = %d %s", p.StatusCode, p.Body)
+	}
+	for _, id := range []string{"garage-light", "no-such-switch", "on"} {
+		p := h.Call(t, http.MethodGet, g.URI+"/switches/"+id, g.Token.AccessToken)
+		if p.StatusCode != http.StatusNotFound {
+			t.Errorf("GET /switches/%s = %d %s, want 404", id, p.StatusCode, p.Body)
+		}
+		assertErrorBody(t, p, http.StatusNotFound)
+		if strings.Contains(p.Body, "Garage") {
+			t.Errorf("404 for %s leaks a switch the installation may not see: %s", id, p.Body)
+		}
+	}
+	// The command row still answers PUT, and other methods get 405 naming both.
+	p = h.Call(t, http.MethodDelete, g.URI+"/switches/hall", g.Token.AccessToken)
+	if p.StatusCode != http.StatusMethodNotAllowed || p.Header.Get("Allow") != "GET, HEAD, PUT" {
+		t.Errorf("DELETE /switches/hall = %d Allow=%q", p.StatusCode, p.Header.Get("Allow"))
+	}
+}
+
 func assertErrorBody(t *testing.T, p *daemontest.Page, status int) {
 	t.Helper()
 	var body struct {
@@ -178,7 +217,7 @@ func assertErrorBody(t *testing.T, p *daemontest.Page, status int) {
 	}
 }
 
-func mustSwitch(t *testing.T, h *daemontest.Hub, id string) *bridge.Switch {
+func mustSwitch(t *testing.T, h *daemontest.Harness, id string) *bridge.Switch {
 	t.Helper()
 	s, ok := h.Hub.Switch(id)
 	if !ok {
@@ -515,7 +554,7 @@ func TestCodeIsSingleUseAndReplayRevokes(t *testing.T) {
 	}
 }
 
-func authorizeCode(t *testing.T, h *daemontest.Hub, cfg *oauth2.Config, user, pw string, loc int64, switches ...string) string {
+func authorizeCode(t *testing.T, h *daemontest.Harness, cfg *oauth2.Config, user, pw string, loc int64, switches ...string) string {
 	t.Helper()
 	authURL := cfg.AuthCodeURL("s")
 	b := h.NewBrowser()
@@ -687,7 +726,8 @@ func TestTokenEndpointRules(t *testing.T) {
 		{"wrong Basic secret", good, f.app.ClientID, "nope", 401, "invalid_client"},
 		{"unknown client", good, "who", "nope", 401, "invalid_client"},
 		{"no client auth", good, "", "", 401, "invalid_client"},
-		{"two auth methods", with(good, "client_secret", f.app.Secret), f.app.ClientID, f.app.Secret, 400, "invalid_request"},
+		{"Basic and a different form secret", with(good, "client_secret", "other"), f.app.ClientID, f.app.Secret, 400, "invalid_request"},
+		{"Basic and a different form client", with(with(good, "client_id", "other"), "client_secret", f.app.Secret), f.app.ClientID, f.app.Secret, 400, "invalid_request"},
 		{"other grant type", with(good, "grant_type", "password"), f.app.ClientID, f.app.Secret, 400, "unsupported_grant_type"},
 		{"missing code", without(good, "code"), f.app.ClientID, f.app.Secret, 400, "invalid_request"},
 		{"missing redirect_uri", without(good, "redirect_uri"), f.app.ClientID, f.app.Secret, 400, "invalid_request"},
@@ -706,9 +746,11 @@ func TestTokenEndpointRules(t *testing.T) {
 			t.Errorf("%s: no Cache-Control: no-store", c.name)
 		}
 	}
-	// None of those burnt the code.
-	if p := post(good, f.app.ClientID, f.app.Secret); p.StatusCode != http.StatusOK {
-		t.Errorf("code after refused attempts = %d %s", p.StatusCode, p.Body)
+	// None of those burnt the code. Basic with the same credentials in the
+	// form too, as clients of the original platform send them, is accepted.
+	both := with(with(good, "client_id", f.app.ClientID), "client_secret", f.app.Secret)
+	if p := post(both, f.app.ClientID, f.app.Secret); p.StatusCode != http.StatusOK {
+		t.Errorf("code after refused attempts, Basic and form credentials = %d %s", p.StatusCode, p.Body)
 	}
 
 	// A huge body is refused with a clear error, not read whole.
@@ -750,27 +792,48 @@ func TestBearerRules(t *testing.T) {
 	}{
 		{"no token", "GET", a.URI + "/switches", "", 401, `Bearer realm="switchbridge"`},
 		{"unknown token", "GET", a.URI + "/switches", "garbage", 401, `error="invalid_token"`},
-		{"token in query string", "GET", a.URI + "/switches?access_token=" + a.Token.AccessToken, "", 401, `error="invalid_request"`},
+		{"token in query string", "GET", a.URI + "/switches?access_token=" + a.Token.AccessToken, "", 400, `error="invalid_request"`},
+		{"unknown token in query string", "GET", a.URI + "/switches?access_token=garbage", "", 401, `error="invalid_token"`},
+		{"another scheme", "GET", a.URI + "/switches", "basic:dXNlcjpwYXNz", 401, `Bearer realm="switchbridge"`},
+		{"malformed bearer", "GET", a.URI + "/switches", "bearer:a b", 400, `error="invalid_request"`},
 		{"A's token on B", "GET", b.URI + "/switches", a.Token.AccessToken, 403, `error="insufficient_scope"`},
 		{"A's token commanding B", "PUT", b.URI + "/switches/on", a.Token.AccessToken, 403, `error="insufficient_scope"`},
 		{"discovery without token", "GET", h.URL + "/api/apps/endpoints", "", 401, `Bearer realm="switchbridge"`},
-		{"discovery with query token", "GET", h.URL + "/api/apps/endpoints?access_token=" + a.Token.AccessToken, "", 401, `error="invalid_request"`},
+		{"discovery with query token", "GET", h.URL + "/api/apps/endpoints?access_token=" + a.Token.AccessToken, "", 400, `error="invalid_request"`},
+		{"discovery by client id", "GET", h.URL + "/api/smartapps/endpoints/" + f.app.ClientID, a.Token.AccessToken, 404, ""},
 		{"unknown installation", "GET", h.URL + "/api/apps/installations/nope/switches", a.Token.AccessToken, 403, `error="insufficient_scope"`},
-		{"header and query token", "GET", a.URI + "/switches?access_token=" + a.Token.AccessToken, a.Token.AccessToken, 401, `error="invalid_request"`},
+		{"header and query token", "GET", a.URI + "/switches?access_token=" + a.Token.AccessToken, a.Token.AccessToken, 400, `error="invalid_request"`},
 	}
 	for _, c := range checks {
-		p := h.Call(t, c.method, c.url, c.token)
+		p := h.CallAuth(t, c.method, c.url, authHeader(c.token))
 		if p.StatusCode != c.status {
 			t.Errorf("%s: %d %s, want %d", c.name, p.StatusCode, p.Body, c.status)
 		}
-		if ch := p.Header.Get("WWW-Authenticate"); !strings.Contains(ch, c.challenge) {
+		ch := p.Header.Get("WWW-Authenticate")
+		if !strings.Contains(ch, c.challenge) {
 			t.Errorf("%s: WWW-Authenticate = %q, want it to contain %q", c.name, ch, c.challenge)
+		}
+		if c.status == 401 && strings.HasPrefix(c.challenge, "Bearer") && ch != c.challenge {
+			// RFC 6750 §3.1: no error code without credentials.
+			t.Errorf("%s: WWW-Authenticate = %q, want exactly %q", c.name, ch, c.challenge)
 		}
 	}
 	// Bob's switch was not touched by A's attempt.
 	if st := mustSwitch(t, h, "garage-light").Device.State(); st.Value != bridge.Off {
 		t.Errorf("garage-light = %s after a refused cross-installation command", st.Value)
 	}
+}
+
+// authHeader is the Authorization header of a test case's token: "" for
+// none, "scheme:credentials" for another scheme, else a bearer token.
+func authHeader(token string) string {
+	if scheme, cred, ok := strings.Cut(token, ":"); ok {
+		return scheme + " " + cred
+	}
+	if token == "" {
+		return ""
+	}
+	return "Bearer " + token
 }
 
 func TestExpiredTokenAndCode(t *testing.T) {
@@ -1027,4 +1090,33 @@ func TestLoginBurstCannotOutrunTheLock(t *testing.T) {
 	if checked > 6 || checked+throttled != n {
 		t.Errorf("%d passwords checked, %d throttled, of %d: a burst outran the lock", checked, throttled, n)
 	}
+}
+
+// TestDiscoveryErrorIsTheAPIErrorBody: discovery (the platform role)
+// answers its errors with the installation API's body, so a client parses
+// one shape. A reload that removes an installation's location makes
+// discovery 404 naming it; the installation API answers that installation
+// with the same body.
+func TestDiscoveryErrorIsTheAPIErrorBody(t *testing.T) {
+	f := newFixture(t)
+	h := f.hub
+	g := h.Authorize(t, f.app, "alice", "alice-pw", 2, "garage-light")
+	next := hubConfig[:strings.Index(hubConfig, "  - id: 2\n")]
+	cfg, err := config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+next), "next.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Reload(context.Background(), cfg); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	p := h.Call(t, http.MethodGet, h.URL+"/api/apps/endpoints", g.Token.AccessToken)
+	if p.StatusCode != http.StatusNotFound || !strings.Contains(p.Body, "location 2") {
+		t.Fatalf("discovery after its location went = %d %s, want 404 naming location 2", p.StatusCode, p.Body)
+	}
+	assertErrorBody(t, p, http.StatusNotFound)
+	p = h.Call(t, http.MethodGet, g.URI+"/switches", g.Token.AccessToken)
+	if p.StatusCode != http.StatusNotFound {
+		t.Fatalf("API after its location went = %d %s, want 404", p.StatusCode, p.Body)
+	}
+	assertErrorBody(t, p, http.StatusNotFound)
 }

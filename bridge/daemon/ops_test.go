@@ -24,7 +24,7 @@ import (
 	"github.com/switchbridge/switchbridge/drivers/virtual"
 )
 
-func scrape(t *testing.T, h *daemontest.Hub) string {
+func scrape(t *testing.T, h *daemontest.Harness) string {
 	t.Helper()
 	resp, err := http.Get("http://" + h.MetricsAddr().String() + "/metrics")
 	if err != nil {
@@ -217,11 +217,10 @@ func (d flakyDriver) Open(ctx context.Context) (map[string]bridge.Device, error)
 // closed device) and says so; the next reload that opens brings them back.
 func TestReloadWhenRollbackFails(t *testing.T) {
 	gone := &atomic.Bool{}
-	reg := builtin.Registry()
-	reg["flaky"] = func(env drivers.Env) (drivers.Driver, error) {
+	reg := append(builtin.Registry(), drivers.Registration{Name: "flaky", New: func(env drivers.Env) (drivers.Driver, error) {
 		d, err := virtual.New(env)
 		return flakyDriver{Driver: d, gone: gone}, err
-	}
+	}})
 	body := func(fanName string) string {
 		return `
 locations:

@@ -28,7 +28,24 @@ func (m *Metrics) initHTTP(f promauto.Factory) {
 		Help:    "Time to serve an HTTP request, by ServeMux route pattern and method.",
 		Buckets: prometheus.DefBuckets,
 	}, []string{"route", "method"})
+	m.httpConnsOpen = f.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace, Subsystem: "http", Name: "connections_open",
+		Help: "API connections open now; server.max_connections caps them.",
+	})
+	m.httpConnsRejected = f.NewCounter(prometheus.CounterOpts{
+		Namespace: namespace, Subsystem: "http", Name: "connections_rejected_total",
+		Help: "API connections answered 503 (or closed) because server.max_connections were open.",
+	})
 }
+
+// ConnOpened counts an API connection accepted.
+func (m *Metrics) ConnOpened() { m.httpConnsOpen.Inc() }
+
+// ConnClosed counts an API connection closed.
+func (m *Metrics) ConnClosed() { m.httpConnsOpen.Dec() }
+
+// ConnRejected counts a connection refused past server.max_connections.
+func (m *Metrics) ConnRejected() { m.httpConnsRejected.Inc() }
 
 // Instrument counts and times the requests next serves.
 //

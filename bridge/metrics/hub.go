@@ -17,7 +17,7 @@ var commandBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1
 func (m *Metrics) initCommands(f promauto.Factory) {
 	m.commands = f.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Subsystem: "switch", Name: "commands_total",
-		Help: "Commands run on switches, per switch, by driver, command and outcome (ok, unsupported, timeout, unavailable, failed).",
+		Help: "Commands run on switches, per switch, by driver, command and outcome (ok, unsupported, rate_limited, timeout, unavailable, failed).",
 	}, []string{"driver", "command", "outcome"})
 	m.commandDuration = f.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Subsystem: "switch", Name: "command_duration_seconds",
@@ -29,12 +29,12 @@ func (m *Metrics) initCommands(f promauto.Factory) {
 // ObserveCommand records one switch's part in a command. It has the shape
 // of bridge.CommandObserver, for Hub.Observe.
 //
-// Unsupported outcomes are counted but not timed: the hub refuses them
-// before any device is touched, so their zero durations would only drag
-// the latency quantiles down.
+// Unsupported and rate-limited outcomes are counted but not timed: the hub
+// refuses them before any device is touched, so their zero durations would
+// only drag the latency quantiles down.
 func (m *Metrics) ObserveCommand(sw *bridge.Switch, cmd bridge.Command, outcome string, d time.Duration) {
 	m.commands.WithLabelValues(sw.Driver, string(cmd), outcome).Inc()
-	if outcome != bridge.FailUnsupported {
+	if outcome != bridge.FailUnsupported && outcome != bridge.FailRateLimited {
 		m.commandDuration.WithLabelValues(sw.Driver, string(cmd)).Observe(d.Seconds())
 	}
 }

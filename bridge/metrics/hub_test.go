@@ -122,7 +122,7 @@ func TestCommandOutcomes(t *testing.T) {
 	runScript(t, h)
 
 	want := `
-# HELP switchbridge_switch_commands_total Commands run on switches, per switch, by driver, command and outcome (ok, unsupported, timeout, unavailable, failed).
+# HELP switchbridge_switch_commands_total Commands run on switches, per switch, by driver, command and outcome (ok, unsupported, rate_limited, timeout, unavailable, failed).
 # TYPE switchbridge_switch_commands_total counter
 switchbridge_switch_commands_total{command="off",driver="gpio",outcome="ok"} 1
 switchbridge_switch_commands_total{command="off",driver="gpio",outcome="unsupported"} 1

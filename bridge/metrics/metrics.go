@@ -1,7 +1,8 @@
 // Package metrics exports the hub's Prometheus metrics: HTTP requests,
-// device commands, switch states, OAuth events, installations and the MQTT
-// connection, next to the Go and process collectors, on a registry of its
-// own that is served on the metrics listener.
+// device commands, switch states, OAuth events and installations, next to
+// the Go and process collectors, on a registry of its own that is served on
+// the metrics listener. Drivers register their own metrics on the same
+// registry (drivers.Env.Metrics).
 package metrics
 
 import (
@@ -9,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,6 +55,9 @@ type Metrics struct {
 
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
+	// API connections: open now, and refused past the cap.
+	httpConnsOpen     prometheus.Gauge
+	httpConnsRejected prometheus.Counter
 
 	commands        *prometheus.CounterVec
 	commandDuration *prometheus.HistogramVec
@@ -65,11 +68,6 @@ type Metrics struct {
 	tokenFailures      *reasonCounter
 	clientAuthFailures *reasonCounter
 	apiTokenFailures   *reasonCounter
-
-	mqttMu         sync.Mutex // makes MQTTConnected's reset-and-set one step
-	mqttConnected  *prometheus.GaugeVec
-	mqttReconnects prometheus.Counter
-	mqttMessages   *prometheus.CounterVec
 }
 
 // New builds the metrics on a fresh registry holding the Go and process
@@ -95,7 +93,6 @@ func New(o Options) *Metrics {
 	m.initHTTP(f)
 	m.initCommands(f)
 	m.initOAuth(f)
-	m.initMQTT(f)
 
 	scrape := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: promLogger{logger},
@@ -115,15 +112,15 @@ func New(o Options) *Metrics {
 }
 
 // WatchSwitches exports the per-switch gauges of src from now on. It is
-// for a hub built after the metrics (the drivers report MQTT metrics while
-// they open, before the hub exists); call it at most once, and only when
+// for a hub built after the metrics (the drivers register theirs while
+// they are built, before the hub exists); call it at most once, and only when
 // Options.Switches was nil.
 func (m *Metrics) WatchSwitches(src SwitchSource) {
 	m.reg.MustRegister(newSwitchCollector(src))
 }
 
-// Registry is the registry every metric lives on, for registering more
-// collectors or gathering in tests.
+// Registry is the registry every metric lives on, for the drivers'
+// collectors (drivers.Env.Metrics) or gathering in tests.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 // Handler serves the metrics at GET /metrics (and 404 elsewhere), for the

@@ -97,46 +97,6 @@ func TestReasonsAreBounded(t *testing.T) {
 	}
 }
 
-func TestMQTTHooks(t *testing.T) {
-	m := metrics.New(metrics.Options{})
-	m.MQTTConnected("tcp://hub:s3cret@broker.lan:1883", true)
-	m.MQTTReconnect()
-	m.MQTTReconnect()
-	for range 3 {
-		m.MQTTMessage(metrics.MQTTIn)
-	}
-	m.MQTTMessage(metrics.MQTTOut)
-	m.MQTTMessage("sideways")
-
-	want := `
-# HELP switchbridge_mqtt_connected Whether the hub is connected to its MQTT broker (1) or not (0).
-# TYPE switchbridge_mqtt_connected gauge
-switchbridge_mqtt_connected{broker="tcp://broker.lan:1883"} 1
-# HELP switchbridge_mqtt_messages_total MQTT messages received (in) and published (out) by the hub.
-# TYPE switchbridge_mqtt_messages_total counter
-switchbridge_mqtt_messages_total{direction="in"} 3
-switchbridge_mqtt_messages_total{direction="out"} 1
-# HELP switchbridge_mqtt_reconnects_total Attempts to reconnect to the MQTT broker after the connection was lost.
-# TYPE switchbridge_mqtt_reconnects_total counter
-switchbridge_mqtt_reconnects_total 2
-`
-	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
-		"switchbridge_mqtt_connected", "switchbridge_mqtt_messages_total", "switchbridge_mqtt_reconnects_total"); err != nil {
-		t.Error(err)
-	}
-
-	// A new broker replaces the old series rather than adding one.
-	m.MQTTConnected("embedded", false)
-	want = `
-# HELP switchbridge_mqtt_connected Whether the hub is connected to its MQTT broker (1) or not (0).
-# TYPE switchbridge_mqtt_connected gauge
-switchbridge_mqtt_connected{broker="embedded"} 0
-`
-	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "switchbridge_mqtt_connected"); err != nil {
-		t.Error(err)
-	}
-}
-
 // mustScrape fetches the metrics page the way Prometheus does.
 func mustScrape(tb testing.TB, m *metrics.Metrics) []byte {
 	tb.Helper()
@@ -170,9 +130,6 @@ func mustFullMetrics(tb testing.TB, count func(context.Context) (int, error)) *m
 	for _, e := range []string{"authorization_granted", "authorization_denied", "token_issued", "token_failed", "client_auth_failed", "api_token_failed"} {
 		m.ObserveOAuth(e, "invalid_request")
 	}
-	m.MQTTConnected("tcp://broker.lan:1883", true)
-	m.MQTTReconnect()
-	m.MQTTMessage(metrics.MQTTIn)
 	return m
 }
 
@@ -184,7 +141,6 @@ func TestScrapeOverHTTP(t *testing.T) {
 		`switchbridge_switch_commands_total{command="off",driver="mqtt",outcome="timeout"} 1`,
 		`switchbridge_switch_state{location="Hall",switch="lamp"} 0`,
 		`switchbridge_installations 7`,
-		`switchbridge_mqtt_connected{broker="tcp://broker.lan:1883"} 1`,
 		"go_goroutines ",
 		"process_cpu_seconds_total ",
 	} {

@@ -22,9 +22,18 @@ type pageData struct {
 	Message   string
 	User      *bridge.User
 	Locations []locationView
+	// ReturnTo is the host (or an app's own scheme) the consent page says
+	// the user will be sent back to.
+	ReturnTo string
+	// Notice reports something done (the connected apps page).
+	Notice string
+	// Connected is the connected apps page's list.
+	Connected []connectedView
+	// Installation is the id whose switches the change page changes.
+	Installation string
 }
 
-// pageHeaders sets what every login, consent and error page carries: no
+// pageHeaders sets what every login, consent, connected apps and error page carries: no
 // framing (clickjacking), no referrer (the query holds the client's state),
 // no caching, no scripts.
 func pageHeaders(w http.ResponseWriter) {

@@ -3,6 +3,8 @@ package oauth
 import (
 	"net/url"
 	"strings"
+
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
 // authRequest is a validated authorization request.
@@ -51,10 +53,10 @@ func (e *authError) Error() string { return e.Code + ": " + e.Description }
 const maxParamLen = 2048
 
 // parseAuthorizeRequest checks an authorization request's parameters.
-// lookup returns a client's registered redirect URIs and whether the client
-// exists. The checks run in the order RFC 6749 §4.1.2.1 needs: until the
+// lookup returns a client (its registered redirect URIs, whether it must use
+// PKCE) and whether it exists. The checks run in the order RFC 6749 §4.1.2.1 needs: until the
 // client and redirect URI are known good, nothing may redirect.
-func parseAuthorizeRequest(q url.Values, lookup func(clientID string) ([]string, bool)) (*authRequest, *authError) {
+func parseAuthorizeRequest(q url.Values, lookup func(clientID string) (*bridge.App, bool)) (*authRequest, *authError) {
 	page := func(format string) *authError {
 		return &authError{Code: "invalid_request", Description: format}
 	}
@@ -75,7 +77,7 @@ func parseAuthorizeRequest(q url.Values, lookup func(clientID string) ([]string,
 	case len(clientID) > maxParamLen:
 		return nil, page("client_id is too long")
 	}
-	uris, known := lookup(clientID)
+	app, known := lookup(clientID)
 	if !known {
 		return nil, page("client_id is not a registered app")
 	}
@@ -87,7 +89,7 @@ func parseAuthorizeRequest(q url.Values, lookup func(clientID string) ([]string,
 		return nil, page("redirect_uri is missing")
 	}
 	registered := false
-	for _, u := range uris {
+	for _, u := range app.RedirectURIs {
 		if u == redirectURI { // exact string comparison, RFC 6749 §3.1.2.3 / RFC 9700 §4.1.3
 			registered = true
 			break
@@ -146,6 +148,11 @@ func parseAuthorizeRequest(q url.Values, lookup func(clientID string) ([]string,
 	default:
 		req.CodeChallenge = challenge
 	}
+	if app.RequirePKCE && req.CodeChallenge == "" {
+		// Registered as PKCE-only: a stolen code must be useless without
+		// the verifier (RFC 9700 §2.1.1).
+		return nil, fail("invalid_request", "this app must use PKCE: send code_challenge with code_challenge_method S256")
+	}
 	return req, nil
 }
 
@@ -182,15 +189,17 @@ func redirectWith(redirectURI string, params url.Values) string {
 
 // reservedParams are added by the server to a redirect; a registered URI
 // that already carries one would hand the client two values.
-var reservedParams = []string{"code", "state", "error", "error_description"}
+var reservedParams = []string{"code", "state", "error", "error_description", "iss"}
 
 // ValidRedirectURI checks a redirect URI offered at app registration: an
 // absolute URI without a fragment (RFC 6749 §3.1.2) whose scheme is http,
 // https, or a private-use scheme in reverse domain notation for native apps
 // (RFC 8252 §7.1, e.g. com.example.app:/cb). Plain http is allowed, since
 // hub clients often live on the home network. Schemes that run code or
-// carry data in a browser (javascript:, data:, …) are refused, and so is a
-// query that already holds a parameter the server adds.
+// carry data in a browser (javascript:, data:, …) are refused, and so are
+// user information (https://user@host/ is a classic way to make a URI look
+// like another host's) and a query that already holds a parameter the
+// server adds.
 func ValidRedirectURI(s string) error {
 	u, err := url.Parse(s)
 	switch {
@@ -202,6 +211,8 @@ func ValidRedirectURI(s string) error {
 		return errString("redirect URI " + s + " is not absolute")
 	case u.Fragment != "" || strings.Contains(s, "#"):
 		return errString("redirect URI " + s + " has a fragment")
+	case u.User != nil:
+		return errString("redirect URI " + s + " has user information (user@ or user:password@ before the host)")
 	case u.Scheme == "http" || u.Scheme == "https":
 		if u.Host == "" {
 			return errString("redirect URI " + s + " has no host")

@@ -4,15 +4,18 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
 var registered = map[string][]string{
-	"app1": {"https://client.example/cb", "com.example.app:/oauth"},
+	"app1":      {"https://client.example/cb", "com.example.app:/oauth"},
+	"pkce-only": {"https://client.example/cb"},
 }
 
-func lookup(id string) ([]string, bool) {
+func lookup(id string) (*bridge.App, bool) {
 	u, ok := registered[id]
-	return u, ok
+	return &bridge.App{ClientID: id, RedirectURIs: u, RequirePKCE: id == "pkce-only"}, ok
 }
 
 func TestParseAuthorizeRequest(t *testing.T) {
@@ -40,6 +43,9 @@ func TestParseAuthorizeRequest(t *testing.T) {
 		{"response_type=code&client_id=app1&scope=app+admin&redirect_uri=https%3A%2F%2Fclient.example%2Fcb", true, "invalid_scope"},
 		{"response_type=code&client_id=app1&scope=+app&redirect_uri=https%3A%2F%2Fclient.example%2Fcb", true, "invalid_scope"},
 		{good + "&state=" + strings.Repeat("s", maxParamLen+1), true, "invalid_request"},
+		// A PKCE-only app: refused without a challenge, back to the client.
+		{strings.Replace(good, "app1", "pkce-only", 1), true, "invalid_request"},
+		{strings.Replace(good, "app1", "pkce-only", 1) + "&code_challenge=" + strings.Repeat("a", 43) + "&code_challenge_method=S256", false, ""},
 	}
 	for _, c := range cases {
 		q, err := url.ParseQuery(c.query)
@@ -86,7 +92,9 @@ func TestValidRedirectURI(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "/cb", "c.example/cb", "https://c.example/cb#x", "https:///cb", "https://c.example/" + strings.Repeat("a", maxParamLen),
-		"javascript:alert(1)", "data:text/html,hi", "file:///etc/passwd", "myapp:/cb", "https://c.example/cb?state=x", "https://c.example/cb?code=1"} {
+		"javascript:alert(1)", "data:text/html,hi", "file:///etc/passwd", "myapp:/cb", "https://c.example/cb?state=x", "https://c.example/cb?code=1",
+		"https://c.example/cb?iss=https://evil.example", "https://user@c.example/cb", "https://c.example:pw@evil.example/cb", "https://@c.example/cb",
+		"com.example.app://user@host/cb"} {
 		if err := ValidRedirectURI(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

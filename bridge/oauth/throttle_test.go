@@ -1,6 +1,9 @@
 package oauth
 
 import (
+	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -8,45 +11,173 @@ import (
 func TestThrottleSchedule(t *testing.T) {
 	th := newThrottle()
 	now := time.Unix(1_000_000, 0)
-	name, addr := "name:alice", "addr:10.0.0.1"
-	for i := 0; i < nameFailures-1; i++ {
-		th.fail(now, name, addr)
+	k := newLoginKeys("Alice", "192.0.2.1")
+	for i := 0; i < pairFree-1; i++ {
+		th.fail(now, k)
 	}
-	if w := th.wait(now, name, addr); w != 0 {
-		t.Fatalf("locked after %d failures: %s", nameFailures-1, w)
+	if w := th.wait(now, k); w != 0 {
+		t.Fatalf("slowed after %d failures: %s", pairFree-1, w)
 	}
-	th.fail(now, name, addr) // the limit: locked for firstLockout
-	if w := th.wait(now, name, addr); w != firstLockout {
-		t.Fatalf("wait = %s, want %s", w, firstLockout)
+	th.fail(now, k) // the allowance used up: the first delay
+	if w := th.wait(now, k); w != firstDelay {
+		t.Fatalf("wait = %s, want %s", w, firstDelay)
 	}
-	if w := th.wait(now.Add(firstLockout), name); w != 0 {
-		t.Errorf("still locked after the lockout: %s", w)
+	if w := th.wait(now, newLoginKeys("alice", "192.0.2.1")); w != firstDelay {
+		t.Errorf("the name's case escapes the delay: %s", w)
 	}
-	th.fail(now.Add(firstLockout), name, addr) // one more: the lock doubles
-	if w := th.wait(now.Add(firstLockout), name); w != 2*firstLockout {
-		t.Errorf("second lock = %s, want %s", w, 2*firstLockout)
+	if w := th.wait(now.Add(firstDelay), k); w != 0 {
+		t.Errorf("still waiting after the delay: %s", w)
 	}
-	for i := 0; i < 30; i++ {
-		th.fail(now.Add(firstLockout), name, addr)
+	th.fail(now.Add(firstDelay), k) // one more: the delay doubles
+	if w := th.wait(now.Add(firstDelay), k); w != 2*firstDelay {
+		t.Errorf("second delay = %s, want %s", w, 2*firstDelay)
 	}
-	if w := th.wait(now.Add(firstLockout), name); w != maxLockout {
-		t.Errorf("lock grows past its cap: %s", w)
+	for th.keys[k.addrOnly()].count < addrFree-1 { // short of the address allowance
+		th.fail(now.Add(firstDelay), k)
 	}
-	// The address was locked by its own, higher limit.
-	if w := th.wait(now.Add(firstLockout), "addr:10.0.0.1"); w == 0 {
-		t.Error("the address is not locked after many failures")
+	if w := th.wait(now.Add(firstDelay), k); w != maxDelay {
+		t.Errorf("delay grows past its cap: %s", w)
 	}
-	// A correct login clears the name; failures are forgotten after a while.
-	th.succeed(name)
-	if w := th.wait(now.Add(firstLockout), name); w != 0 {
-		t.Errorf("name still locked after a success: %s", w)
+	// Only this pair waits: the same user from another address, and
+	// another user from this address, do not.
+	if w := th.wait(now.Add(firstDelay), newLoginKeys("alice", "192.0.2.2")); w != 0 {
+		t.Errorf("alice from a clean address waits %s", w)
 	}
-	other := "name:bob"
-	for i := 0; i < nameFailures-1; i++ {
-		th.fail(now, other, "addr:x")
+	if w := th.wait(now.Add(firstDelay), newLoginKeys("bob", "192.0.2.1")); w != 0 {
+		t.Errorf("bob from the attacker's address waits %s before the address allowance is used", w)
 	}
-	th.fail(now.Add(2*forgetAfter), other, "addr:x")
+	// A correct login clears the pair; failures are forgotten after a while.
+	th.succeed(k)
+	if w := th.wait(now.Add(firstDelay), k); w != 0 {
+		t.Errorf("pair still waiting after a success: %s", w)
+	}
+	other := newLoginKeys("carol", "192.0.2.9")
+	for i := 0; i < pairFree-1; i++ {
+		th.fail(now, other)
+	}
+	th.fail(now.Add(2*forgetAfter), other)
 	if w := th.wait(now.Add(2*forgetAfter), other); w != 0 {
 		t.Errorf("old failures still counted: %s", w)
+	}
+}
+
+// TestThrottleAddressSpray: one address trying many names is slowed by its
+// address allowance, which does not reach other addresses.
+func TestThrottleAddressSpray(t *testing.T) {
+	th := newThrottle()
+	now := time.Unix(1_000_000, 0)
+	for i := 0; i < addrFree; i++ {
+		th.fail(now, newLoginKeys(fmt.Sprintf("user%d", i), "192.0.2.1"))
+	}
+	if w := th.wait(now, newLoginKeys("fresh-name", "192.0.2.1")); w != firstDelay {
+		t.Errorf("spraying address waits %s, want %s", w, firstDelay)
+	}
+	if w := th.wait(now, newLoginKeys("fresh-name", "192.0.2.2")); w != 0 {
+		t.Errorf("another address waits %s", w)
+	}
+}
+
+// TestThrottleUnderAttack: failures for one name from many addresses cut
+// every pair's allowance to one, but an address that has not failed still
+// gets its try at once.
+func TestThrottleUnderAttack(t *testing.T) {
+	th := newThrottle()
+	now := time.Unix(1_000_000, 0)
+	started := 0
+	for i := 0; i < userAttack; i++ {
+		if th.fail(now, newLoginKeys("alice", fmt.Sprintf("198.51.100.%d", i))) {
+			started++
+		}
+	}
+	if started != 1 {
+		t.Errorf("the attack was reported %d times, want once", started)
+	}
+	if w := th.wait(now, newLoginKeys("alice", "198.51.100.1")); w != firstDelay {
+		t.Errorf("an attacking address with one failure waits %s, want %s", w, firstDelay)
+	}
+	if w := th.wait(now, newLoginKeys("alice", "203.0.113.1")); w != 0 {
+		t.Errorf("alice from a clean address waits %s under attack", w)
+	}
+	if w := th.wait(now, newLoginKeys("bob", "198.51.100.1")); w != 0 {
+		t.Errorf("another name is slowed by alice's attack: %s", w)
+	}
+	// The attack ends with its window.
+	later := now.Add(userWindow)
+	if w := th.wait(later, newLoginKeys("alice", "198.51.100.1")); w != 0 {
+		t.Errorf("after the window, one failure still waits %s", w)
+	}
+}
+
+// TestThrottleStaysBounded: a flood of distinct names and addresses keeps
+// the table bounded, and the key under attack keeps its count.
+func TestThrottleStaysBounded(t *testing.T) {
+	th := newThrottle()
+	now := time.Unix(1_000_000, 0)
+	k := newLoginKeys("alice", "192.0.2.1")
+	for i := 0; i < pairFree+3; i++ {
+		th.fail(now, k)
+	}
+	for i := 0; i < 3*maxThrottled; i++ {
+		th.fail(now.Add(time.Duration(i+1)*time.Millisecond), newLoginKeys(fmt.Sprint("n", i), fmt.Sprint("a", i%5000)))
+		if i%997 == 0 {
+			th.fail(now.Add(time.Duration(i+1)*time.Millisecond), k) // the attack goes on
+		}
+	}
+	if n := len(th.keys); n > maxThrottled {
+		t.Errorf("%d keys kept, bound %d", n, maxThrottled)
+	}
+	if w := th.wait(now.Add(3*maxThrottled*time.Millisecond), k); w < firstDelay {
+		t.Errorf("the flood wiped out the attacked pair: waits %s", w)
+	}
+}
+
+// TestPasswordCheckQueueIsBounded: with every check slot busy and the
+// queue full, one more login is refused at once, not queued.
+func TestPasswordCheckQueueIsBounded(t *testing.T) {
+	th := newThrottle()
+	release := make(chan struct{})
+	var running sync.WaitGroup
+	running.Add(maxBcryptJobs)
+	outcomes := make(chan checkOutcome, maxBcryptJobs+maxBcryptQueue)
+	for range maxBcryptJobs {
+		go func() { outcomes <- th.check(context.Background(), func() { running.Done(); <-release }) }()
+	}
+	running.Wait() // both slots taken
+	for range maxBcryptQueue {
+		go func() { outcomes <- th.check(context.Background(), func() {}) }()
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		th.mu.Lock()
+		q := th.queued
+		th.mu.Unlock()
+		if q == maxBcryptQueue {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d logins queued", q)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ran := false
+	if got := th.check(context.Background(), func() { ran = true }); got != queueFull || ran {
+		t.Errorf("a login past the queue: outcome %d, checked %v; want refused at once", got, ran)
+	}
+	// A waiting login whose client goes away leaves the queue.
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	th.mu.Lock()
+	th.queued-- // make room for one
+	th.mu.Unlock()
+	if got := th.check(ctx, func() {}); got != gaveUp {
+		t.Errorf("a cancelled login: outcome %d, want gaveUp", got)
+	}
+	th.mu.Lock()
+	th.queued++
+	th.mu.Unlock()
+	close(release)
+	for range maxBcryptJobs + maxBcryptQueue {
+		if o := <-outcomes; o != checked {
+			t.Errorf("a queued login: outcome %d, want checked", o)
+		}
 	}
 }

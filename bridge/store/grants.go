@@ -4,60 +4,42 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"time"
-)
 
-// Code is what an authorization code is bound to.
-type Code struct {
-	ClientID       string
-	RedirectURI    string
-	InstallationID string
-	ExpiresAt      time.Time
-	CodeChallenge  string // PKCE S256 challenge, "" when none
-}
-
-// Token is what an access token is bound to.
-type Token struct {
-	InstallationID string
-	ExpiresAt      time.Time
-	Revoked        bool
-}
-
-// Errors of code redemption and token lookup.
-var (
-	ErrCodeInvalid  = errors.New("authorization code is unknown or expired")
-	ErrCodeReused   = errors.New("authorization code was used already; the token it issued is revoked")
-	ErrTokenUnknown = errors.New("access token is unknown")
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
 // CreateCode stores the hash of a new authorization code.
-func (db *DB) CreateCode(ctx context.Context, hash []byte, c Code) error {
+func (db *DB) CreateCode(ctx context.Context, hash []byte, c bridge.AuthCode) error {
 	_, err := db.db.ExecContext(ctx, `INSERT INTO codes (hash, client_id, redirect_uri, installation_id, expires_at, code_challenge) VALUES (?, ?, ?, ?, ?, ?)`,
 		hash, c.ClientID, c.RedirectURI, c.InstallationID, unix(c.ExpiresAt), c.CodeChallenge)
 	return err
 }
 
-// RedeemCode exchanges an authorization code for an access token in one
+// RedeemCode exchanges an authorization code for tokens in one
 // transaction, so of two concurrent redemptions exactly one wins.
 //
 // check sees what the code is bound to (client, redirect URI); if it returns
 // an error the code is left as it was and that error is returned. A code
-// that was redeemed before is ErrCodeReused, and every token it issued is
-// revoked. An unknown or expired code is ErrCodeInvalid.
-func (db *DB) RedeemCode(ctx context.Context, codeHash []byte, check func(Code) error, tokenHash []byte, tokenExpires time.Time) (*Code, error) {
+// that was redeemed before is bridge.ErrCodeReused, and its installation's
+// grant is revoked (RFC 6749 §4.1.2: every token issued from it, and
+// whatever those were refreshed into). An unknown or expired code is
+// bridge.ErrCodeInvalid.
+func (db *DB) RedeemCode(ctx context.Context, codeHash []byte, check func(bridge.AuthCode) error, issued bridge.TokenPair) (*bridge.AuthCode, error) {
 	now := db.now()
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback()
-	var c Code
+	var c bridge.AuthCode
 	var expires int64
 	var used sql.NullInt64
 	err = tx.QueryRowContext(ctx, `SELECT client_id, redirect_uri, installation_id, expires_at, used_at, code_challenge FROM codes WHERE hash = ?`, codeHash).
 		Scan(&c.ClientID, &c.RedirectURI, &c.InstallationID, &expires, &used, &c.CodeChallenge)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrCodeInvalid
+		return nil, bridge.ErrCodeInvalid
 	}
 	if err != nil {
 		return nil, err
@@ -67,32 +49,152 @@ func (db *DB) RedeemCode(ctx context.Context, codeHash []byte, check func(Code) 
 		return nil, err
 	}
 	if used.Valid {
-		if _, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE code_hash = ? AND revoked_at IS NULL`, unix(now), codeHash); err != nil {
+		if err := revokeGrant(ctx, tx, c.InstallationID, now); err != nil {
 			return nil, err
 		}
 		if err := tx.Commit(); err != nil {
 			return nil, err
 		}
-		return nil, ErrCodeReused
+		return nil, bridge.ErrCodeReused
 	}
 	if !now.Before(c.ExpiresAt) {
-		return nil, ErrCodeInvalid
+		return nil, bridge.ErrCodeInvalid
 	}
 	res, err := tx.ExecContext(ctx, `UPDATE codes SET used_at = ? WHERE hash = ? AND used_at IS NULL`, unix(now), codeHash)
 	if err != nil {
 		return nil, err
 	}
 	if n, _ := res.RowsAffected(); n != 1 {
-		return nil, ErrCodeReused
+		return nil, bridge.ErrCodeReused
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO tokens (hash, installation_id, code_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
-		tokenHash, c.InstallationID, codeHash, unix(now), unix(tokenExpires)); err != nil {
+	if err := insertTokens(ctx, tx, c.InstallationID, codeHash, issued, now); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// insertTokens stores the hashes of tokens just issued for an
+// installation; codeHash is the code they were exchanged for, nil for none.
+func insertTokens(ctx context.Context, tx *sql.Tx, installationID string, codeHash []byte, issued bridge.TokenPair, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO tokens (hash, installation_id, code_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
+		issued.AccessHash, installationID, codeHash, unix(now), unix(issued.AccessExpiresAt)); err != nil {
+		return err
+	}
+	if issued.RefreshHash == nil {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO refresh_tokens (hash, installation_id, created_at, expires_at) VALUES (?, ?, ?, ?)`,
+		issued.RefreshHash, installationID, unix(now), unix(issued.RefreshExpiresAt))
+	return err
+}
+
+// revokeGrant revokes every access and refresh token of an installation:
+// what a replayed code, a reused refresh token or the revocation of a
+// refresh token takes back. The installation itself stays; its user can
+// authorize the app again.
+func revokeGrant(ctx context.Context, tx *sql.Tx, installationID string, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE installation_id = ? AND revoked_at IS NULL`, unix(now), installationID); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = ? WHERE installation_id = ? AND revoked_at IS NULL`, unix(now), installationID)
+	return err
+}
+
+// Refresh spends a refresh token and stores the tokens issued in its place
+// (RFC 6749 §6, rotated as RFC 9700 §4.14.2 asks), in one transaction.
+//
+// check sees what the token is bound to (its client) and may refuse it,
+// leaving it unspent. A token spent before is bridge.ErrRefreshReused, and
+// its installation's grant is revoked: either the client or a thief holds
+// the token issued in its place, and the hub cannot tell which. An unknown,
+// expired or revoked token is bridge.ErrRefreshInvalid.
+func (db *DB) Refresh(ctx context.Context, refreshHash []byte, check func(bridge.RefreshToken) error, issued bridge.TokenPair) (*bridge.RefreshToken, error) {
+	now := db.now()
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	var rt bridge.RefreshToken
+	var expires int64
+	var used, revoked sql.NullInt64
+	err = tx.QueryRowContext(ctx, `SELECT r.installation_id, i.client_id, r.expires_at, r.used_at, r.revoked_at
+		FROM refresh_tokens r JOIN installations i ON i.id = r.installation_id WHERE r.hash = ?`, refreshHash).
+		Scan(&rt.InstallationID, &rt.ClientID, &expires, &used, &revoked)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, bridge.ErrRefreshInvalid
+	}
+	if err != nil {
+		return nil, err
+	}
+	rt.ExpiresAt = fromUnix(expires)
+	if err := check(rt); err != nil {
+		return nil, err
+	}
+	switch {
+	case revoked.Valid:
+		// Revoked with its grant already: nothing more to take back, and
+		// a newer authorization of the installation must not suffer for
+		// an old token.
+		return nil, bridge.ErrRefreshInvalid
+	case used.Valid:
+		if err := revokeGrant(ctx, tx, rt.InstallationID, now); err != nil {
+			return nil, err
+		}
+		if err := tx.Commit(); err != nil {
+			return nil, err
+		}
+		return nil, bridge.ErrRefreshReused
+	case !now.Before(rt.ExpiresAt):
+		return nil, bridge.ErrRefreshInvalid
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET used_at = ? WHERE hash = ?`, unix(now), refreshHash); err != nil {
+		return nil, err
+	}
+	if err := insertTokens(ctx, tx, rt.InstallationID, nil, issued, now); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, err
+	}
+	return &rt, nil
+}
+
+// RevokeToken revokes a token of client clientID (RFC 7009), whichever
+// kind it is: an access token is revoked alone; a refresh token revokes
+// its installation's grant, every access and refresh token of it. A token
+// that is unknown or another client's revokes nothing (RevokedNothing).
+func (db *DB) RevokeToken(ctx context.Context, hash []byte, clientID string) (bridge.Revoked, error) {
+	now := db.now()
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return bridge.RevokedNothing, err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE hash = ?
+		AND installation_id IN (SELECT id FROM installations WHERE client_id = ?)`, unix(now), hash, clientID)
+	if err != nil {
+		return bridge.RevokedNothing, err
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		return bridge.RevokedAccessToken, tx.Commit()
+	}
+	var installationID string
+	err = tx.QueryRowContext(ctx, `SELECT r.installation_id FROM refresh_tokens r JOIN installations i ON i.id = r.installation_id
+		WHERE r.hash = ? AND i.client_id = ?`, hash, clientID).Scan(&installationID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return bridge.RevokedNothing, nil
+	}
+	if err != nil {
+		return bridge.RevokedNothing, err
+	}
+	if err := revokeGrant(ctx, tx, installationID, now); err != nil {
+		return bridge.RevokedNothing, err
+	}
+	return bridge.RevokedGrant, tx.Commit()
 }
 
 // CreateToken stores an access token issued without a code (switchbridge
@@ -103,15 +205,15 @@ func (db *DB) CreateToken(ctx context.Context, hash []byte, installationID strin
 	return err
 }
 
-// Token returns what an access token hash is bound to; ErrTokenUnknown when
+// Token returns what an access token hash is bound to; bridge.ErrTokenUnknown when
 // no such token was issued.
-func (db *DB) Token(ctx context.Context, hash []byte) (*Token, error) {
-	var t Token
+func (db *DB) Token(ctx context.Context, hash []byte) (*bridge.AccessToken, error) {
+	var t bridge.AccessToken
 	var expires int64
 	var revoked sql.NullInt64
 	err := db.tokenStmt.QueryRowContext(ctx, hash).Scan(&t.InstallationID, &expires, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrTokenUnknown
+		return nil, bridge.ErrTokenUnknown
 	}
 	if err != nil {
 		return nil, err
@@ -123,14 +225,55 @@ func (db *DB) Token(ctx context.Context, hash []byte) (*Token, error) {
 
 const selectToken = `SELECT installation_id, expires_at, revoked_at FROM tokens WHERE hash = ?`
 
+// TokenGrant returns an access token with its installation, whether the
+// installing user still belongs to its location, and whether its app is
+// legacy, in one read: the token check runs it for every request, so a
+// revocation or an uninstall, by this process or another, counts at the
+// next one. bridge.ErrTokenUnknown when no such token was issued (or its
+// installation is gone, which takes its tokens along).
+func (db *DB) TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGrant, error) {
+	var g bridge.TokenGrant
+	in := &g.Installation
+	var expires, created, updated int64
+	var revoked sql.NullInt64
+	var switches sql.NullString
+	err := db.tokenGrantStmt.QueryRowContext(ctx, hash).Scan(&g.InstallationID, &expires, &revoked,
+		&in.ClientID, &in.UserID, &in.LocationID, &created, &updated, &g.Legacy, &g.Member, &switches)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, bridge.ErrTokenUnknown
+	}
+	if err != nil {
+		return nil, err
+	}
+	g.ExpiresAt = fromUnix(expires)
+	g.Revoked = revoked.Valid
+	in.ID = g.InstallationID
+	in.CreatedAt, in.UpdatedAt = fromUnix(created), fromUnix(updated)
+	if switches.String != "" {
+		// Switch ids hold no newline (config.SwitchIDPattern).
+		in.SwitchIDs = strings.Split(switches.String, "\n")
+	}
+	return &g, nil
+}
+
+const selectTokenGrant = `SELECT t.installation_id, t.expires_at, t.revoked_at,
+	i.client_id, i.user_id, i.location_id, i.created_at, i.updated_at, a.legacy,
+	EXISTS (SELECT 1 FROM user_locations m WHERE m.user_id = i.user_id AND m.location_id = i.location_id),
+	(SELECT group_concat(s.switch_id, char(10) ORDER BY s.pos) FROM installation_switches s WHERE s.installation_id = i.id)
+	FROM tokens t JOIN installations i ON i.id = t.installation_id JOIN apps a ON a.client_id = i.client_id
+	WHERE t.hash = ?`
+
 // Prune deletes codes and tokens that expired more than a day before now,
-// so the database does not grow without bound. Used codes are kept until
-// then so a replay is still recognised.
+// so the database does not grow without bound. Used codes and spent
+// refresh tokens are kept until then so a replay is still recognised.
 func (db *DB) Prune(ctx context.Context, now time.Time) error {
 	cutoff := unix(now.Add(-24 * time.Hour))
 	if _, err := db.db.ExecContext(ctx, `DELETE FROM codes WHERE expires_at < ?`, cutoff); err != nil {
 		return err
 	}
-	_, err := db.db.ExecContext(ctx, `DELETE FROM tokens WHERE expires_at < ?`, cutoff)
+	if _, err := db.db.ExecContext(ctx, `DELETE FROM tokens WHERE expires_at < ?`, cutoff); err != nil {
+		return err
+	}
+	_, err := db.db.ExecContext(ctx, `DELETE FROM refresh_tokens WHERE expires_at < ?`, cutoff)
 	return err
 }

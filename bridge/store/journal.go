@@ -2,10 +2,13 @@ package store
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -24,21 +27,49 @@ const JournalName = "switch-values.journal"
 // rather than a SQLite transaction: like the database's WAL with
 // synchronous=NORMAL it survives a crash or kill -9 of the process (the
 // data is in the kernel's page cache), not a power cut in the same instant.
-// The daemon folds the journal into the database in batches (Compact) and
-// replays it at start-up (Replay). Only the daemon uses it: the
-// administration commands never touch switch values.
+// The daemon folds the journal into the database in batches (Fold, then
+// Compact) and replays it at start-up (Replay). Only the daemon writes it:
+// the administration commands never touch switch values, and backup only
+// reads it.
+//
+// Each generation of the file (from empty to the next Compact) starts with
+// a line "#gen N", N random. Folding records (N, bytes folded) in the
+// database in the same transaction as the values, so a replay or a backup
+// knows which lines the database already holds, even when the daemon was
+// killed between that commit and emptying the file.
 type Journal struct {
 	mu   sync.Mutex
 	f    *os.File
 	path string
 	size int64 // the file's length: only this Journal writes it
+	gen  int64 // the generation of what the file holds, or of the next first line
 }
+
+// JournalMark is how far a generation of the journal has been folded into
+// the database.
+type JournalMark struct {
+	Generation int64
+	Size       int64
+}
+
+// maxJournalLine bounds one line: a timestamp, a value and a switch id are
+// far shorter; anything longer is damage and is skipped, not buffered.
+const maxJournalLine = 1024
+
+const saveFold = `INSERT INTO journal_fold (id, generation, size) VALUES (1, ?, ?)
+	ON CONFLICT (id) DO UPDATE SET generation = excluded.generation, size = excluded.size`
 
 // OpenJournal opens (creating) the journal in dataDir.
 func OpenJournal(dataDir string) (*Journal, error) {
 	path := filepath.Join(dataDir, JournalName)
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o600)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, FileMode)
 	if err != nil {
+		return nil, ExplainDiskFull(fmt.Errorf("value journal: %w", err), dataDir)
+	}
+	// The mode given to OpenFile is masked by the umask and ignored for a
+	// file that exists already.
+	if err := f.Chmod(FileMode); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("value journal: %w", err)
 	}
 	size, err := f.Seek(0, io.SeekEnd)
@@ -46,8 +77,19 @@ func OpenJournal(dataDir string) (*Journal, error) {
 		f.Close()
 		return nil, fmt.Errorf("value journal: %w", err)
 	}
-	return &Journal{f: f, path: path, size: size}, nil
+	j := &Journal{f: f, path: path, size: size, gen: newGeneration()}
+	if size > 0 {
+		rep, err := parseJournal(io.NewSectionReader(f, 0, size))
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("value journal: %w", err)
+		}
+		j.gen = rep.Generation // appends continue that generation
+	}
+	return j, nil
 }
+
+func newGeneration() int64 { return rand.Int64N(1<<62) + 1 } // never 0, the generation of a journal without a first line
 
 // Append writes values in one write. A line is "<unix ms> <value> <switch
 // id>": switch ids have no spaces (config.SwitchIDPattern).
@@ -55,7 +97,14 @@ func (j *Journal) Append(vs []SwitchValue) error {
 	if len(vs) == 0 {
 		return nil
 	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
 	var b []byte
+	if j.size == 0 {
+		b = append(b, "#gen "...)
+		b = strconv.AppendInt(b, j.gen, 10)
+		b = append(b, '\n')
+	}
 	for _, v := range vs {
 		b = strconv.AppendInt(b, unix(v.At), 10)
 		b = append(b, ' ')
@@ -64,8 +113,6 @@ func (j *Journal) Append(vs []SwitchValue) error {
 		b = append(b, v.SwitchID...)
 		b = append(b, '\n')
 	}
-	j.mu.Lock()
-	defer j.mu.Unlock()
 	if _, err := j.f.Write(b); err != nil {
 		// A short write (a full disk) would leave a line without its
 		// newline, which would swallow the next line appended.
@@ -76,21 +123,131 @@ func (j *Journal) Append(vs []SwitchValue) error {
 	return nil
 }
 
-// Replay folds what the journal holds into db, in the order it was written
-// (everything in the journal is newer than the database: each batch
-// written to the database empties it), and empties the journal. A torn
-// last line, from a process killed in the middle of a write, is skipped.
-func (j *Journal) Replay(db *DB) (int, error) {
+// Mark is how far the journal is written now. Saving a batch with
+// DB.FoldJournal(batch, Mark()) records that everything up to here is in
+// the database; the caller must make sure no Append comes in between.
+func (j *Journal) Mark() JournalMark {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if _, err := j.f.Seek(0, io.SeekStart); err != nil {
-		return 0, err
+	return JournalMark{Generation: j.gen, Size: j.size}
+}
+
+// FoldJournal stores values and, in the same transaction, that the journal
+// is folded up to mark.
+func (db *DB) FoldJournal(ctx context.Context, vs []SwitchValue, mark JournalMark) error {
+	return db.saveValues(ctx, vs, &mark)
+}
+
+// journalFold is the last mark folded, ok false when none was.
+func (db *DB) journalFold(ctx context.Context) (m JournalMark, ok bool, err error) {
+	err = db.db.QueryRowContext(ctx, `SELECT generation, size FROM journal_fold WHERE id = 1`).Scan(&m.Generation, &m.Size)
+	if errors.Is(err, sql.ErrNoRows) {
+		return m, false, nil
 	}
-	vs := parseJournal(j.f)
-	if err := db.SaveSwitchValues(context.Background(), vs); err != nil {
-		return 0, err
+	return m, err == nil, err
+}
+
+// JournalReport is what Replay found in the journal, for the log: nothing
+// the journal held is dropped without being counted here.
+type JournalReport struct {
+	// Replayed is how many values went into the database.
+	Replayed int
+	// Folded is how many lines the database already held: a daemon killed
+	// between storing a batch and emptying the journal.
+	Folded int
+	// Unreadable counts lines that are not "<ms> on|off <switch id>";
+	// UnreadableAt holds the byte offsets of the first few.
+	Unreadable   int
+	UnreadableAt []int64
+	// TornBytes is the length of a last line without its newline, at
+	// TornAt: a write cut short. It was never acknowledged, and is cut.
+	TornAt, TornBytes int64
+	// Overridden lists journaled values that replaced a stored value with
+	// a later time stamp (the clock stepped back between them).
+	Overridden []Override
+}
+
+// Override is a journaled value that replaced a value stored with a later
+// time: the journal is replayed in the order it was written, so it wins.
+type Override struct {
+	SwitchID              string
+	Journaled, Stored     bridge.Value
+	JournaledAt, StoredAt time.Time
+}
+
+// maxReported bounds the offsets and overrides a report lists.
+const maxReported = 20
+
+// Replay folds what the journal holds and the database does not yet into
+// db, in the order it was written (every line not yet folded is newer than
+// the database), and empties the journal. It reports what it skipped.
+func (j *Journal) Replay(db *DB) (*JournalReport, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	ctx := context.Background()
+	size, err := j.f.Seek(0, io.SeekEnd) // all there is, appended by whichever process
+	if err != nil {
+		return nil, err
 	}
-	return len(vs), j.truncateLocked()
+	j.size = size
+	parsed, err := parseJournal(io.NewSectionReader(j.f, 0, j.size))
+	if err != nil {
+		return nil, err
+	}
+	fold, folded, err := db.journalFold(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep := &JournalReport{Unreadable: parsed.Unreadable, UnreadableAt: parsed.UnreadableAt, TornAt: parsed.TornAt, TornBytes: parsed.TornBytes}
+	vs := parsed.unfolded(fold, folded)
+	rep.Folded = len(parsed.Values) - len(vs)
+	rep.Overridden, err = db.overrides(ctx, vs)
+	if err != nil {
+		return nil, err
+	}
+	if len(vs) > 0 || j.size > 0 {
+		if err := db.FoldJournal(ctx, vs, JournalMark{Generation: parsed.Generation, Size: j.size}); err != nil {
+			return nil, err
+		}
+	}
+	rep.Replayed = len(vs)
+	if j.size == 0 {
+		return rep, nil // nothing to empty (and the file may not be one that truncates)
+	}
+	return rep, j.truncateLocked()
+}
+
+// overrides lists the values in vs (their last per switch) that replace a
+// different stored value stamped later.
+func (db *DB) overrides(ctx context.Context, vs []SwitchValue) ([]Override, error) {
+	if len(vs) == 0 {
+		return nil, nil
+	}
+	last := map[string]SwitchValue{}
+	var order []string
+	for _, v := range vs {
+		if _, seen := last[v.SwitchID]; !seen {
+			order = append(order, v.SwitchID)
+		}
+		last[v.SwitchID] = v
+	}
+	var out []Override
+	for _, id := range order {
+		var stored string
+		var at int64
+		err := db.db.QueryRowContext(ctx, `SELECT value, updated_at FROM switch_states WHERE switch_id = ?`, id).Scan(&stored, &at)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		v := last[id]
+		if bridge.Value(stored) != v.Value && unix(v.At) < at && len(out) < maxReported {
+			out = append(out, Override{SwitchID: id, Journaled: v.Value, JournaledAt: v.At, Stored: bridge.Value(stored), StoredAt: fromUnix(at)})
+		}
+	}
+	return out, nil
 }
 
 // Compact empties the journal. Call it only after everything appended so
@@ -106,6 +263,7 @@ func (j *Journal) truncateLocked() error {
 		return err
 	}
 	j.size = 0
+	j.gen = newGeneration()
 	return nil
 }
 
@@ -113,8 +271,16 @@ func (j *Journal) truncateLocked() error {
 func (j *Journal) Close() error { return j.f.Close() }
 
 // ReadJournal returns the values in the journal of dataDir without changing
-// it: what a restart would replay.
+// it, whether or not the database already holds them.
 func ReadJournal(dataDir string) ([]SwitchValue, error) {
+	p, err := readJournalFile(dataDir)
+	if err != nil || p == nil {
+		return nil, err
+	}
+	return p.Values, nil
+}
+
+func readJournalFile(dataDir string) (*parsedJournal, error) {
 	f, err := os.Open(filepath.Join(dataDir, JournalName))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
@@ -123,29 +289,109 @@ func ReadJournal(dataDir string) ([]SwitchValue, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return parseJournal(f), nil
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	// Only what is there now: the daemon may be appending.
+	return parseJournal(io.NewSectionReader(f, 0, st.Size()))
+}
+
+type parsedJournal struct {
+	Generation   int64
+	Values       []SwitchValue
+	Ends         []int64 // the offset just past each value's line
+	Unreadable   int
+	UnreadableAt []int64
+	TornAt       int64
+	TornBytes    int64
+}
+
+// unfolded is the values the database does not hold yet, given its fold
+// mark: those past the mark in the same generation, or all of another.
+func (p *parsedJournal) unfolded(fold JournalMark, ok bool) []SwitchValue {
+	if !ok || fold.Generation != p.Generation {
+		return p.Values
+	}
+	for i, end := range p.Ends {
+		if end > fold.Size {
+			return p.Values[i:]
+		}
+	}
+	return nil
 }
 
 // parseJournal reads complete lines only: a last line without its newline
-// was torn by a kill in the middle of a write, and its switch id may be cut
-// short, so it is dropped.
-func parseJournal(r io.Reader) []SwitchValue {
-	var out []SwitchValue
-	br := bufio.NewReader(r)
-	for {
-		line, err := br.ReadString('\n')
+// was torn by a write cut short (a full disk, a power cut), and its switch
+// id may be cut short, so it is dropped and reported. Lines that do not
+// parse are counted with their offsets, never silently skipped. Memory is
+// bounded by the number of lines, not their length.
+func parseJournal(r io.Reader) (*parsedJournal, error) {
+	p := &parsedJournal{}
+	br := bufio.NewReaderSize(r, maxJournalLine)
+	var off int64
+	for n := 0; ; n++ {
+		line, err := br.ReadSlice('\n')
+		start := off
+		off += int64(len(line))
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// Too long to be a line we wrote: skip to its end.
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				off += int64(len(line))
+			}
+			if err == io.EOF {
+				p.TornAt, p.TornBytes = start, off-start
+				return p, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			p.unreadable(start)
+			continue
+		}
+		if err == io.EOF {
+			if len(line) > 0 {
+				p.TornAt, p.TornBytes = start, int64(len(line))
+			}
+			return p, nil
+		}
 		if err != nil {
-			return out // io.EOF, with or without a torn fragment
+			return nil, err
 		}
-		parts := strings.SplitN(strings.TrimSuffix(line, "\n"), " ", 3)
-		if len(parts) != 3 {
+		text := string(bytes.TrimSuffix(line, []byte{'\n'}))
+		if n == 0 && strings.HasPrefix(text, "#gen ") {
+			if g, err := strconv.ParseInt(strings.TrimPrefix(text, "#gen "), 10, 64); err == nil && g > 0 {
+				p.Generation = g
+				continue
+			}
+		}
+		v, ok := parseJournalLine(text)
+		if !ok {
+			p.unreadable(start)
 			continue
 		}
-		ms, perr := strconv.ParseInt(parts[0], 10, 64)
-		v := bridge.Value(parts[1])
-		if perr != nil || (v != bridge.On && v != bridge.Off) || parts[2] == "" || strings.ContainsAny(parts[2], " \t") {
-			continue
-		}
-		out = append(out, SwitchValue{SwitchID: parts[2], Value: v, At: time.UnixMilli(ms)})
+		p.Values = append(p.Values, v)
+		p.Ends = append(p.Ends, off)
 	}
+}
+
+func (p *parsedJournal) unreadable(at int64) {
+	p.Unreadable++
+	if len(p.UnreadableAt) < maxReported {
+		p.UnreadableAt = append(p.UnreadableAt, at)
+	}
+}
+
+func parseJournalLine(line string) (SwitchValue, bool) {
+	parts := strings.SplitN(line, " ", 3)
+	if len(parts) != 3 {
+		return SwitchValue{}, false
+	}
+	ms, perr := strconv.ParseInt(parts[0], 10, 64)
+	v := bridge.Value(parts[1])
+	if perr != nil || (v != bridge.On && v != bridge.Off) || parts[2] == "" || strings.ContainsAny(parts[2], " \t\x00") {
+		return SwitchValue{}, false
+	}
+	return SwitchValue{SwitchID: parts[2], Value: v, At: time.UnixMilli(ms)}, true
 }

@@ -1,12 +1,11 @@
 // Package store keeps what users create (accounts, apps, installations,
-// authorization codes, access tokens) and each switch's last value in an
-// embedded SQLite database (pure Go, WAL mode), so all of it survives a
-// restart or a kill -9. Secrets are stored only as hashes.
+// authorization codes, access and refresh tokens) and each switch's last
+// value in an embedded SQLite database (pure Go, WAL mode), so all of it
+// survives a restart or a kill -9. Secrets are stored only as hashes.
 package store
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"embed"
 	"errors"
@@ -17,11 +16,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
-
-	"github.com/switchbridge/switchbridge/bridge"
 )
 
 //go:embed migrations/*.sql
@@ -35,30 +33,77 @@ type DB struct {
 	// The statements every API request or reported state runs, prepared
 	// once: the pure-Go SQLite spends more time preparing a statement than
 	// running one of these.
-	tokenStmt, installationStmt, installationSwitchesStmt, saveValueStmt *sql.Stmt
+	tokenStmt, tokenGrantStmt, installationStmt, installationSwitchesStmt, saveValueStmt, memberStmt, generationStmt *sql.Stmt
+
+	access accessCache
+	// replicaGen counts the platform's batches a hub's replica applied.
+	replicaGen atomic.Int64
 }
 
 // FileName is the database's name inside the data directory.
 const FileName = "switchbridge.db"
 
+// DirMode and FileMode are the modes of the data directory and of every
+// file the hub keeps in it: the database holds password hashes, so nothing
+// there is for other users, whatever the umask.
+const (
+	DirMode  fs.FileMode = 0o700
+	FileMode fs.FileMode = 0o600
+)
+
 // Open opens (creating if need be) the database in dataDir and brings its
 // schema up to date. It fails with a clear message when the directory cannot
-// be created or written.
+// be created or written. The directory is made private (DirMode) even when
+// it already existed with another mode, as a packaged install or an older
+// version may have left it.
 func Open(ctx context.Context, dataDir string) (*DB, error) {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	if err := os.MkdirAll(dataDir, DirMode); err != nil {
 		return nil, fmt.Errorf("data dir %s: %w", dataDir, err)
+	}
+	// MkdirAll leaves an existing directory's mode alone, and a new one's
+	// is masked by the umask.
+	if err := os.Chmod(dataDir, DirMode); err != nil {
+		return nil, fmt.Errorf("data dir %s: making it private (%v): %w", dataDir, DirMode, err)
 	}
 	probe, err := os.CreateTemp(dataDir, ".write-test-*")
 	if err != nil {
-		return nil, fmt.Errorf("data dir %s is not writable: %w", dataDir, err)
+		return nil, ExplainDiskFull(fmt.Errorf("data dir %s is not writable: %w", dataDir, err), dataDir)
 	}
+	// One byte, not only an empty file: a full disk still has inodes for
+	// one, and must show up here rather than as a failed first command.
+	err = probeWrite(probe)
 	probe.Close()
 	os.Remove(probe.Name())
-	return OpenFile(ctx, filepath.Join(dataDir, FileName))
+	if err != nil {
+		return nil, ExplainDiskFull(fmt.Errorf("data dir %s: writing a file: %w", dataDir, err), dataDir)
+	}
+	if err := checkNotLost(dataDir); err != nil {
+		return nil, err
+	}
+	db, err := OpenFile(ctx, filepath.Join(dataDir, FileName))
+	if err != nil {
+		return nil, ExplainDiskFull(err, dataDir)
+	}
+	if err := markHadState(dataDir); err != nil {
+		db.Close()
+		return nil, ExplainDiskFull(fmt.Errorf("data dir %s: %w", dataDir, err), dataDir)
+	}
+	return db, nil
 }
 
-// OpenFile opens the database file at path.
+// probeWrite writes to the data dir's probe file; tests replace it to play
+// a full disk.
+var probeWrite = func(f *os.File) error {
+	_, err := f.Write([]byte{'\n'})
+	return err
+}
+
+// OpenFile opens the database file at path. The database and its -wal and
+// -shm files are made private (FileMode).
 func OpenFile(ctx context.Context, path string) (*DB, error) {
+	if err := privateFiles(path); err != nil {
+		return nil, err
+	}
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout(10000)")
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -70,19 +115,32 @@ func OpenFile(ctx context.Context, path string) (*DB, error) {
 		return nil, err
 	}
 	sdb.SetMaxOpenConns(4)
-	db := &DB{db: sdb, now: time.Now}
+	db := &DB{db: sdb, now: time.Now, access: accessCache{path: path + "-shm"}}
+	if err := db.checkIntegrity(ctx, path); err != nil {
+		sdb.Close()
+		return nil, err
+	}
 	if err := db.migrate(ctx); err != nil {
 		sdb.Close()
-		return nil, fmt.Errorf("opening %s: %w", path, err)
+		return nil, damaged(fmt.Errorf("opening %s: %w", path, err), path)
+	}
+	// SQLite has created the -wal and -shm files by now, with the
+	// database's own mode; checking costs two stats.
+	if err := privateFiles(path); err != nil {
+		sdb.Close()
+		return nil, err
 	}
 	for _, p := range []struct {
 		dst *(*sql.Stmt)
 		q   string
 	}{
 		{&db.tokenStmt, selectToken},
+		{&db.tokenGrantStmt, selectTokenGrant},
 		{&db.installationStmt, selectInstallation},
 		{&db.installationSwitchesStmt, selectInstallationSwitches},
 		{&db.saveValueStmt, saveSwitchValue},
+		{&db.memberStmt, selectMember},
+		{&db.generationStmt, selectAccessGeneration},
 	} {
 		if *p.dst, err = sdb.PrepareContext(ctx, p.q); err != nil {
 			sdb.Close()
@@ -92,19 +150,69 @@ func OpenFile(ctx context.Context, path string) (*DB, error) {
 	return db, nil
 }
 
-// Ping checks that the database answers.
-func (db *DB) Ping(ctx context.Context) error {
-	var one int
-	return db.db.QueryRowContext(ctx, "SELECT 1").Scan(&one)
+// privateFiles makes the database at path and its -wal and -shm files
+// FileMode, creating the database (empty) when it does not exist yet.
+// SQLite creates a database with 0644 less the umask, but creates its -wal
+// and -shm files with the mode of the database file, whatever the umask
+// (unix VFS, "findCreateFileMode"): a private database file keeps the
+// files SQLite adds later private too. Files left by an older version or a
+// killed process are fixed here.
+func privateFiles(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FileMode)
+	if err != nil {
+		return fmt.Errorf("opening %s: %w", path, err)
+	}
+	f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := chmodPrivate(p); err != nil {
+			return err
+		}
+	}
+	return nil
 }
+
+// chmodPrivate sets a file the hub keeps to FileMode unless it is already
+// (a chmod is a metadata write on an SD card); a file that does not exist is
+// fine.
+func chmodPrivate(p string) error {
+	st, err := os.Stat(p)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err == nil && st.Mode().Perm() != FileMode {
+		err = os.Chmod(p, FileMode)
+	}
+	if err != nil {
+		return fmt.Errorf("making %s private (%v): %w", p, FileMode, err)
+	}
+	return nil
+}
+
+// Ping checks that the database answers from its tables. "SELECT 1" is
+// not enough: it never reads the file, so a damaged database passes it
+// while every request fails. Counting walks each table's pages, which a
+// hub's few thousand rows make cheap (see BenchmarkOpen).
+func (db *DB) Ping(ctx context.Context) error {
+	var n int64
+	return db.db.QueryRowContext(ctx, pingQuery).Scan(&n)
+}
+
+const pingQuery = `SELECT (SELECT count(*) FROM users) + (SELECT count(*) FROM user_locations) +
+	(SELECT count(*) FROM apps) + (SELECT count(*) FROM app_redirect_uris) +
+	(SELECT count(*) FROM installations) + (SELECT count(*) FROM installation_switches) +
+	(SELECT count(*) FROM codes) + (SELECT count(*) FROM tokens) + (SELECT count(*) FROM refresh_tokens) +
+	(SELECT count(*) FROM switch_states)`
 
 // Close closes the database.
 func (db *DB) Close() error {
-	for _, st := range []*sql.Stmt{db.tokenStmt, db.installationStmt, db.installationSwitchesStmt, db.saveValueStmt} {
+	for _, st := range []*sql.Stmt{db.tokenStmt, db.tokenGrantStmt, db.installationStmt, db.installationSwitchesStmt, db.saveValueStmt, db.memberStmt, db.generationStmt} {
 		if st != nil {
 			st.Close()
 		}
 	}
+	db.access.mu.Lock()
+	db.access.close()
+	db.access.mu.Unlock()
 	return db.db.Close()
 }
 
@@ -149,362 +257,7 @@ func unix(t time.Time) int64 { return t.UnixMilli() }
 
 func fromUnix(ms int64) time.Time { return time.UnixMilli(ms) }
 
-// ---- users
-
-// CreateUser adds a user. ECONFLICT when the name is taken.
-func (db *DB) CreateUser(ctx context.Context, name string, passwordHash []byte, locations []int64) (*bridge.User, error) {
-	now := db.now()
-	tx, err := db.db.BeginTx(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `INSERT INTO users (name, password_hash, created_at) VALUES (?, ?, ?)`, name, passwordHash, unix(now))
-	if err != nil {
-		if isUnique(err) {
-			return nil, bridge.Errorf(bridge.ECONFLICT, "user %q exists already", name)
-		}
-		return nil, err
-	}
-	id, _ := res.LastInsertId()
-	for _, l := range dedupe(locations) {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO user_locations (user_id, location_id) VALUES (?, ?)`, id, l); err != nil {
-			return nil, err
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return nil, err
-	}
-	return &bridge.User{ID: id, Name: name, PasswordHash: passwordHash, Locations: dedupe(locations), CreatedAt: fromUnix(unix(now))}, nil
-}
-
-func dedupe(ids []int64) []int64 {
-	seen := map[int64]bool{}
-	var out []int64
-	for _, id := range ids {
-		if !seen[id] {
-			seen[id] = true
-			out = append(out, id)
-		}
-	}
-	return out
-}
-
-// UserByName returns a user; ENOTFOUND when there is none.
-func (db *DB) UserByName(ctx context.Context, name string) (*bridge.User, error) {
-	return db.user(ctx, `WHERE name = ?`, name)
-}
-
-// UserByID returns a user; ENOTFOUND when there is none.
-func (db *DB) UserByID(ctx context.Context, id int64) (*bridge.User, error) {
-	return db.user(ctx, `WHERE id = ?`, id)
-}
-
-func (db *DB) user(ctx context.Context, where string, arg any) (*bridge.User, error) {
-	u := &bridge.User{}
-	var created int64
-	err := db.db.QueryRowContext(ctx, `SELECT id, name, password_hash, created_at FROM users `+where, arg).
-		Scan(&u.ID, &u.Name, &u.PasswordHash, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		if name, ok := arg.(string); ok {
-			return nil, bridge.Errorf(bridge.ENOTFOUND, "no user %q", name)
-		}
-		return nil, bridge.Errorf(bridge.ENOTFOUND, "no user with id %v", arg)
-	}
-	if err != nil {
-		return nil, err
-	}
-	u.CreatedAt = fromUnix(created)
-	u.Locations, err = db.userLocations(ctx, u.ID)
-	return u, err
-}
-
-func (db *DB) userLocations(ctx context.Context, id int64) ([]int64, error) {
-	rows, err := db.db.QueryContext(ctx, `SELECT location_id FROM user_locations WHERE user_id = ? ORDER BY location_id`, id)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var l int64
-		if err := rows.Scan(&l); err != nil {
-			return nil, err
-		}
-		out = append(out, l)
-	}
-	return out, rows.Err()
-}
-
-// Users lists every user by name.
-func (db *DB) Users(ctx context.Context) ([]*bridge.User, error) {
-	rows, err := db.db.QueryContext(ctx, `SELECT name FROM users ORDER BY name`)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		names = append(names, n)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	out := make([]*bridge.User, 0, len(names))
-	for _, n := range names {
-		u, err := db.UserByName(ctx, n)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, u)
-	}
-	return out, nil
-}
-
-// SetPassword replaces a user's password hash; ENOTFOUND for no such user.
-func (db *DB) SetPassword(ctx context.Context, name string, passwordHash []byte) error {
-	res, err := db.db.ExecContext(ctx, `UPDATE users SET password_hash = ? WHERE name = ?`, passwordHash, name)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return bridge.Errorf(bridge.ENOTFOUND, "no user %q", name)
-	}
-	return nil
-}
-
-// ---- apps
-
-// CreateApp registers an app. ECONFLICT when the client id is taken.
-func (db *DB) CreateApp(ctx context.Context, a *bridge.App) error {
-	tx, err := db.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if a.CreatedAt.IsZero() {
-		a.CreatedAt = db.now()
-	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO apps (client_id, name, secret_hash, owner_id, published, created_at) VALUES (?, ?, ?, ?, ?, ?)`,
-		a.ClientID, a.Name, a.SecretHash, a.OwnerID, a.Published, unix(a.CreatedAt))
-	if err != nil {
-		if isUnique(err) {
-			return bridge.Errorf(bridge.ECONFLICT, "app %q exists already", a.ClientID)
-		}
-		if isForeignKey(err) {
-			return bridge.Errorf(bridge.ENOTFOUND, "owner %d does not exist", a.OwnerID)
-		}
-		return err
-	}
-	for i, u := range a.RedirectURIs {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO app_redirect_uris (client_id, pos, uri) VALUES (?, ?, ?)`, a.ClientID, i, u); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
-}
-
-// App returns the app with a client id; ENOTFOUND when there is none.
-func (db *DB) App(ctx context.Context, clientID string) (*bridge.App, error) {
-	a := &bridge.App{}
-	var created int64
-	err := db.db.QueryRowContext(ctx, `SELECT client_id, name, secret_hash, owner_id, published, created_at FROM apps WHERE client_id = ?`, clientID).
-		Scan(&a.ClientID, &a.Name, &a.SecretHash, &a.OwnerID, &a.Published, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, bridge.Errorf(bridge.ENOTFOUND, "no app with client id %q", clientID)
-	}
-	if err != nil {
-		return nil, err
-	}
-	a.CreatedAt = fromUnix(created)
-	rows, err := db.db.QueryContext(ctx, `SELECT uri FROM app_redirect_uris WHERE client_id = ? ORDER BY pos`, clientID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var u string
-		if err := rows.Scan(&u); err != nil {
-			return nil, err
-		}
-		a.RedirectURIs = append(a.RedirectURIs, u)
-	}
-	return a, rows.Err()
-}
-
-// Apps lists every app by creation time.
-func (db *DB) Apps(ctx context.Context) ([]*bridge.App, error) {
-	ids, err := db.strings(ctx, `SELECT client_id FROM apps ORDER BY created_at, client_id`)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*bridge.App, 0, len(ids))
-	for _, id := range ids {
-		a, err := db.App(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, a)
-	}
-	return out, nil
-}
-
-// PublishApp marks an app published; ENOTFOUND for no such app.
-func (db *DB) PublishApp(ctx context.Context, clientID string) error {
-	return db.updateApp(ctx, `UPDATE apps SET published = 1 WHERE client_id = ?`, clientID)
-}
-
-// SetAppSecret replaces an app's secret hash; ENOTFOUND for no such app.
-func (db *DB) SetAppSecret(ctx context.Context, clientID string, secretHash []byte) error {
-	return db.updateApp(ctx, `UPDATE apps SET secret_hash = ? WHERE client_id = ?`, secretHash, clientID)
-}
-
-// SetAppRedirectURIs replaces an app's redirect URIs.
-func (db *DB) SetAppRedirectURIs(ctx context.Context, clientID string, uris []string) error {
-	tx, err := db.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM app_redirect_uris WHERE client_id = ?`, clientID); err != nil {
-		return err
-	}
-	for i, u := range uris {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO app_redirect_uris (client_id, pos, uri) VALUES (?, ?, ?)`, clientID, i, u); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
-}
-
-func (db *DB) updateApp(ctx context.Context, q string, args ...any) error {
-	res, err := db.db.ExecContext(ctx, q, args...)
-	if err != nil {
-		return err
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return bridge.Errorf(bridge.ENOTFOUND, "no app with client id %q", args[len(args)-1])
-	}
-	return nil
-}
-
-// ---- installations
-
-// Install records that a user installed an app into a location with the
-// given switches. Installing the same app into the same location of the
-// same user again updates that installation (same id, the new switch
-// selection) rather than adding a second one. It fills in.ID and the times.
-func (db *DB) Install(ctx context.Context, in *bridge.Installation) error {
-	now := db.now()
-	tx, err := db.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var id string
-	var created int64
-	err = tx.QueryRowContext(ctx, `SELECT id, created_at FROM installations WHERE client_id = ? AND user_id = ? AND location_id = ?`,
-		in.ClientID, in.UserID, in.LocationID).Scan(&id, &created)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		id = newInstallationID()
-		created = unix(now)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO installations (id, client_id, user_id, location_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			id, in.ClientID, in.UserID, in.LocationID, created, unix(now)); err != nil {
-			return err
-		}
-	case err != nil:
-		return err
-	default:
-		if _, err := tx.ExecContext(ctx, `UPDATE installations SET updated_at = ? WHERE id = ?`, unix(now), id); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM installation_switches WHERE installation_id = ?`, id); err != nil {
-			return err
-		}
-	}
-	for i, s := range in.SwitchIDs {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO installation_switches (installation_id, pos, switch_id) VALUES (?, ?, ?)`, id, i, s); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	in.ID, in.CreatedAt, in.UpdatedAt = id, fromUnix(created), fromUnix(unix(now))
-	return nil
-}
-
-// Installation returns an installation; ENOTFOUND when there is none.
-func (db *DB) Installation(ctx context.Context, id string) (*bridge.Installation, error) {
-	in := &bridge.Installation{}
-	var created, updated int64
-	err := db.installationStmt.QueryRowContext(ctx, id).
-		Scan(&in.ID, &in.ClientID, &in.UserID, &in.LocationID, &created, &updated)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, bridge.Errorf(bridge.ENOTFOUND, "no installation %q", id)
-	}
-	if err != nil {
-		return nil, err
-	}
-	in.CreatedAt, in.UpdatedAt = fromUnix(created), fromUnix(updated)
-	rows, err := db.installationSwitchesStmt.QueryContext(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		in.SwitchIDs = append(in.SwitchIDs, s)
-	}
-	return in, rows.Err()
-}
-
-const (
-	selectInstallation         = `SELECT id, client_id, user_id, location_id, created_at, updated_at FROM installations WHERE id = ?`
-	selectInstallationSwitches = `SELECT switch_id FROM installation_switches WHERE installation_id = ? ORDER BY pos`
-)
-
-// Installations lists every installation, oldest first.
-func (db *DB) Installations(ctx context.Context) ([]*bridge.Installation, error) {
-	ids, err := db.strings(ctx, `SELECT id FROM installations ORDER BY created_at, id`)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*bridge.Installation, 0, len(ids))
-	for _, id := range ids {
-		in, err := db.Installation(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, in)
-	}
-	return out, nil
-}
-
-// CountInstallations returns how many installations exist.
-func (db *DB) CountInstallations(ctx context.Context) (int, error) {
-	var n int
-	err := db.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM installations`).Scan(&n)
-	return n, err
-}
-
-func newInstallationID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40 // version 4
-	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
+// strings runs a query of one text column.
 func (db *DB) strings(ctx context.Context, q string, args ...any) ([]string, error) {
 	rows, err := db.db.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -518,67 +271,6 @@ func (db *DB) strings(ctx context.Context, q string, args ...any) ([]string, err
 			return nil, err
 		}
 		out = append(out, s)
-	}
-	return out, rows.Err()
-}
-
-// ---- switch state
-
-// The last write wins: callers write values in the order they learnt them.
-// Comparing the stored times instead would let a wall-clock step back (a
-// Pi has no clock of its own until NTP answers) silently discard new values.
-const saveSwitchValue = `INSERT INTO switch_states (switch_id, value, updated_at) VALUES (?, ?, ?)
-	ON CONFLICT (switch_id) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`
-
-// SaveSwitchValue stores a switch's last known value.
-func (db *DB) SaveSwitchValue(ctx context.Context, switchID string, v bridge.Value, at time.Time) error {
-	_, err := db.saveValueStmt.ExecContext(ctx, switchID, string(v), unix(at))
-	return err
-}
-
-// SwitchValue is one switch's value at a time, for SaveSwitchValues.
-type SwitchValue struct {
-	SwitchID string
-	Value    bridge.Value
-	At       time.Time
-}
-
-// SaveSwitchValues stores many values in one transaction, in order (a later
-// value for the same switch wins): one disk write for a command that
-// switched a hundred plugs.
-func (db *DB) SaveSwitchValues(ctx context.Context, vs []SwitchValue) error {
-	if len(vs) == 0 {
-		return nil
-	}
-	tx, err := db.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	stmt := tx.StmtContext(ctx, db.saveValueStmt)
-	defer stmt.Close()
-	for _, v := range vs {
-		if _, err := stmt.ExecContext(ctx, v.SwitchID, string(v.Value), unix(v.At)); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
-}
-
-// SwitchValues returns every stored switch value by switch id.
-func (db *DB) SwitchValues(ctx context.Context) (map[string]bridge.Value, error) {
-	rows, err := db.db.QueryContext(ctx, `SELECT switch_id, value FROM switch_states`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]bridge.Value{}
-	for rows.Next() {
-		var id, v string
-		if err := rows.Scan(&id, &v); err != nil {
-			return nil, err
-		}
-		out[id] = bridge.Value(v)
 	}
 	return out, rows.Err()
 }

@@ -110,43 +110,48 @@ func TestRedeemCode(t *testing.T) {
 	db := mustOpen(t, t.TempDir())
 	_, _, in := seed(t, db)
 	future := time.Now().Add(time.Hour)
-	code := store.Code{ClientID: "c1", RedirectURI: "https://a/cb", InstallationID: in.ID, ExpiresAt: future}
+	code := bridge.AuthCode{ClientID: "c1", RedirectURI: "https://a/cb", InstallationID: in.ID, ExpiresAt: future}
 	if err := db.CreateCode(ctx, []byte("code1"), code); err != nil {
 		t.Fatal(err)
 	}
-	ok := func(store.Code) error { return nil }
+	ok := func(bridge.AuthCode) error { return nil }
 	refuse := errors.New("wrong client")
 
 	// A refusing check leaves the code usable.
-	if _, err := db.RedeemCode(ctx, []byte("code1"), func(store.Code) error { return refuse }, []byte("t0"), future); !errors.Is(err, refuse) {
+	if _, err := db.RedeemCode(ctx, []byte("code1"), func(bridge.AuthCode) error { return refuse }, access([]byte("t0"), future)); !errors.Is(err, refuse) {
 		t.Fatalf("refused check: %v", err)
 	}
-	c, err := db.RedeemCode(ctx, []byte("code1"), ok, []byte("t1"), future)
+	c, err := db.RedeemCode(ctx, []byte("code1"), ok, access([]byte("t1"), future))
 	if err != nil || c.InstallationID != in.ID {
 		t.Fatalf("redeem: %+v %v", c, err)
 	}
 	if tok, err := db.Token(ctx, []byte("t1")); err != nil || tok.Revoked || tok.InstallationID != in.ID {
 		t.Fatalf("token: %+v %v", tok, err)
 	}
-	if _, err := db.Token(ctx, []byte("t0")); !errors.Is(err, store.ErrTokenUnknown) {
+	if _, err := db.Token(ctx, []byte("t0")); !errors.Is(err, bridge.ErrTokenUnknown) {
 		t.Errorf("a refused redemption stored a token: %v", err)
 	}
 	// Replay: refused, and the first token revoked.
-	if _, err := db.RedeemCode(ctx, []byte("code1"), ok, []byte("t2"), future); !errors.Is(err, store.ErrCodeReused) {
+	if _, err := db.RedeemCode(ctx, []byte("code1"), ok, access([]byte("t2"), future)); !errors.Is(err, bridge.ErrCodeReused) {
 		t.Errorf("replay: %v", err)
 	}
 	if tok, _ := db.Token(ctx, []byte("t1")); !tok.Revoked {
 		t.Error("replay did not revoke the token")
 	}
-	if _, err := db.RedeemCode(ctx, []byte("nope"), ok, []byte("t3"), future); !errors.Is(err, store.ErrCodeInvalid) {
+	if _, err := db.RedeemCode(ctx, []byte("nope"), ok, access([]byte("t3"), future)); !errors.Is(err, bridge.ErrCodeInvalid) {
 		t.Errorf("unknown code: %v", err)
 	}
 	// Expired.
 	code.ExpiresAt = time.Now().Add(-time.Second)
 	db.CreateCode(ctx, []byte("old"), code)
-	if _, err := db.RedeemCode(ctx, []byte("old"), ok, []byte("t4"), future); !errors.Is(err, store.ErrCodeInvalid) {
+	if _, err := db.RedeemCode(ctx, []byte("old"), ok, access([]byte("t4"), future)); !errors.Is(err, bridge.ErrCodeInvalid) {
 		t.Errorf("expired code: %v", err)
 	}
+}
+
+// access is an access token alone, as the store keeps it.
+func access(hash []byte, expires time.Time) bridge.TokenPair {
+	return bridge.TokenPair{AccessHash: hash, AccessExpiresAt: expires}
 }
 
 func TestConcurrentRedeemOneWinner(t *testing.T) {
@@ -154,7 +159,7 @@ func TestConcurrentRedeemOneWinner(t *testing.T) {
 	db := mustOpen(t, t.TempDir())
 	_, _, in := seed(t, db)
 	future := time.Now().Add(time.Hour)
-	db.CreateCode(ctx, []byte("c"), store.Code{ClientID: "c1", RedirectURI: "https://a/cb", InstallationID: in.ID, ExpiresAt: future})
+	db.CreateCode(ctx, []byte("c"), bridge.AuthCode{ClientID: "c1", RedirectURI: "https://a/cb", InstallationID: in.ID, ExpiresAt: future})
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	wins, reused := 0, 0
@@ -162,13 +167,13 @@ func TestConcurrentRedeemOneWinner(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := db.RedeemCode(ctx, []byte("c"), func(store.Code) error { return nil }, []byte{byte(i)}, future)
+			_, err := db.RedeemCode(ctx, []byte("c"), func(bridge.AuthCode) error { return nil }, access([]byte{byte(i)}, future))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
 			case err == nil:
 				wins++
-			case errors.Is(err, store.ErrCodeReused):
+			case errors.Is(err, bridge.ErrCodeReused):
 				reused++
 			default:
 				t.Errorf("redeem: %v", err)
@@ -210,24 +215,24 @@ func TestPrune(t *testing.T) {
 	db := mustOpen(t, t.TempDir())
 	_, _, in := seed(t, db)
 	old := time.Now().Add(-48 * time.Hour)
-	db.CreateCode(ctx, []byte("old"), store.Code{ClientID: "c1", RedirectURI: "x", InstallationID: in.ID, ExpiresAt: old})
-	db.CreateCode(ctx, []byte("new"), store.Code{ClientID: "c1", RedirectURI: "x", InstallationID: in.ID, ExpiresAt: time.Now().Add(time.Minute)})
+	db.CreateCode(ctx, []byte("old"), bridge.AuthCode{ClientID: "c1", RedirectURI: "x", InstallationID: in.ID, ExpiresAt: old})
+	db.CreateCode(ctx, []byte("new"), bridge.AuthCode{ClientID: "c1", RedirectURI: "x", InstallationID: in.ID, ExpiresAt: time.Now().Add(time.Minute)})
 	db.CreateToken(ctx, []byte("oldtok"), in.ID, old)
 	db.CreateToken(ctx, []byte("newtok"), in.ID, time.Now().Add(time.Hour))
 	if err := db.Prune(ctx, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Token(ctx, []byte("oldtok")); !errors.Is(err, store.ErrTokenUnknown) {
+	if _, err := db.Token(ctx, []byte("oldtok")); !errors.Is(err, bridge.ErrTokenUnknown) {
 		t.Errorf("old token kept: %v", err)
 	}
 	if _, err := db.Token(ctx, []byte("newtok")); err != nil {
 		t.Errorf("live token pruned: %v", err)
 	}
-	ok := func(store.Code) error { return nil }
-	if _, err := db.RedeemCode(ctx, []byte("old"), ok, []byte("t"), time.Now()); !errors.Is(err, store.ErrCodeInvalid) {
+	ok := func(bridge.AuthCode) error { return nil }
+	if _, err := db.RedeemCode(ctx, []byte("old"), ok, access([]byte("t"), time.Now())); !errors.Is(err, bridge.ErrCodeInvalid) {
 		t.Errorf("old code: %v", err)
 	}
-	if _, err := db.RedeemCode(ctx, []byte("new"), ok, []byte("t"), time.Now().Add(time.Hour)); err != nil {
+	if _, err := db.RedeemCode(ctx, []byte("new"), ok, access([]byte("t"), time.Now().Add(time.Hour))); err != nil {
 		t.Errorf("live code pruned: %v", err)
 	}
 }
@@ -242,10 +247,13 @@ func TestOpenRefusesUnwritableDir(t *testing.T) {
 		}
 		return
 	}
-	dir := t.TempDir()
-	os.Chmod(dir, 0o500)
-	if _, err := store.Open(context.Background(), dir); err == nil {
-		t.Fatal("opened a read-only data dir")
+	// Open makes a data dir it owns private and writable (0700), so the
+	// one it cannot use is one it cannot create.
+	parent := t.TempDir()
+	os.Chmod(parent, 0o500)
+	t.Cleanup(func() { os.Chmod(parent, 0o700) })
+	if _, err := store.Open(context.Background(), filepath.Join(parent, "data")); err == nil {
+		t.Fatal("opened a data dir below a read-only directory")
 	}
 }
 
@@ -271,9 +279,9 @@ func TestJournal(t *testing.T) {
 	if len(read) != 3 {
 		t.Fatalf("ReadJournal = %+v, want the three whole lines", read)
 	}
-	n, err := j.Replay(db)
-	if err != nil || n != 3 {
-		t.Fatalf("Replay = %d, %v", n, err)
+	rep, err := j.Replay(db)
+	if err != nil || rep.Replayed != 3 || rep.TornBytes != int64(len("1700000000000 on ki")) {
+		t.Fatalf("Replay = %+v, %v", rep, err)
 	}
 	vals, _ := db.SwitchValues(ctx)
 	if vals["a"] != bridge.On || vals["b"] != bridge.Off || vals["ki"] != "" {

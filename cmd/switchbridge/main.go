@@ -1,6 +1,12 @@
 // Command switchbridge is the hub daemon and its administration commands:
-// serve, user, app, install and check-config. main only maps run's error to
-// an exit code, so tests run the whole program in-process.
+// serve, user, app, install, installation, hub, backup and check-config.
+// main only installs the signal handling and exits with run's code, so
+// tests run the whole program in-process.
+//
+// One file per command group: run.go dispatches and parses flags;
+// serve.go, checkconfig.go, users.go, apps.go, installations.go, hub.go
+// and backup.go hold the commands; config.go loads the config and the
+// store they share.
 package main
 
 import (
@@ -11,8 +17,18 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
+	// First thing: until signal.Notify runs, Go's default for SIGHUP is to
+	// exit, and systemd counts a death by SIGHUP as a clean exit, so
+	// Restart=on-failure would leave the hub down. A reload asked for while
+	// the daemon starts must wait for it instead.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
+	serving := len(os.Args) > 1 && os.Args[1] == "serve"
+	ctx, cancel := context.WithCancel(context.Background())
+	hangup := newReloadRequests()
+	go relaySignals(sigs, serving, cancel, hangup)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, hangup)
+	signal.Stop(sigs)
+	cancel()
 	os.Exit(code)
 }

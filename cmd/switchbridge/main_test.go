@@ -14,6 +14,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/bridge/config/configtest"
+	"github.com/switchbridge/switchbridge/bridge/logtest"
 )
 
 // TestMain lets the test binary play the daemon: with SWITCHBRIDGE_RUN_MAIN
@@ -24,10 +28,24 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
+	// No test may ask the network's name servers about a listen host.
+	config.Resolver = configtest.Hosts{}
 	os.Exit(m.Run())
 }
 
-func freePort(t *testing.T) string {
+// skipIfEmulated skips a test that runs this test binary as a real
+// process. make test sets SWITCHBRIDGE_TEST_EMULATED (to qemu-arm or
+// qemu-aarch64) when it runs the unit tests of the Pi targets under
+// qemu-user: there the binary is foreign to the kernel, which cannot
+// execute it again without a binfmt_misc entry for qemu.
+func skipIfEmulated(t testing.TB) {
+	t.Helper()
+	if e := os.Getenv("SWITCHBRIDGE_TEST_EMULATED"); e != "" {
+		t.Skipf("runs the test binary as a process, which cannot be done under %s", e)
+	}
+}
+
+func freePort(t testing.TB) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -38,7 +56,7 @@ func freePort(t *testing.T) string {
 }
 
 // writeConfig writes a config with virtual switches on a free port.
-func writeConfig(t *testing.T, dir string) (path, addr string) {
+func writeConfig(t testing.TB, dir string) (path, addr string) {
 	t.Helper()
 	addr = freePort(t)
 	path = filepath.Join(dir, "config.yaml")
@@ -71,7 +89,7 @@ type result struct {
 func runCLI(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errb, nil)
 	return result{code, out.String(), errb.String()}
 }
 
@@ -99,6 +117,7 @@ func TestAdministrationCommands(t *testing.T) {
 		{"app bad redirect", "", []string{"app", "create", "--name", "X", "--redirect-uri", "/relative", "--owner", "alice", "--config", cfg}, 2, "not absolute"},
 		{"app unknown owner", "", []string{"app", "create", "--name", "X", "--redirect-uri", "https://x/cb", "--owner", "zed", "--config", cfg}, 1, "owner"},
 		{"app missing name", "", []string{"app", "create", "--redirect-uri", "https://x/cb", "--owner", "alice", "--config", cfg}, 2, "needs --name"},
+		{"app redirect with userinfo", "", []string{"app", "create", "--name", "X", "--redirect-uri", "https://x@evil.example/cb", "--owner", "alice", "--config", cfg}, 2, "user information"},
 		{"unknown command", "", []string{"frobnicate"}, 2, `unknown command "frobnicate"`},
 		{"no command", "", nil, 2, "usage: switchbridge"},
 		{"missing config", "", []string{"user", "list", "--config", filepath.Join(dir, "nope.yaml")}, 1, "reading config"},
@@ -125,6 +144,15 @@ func TestAdministrationCommands(t *testing.T) {
 	}
 	if r := runCLI(t, "", "app", "list", "--config", cfg); !strings.Contains(r.stdout, app.ClientID) || !strings.Contains(r.stdout, "alice") || strings.Contains(r.stdout, app.ClientSecret) {
 		t.Errorf("app list = %q (must list the app and its owner, never the secret)", r.stdout)
+	}
+	if r := runCLI(t, "", "app", "list", "--config", cfg); !strings.Contains(r.stdout, "PKCE") || !strings.Contains(r.stdout, "optional") || strings.Contains(r.stdout, "required") {
+		t.Errorf("app list without a PKCE-only app = %q", r.stdout)
+	}
+	if r := runCLI(t, "", "app", "create", "--name", "Strict", "--redirect-uri", "https://x/cb", "--owner", "alice", "--require-pkce", "--config", cfg); r.code != 0 {
+		t.Errorf("app create --require-pkce: %+v", r)
+	}
+	if r := runCLI(t, "", "app", "list", "--config", cfg); !strings.Contains(r.stdout, "required") {
+		t.Errorf("app list does not show the PKCE-only app: %q", r.stdout)
 	}
 	if r := runCLI(t, "", "app", "publish", app.ClientID, "--config", cfg); r.code != 0 {
 		t.Errorf("app publish: %+v", r)
@@ -195,6 +223,48 @@ locations:
 	}
 }
 
+// Commands that read the config without building drivers still refuse a
+// top-level key that no driver claims: a misspelt data_dir must not send
+// "user add" to the default data directory.
+func TestCommandsRefuseUnknownSections(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hub.yaml")
+	os.WriteFile(cfg, []byte("data_dri: "+dir+"\nlocations:\n  - {id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}\n"), 0o600)
+	for _, args := range [][]string{
+		{"user", "add", "alice", "--location", "1"},
+		{"backup", filepath.Join(dir, "backup.db")},
+	} {
+		r := runCLI(t, "pw-alice\n", append(args, "--config", cfg)...)
+		if r.code == 0 || !strings.Contains(r.stderr, cfg+`:1: unknown key "data_dri"`) {
+			t.Errorf("%s: %+v", strings.Join(args, " "), r)
+		}
+	}
+}
+
+// A broker login tied to no switch works, with a warning on stderr.
+func TestCheckConfigWarnsOfLooseLogins(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "hub.yaml")
+	os.WriteFile(cfg, []byte(`data_dir: `+dir+`
+mqtt:
+  broker: embedded
+  users:
+    plug: secret
+locations:
+  - id: 1
+    name: Home
+    switches:
+      - {id: a, name: A, driver: mqtt, profile: tasmota, topic: t}
+`), 0o600)
+	r := runCLI(t, "", "check-config", "--config", cfg)
+	if r.code != 0 || !strings.Contains(r.stdout, "ok (1 locations, 1 switches)") {
+		t.Fatalf("check-config: %+v", r)
+	}
+	if want := cfg + ":5: warning: mqtt.users: login(s) plug list no switches"; !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr %q, want %q", r.stderr, want)
+	}
+}
+
 // developerApp is an app of user alice, made with the CLI.
 type developerApp struct{ ID string }
 
@@ -218,20 +288,21 @@ func addDeveloperApp(t *testing.T, cfg, location string) developerApp {
 // serve.
 type daemonProcess struct {
 	cmd    *exec.Cmd
-	stderr *bytes.Buffer
+	stderr *logtest.Buffer
 	done   chan struct{} // closed when the process has exited
 	err    error         // its exit status, once done is closed
 }
 
-func startDaemon(t *testing.T, cfg, addr string) *daemonProcess {
+func startDaemon(t testing.TB, cfg, addr string) *daemonProcess {
 	t.Helper()
+	skipIfEmulated(t)
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, "serve", "--config", cfg)
 	cmd.Env = append(os.Environ(), "SWITCHBRIDGE_RUN_MAIN=1")
-	p := &daemonProcess{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{})}
+	p := &daemonProcess{cmd: cmd, stderr: &logtest.Buffer{}, done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -358,12 +429,12 @@ func TestSIGTERMFinishesRequestsInFlight(t *testing.T) {
 	log := p.stderr.String()
 	found := false
 	for _, line := range strings.Split(log, "\n") {
-		if strings.Contains(line, `msg="device command"`) && strings.Contains(line, "installation=") && strings.Contains(line, "switch=fan") {
+		if strings.Contains(line, `msg=command`) && strings.Contains(line, "installation=") && strings.Contains(line, "fan") {
 			found = true
 		}
 	}
 	if !found {
-		t.Errorf("no device command line with the installation id:\n%s", log)
+		t.Errorf("no command line with the installation id:\n%s", log)
 	}
 	if strings.Contains(log, inst.Token) {
 		t.Error("the log holds the access token")
@@ -446,6 +517,7 @@ func TestShippedConfigsCheck(t *testing.T) {
 // accepts connections, WATCHDOG=1 pings must follow at half the interval,
 // and STOPPING=1 on SIGTERM.
 func TestSystemdNotifications(t *testing.T) {
+	skipIfEmulated(t)
 	dir := t.TempDir()
 	cfg, addr := writeConfig(t, dir)
 	sockPath := filepath.Join(dir, "notify.sock")
@@ -499,6 +571,54 @@ func TestSystemdNotifications(t *testing.T) {
 		}
 		if msg != "WATCHDOG=1" {
 			t.Fatalf("notification %q while stopping", msg)
+		}
+	}
+}
+
+// TestCheckConfigMatchesServe checks that check-config refuses what serve
+// refuses before it binds, with the same file:line message: ports out of
+// range (net.Listen alone would be the first to notice) and listen
+// addresses this machine cannot have.
+func TestCheckConfigMatchesServe(t *testing.T) {
+	dir := t.TempDir()
+	good, addr := writeConfig(t, dir)
+	body, _ := os.ReadFile(good)
+	for _, c := range []struct {
+		name, from, to, want string
+	}{
+		{"port out of range", "listen: " + addr, "listen: 127.0.0.1:99999",
+			`:2: server.listen "127.0.0.1:99999" port 99999 is out of range (0 to 65535)`},
+		{"unresolvable host", "listen: " + addr, "listen: no-such-host.invalid:8080",
+			`:2: server.listen "no-such-host.invalid:8080": host "no-such-host.invalid" does not resolve`},
+		{"not this machine", `metrics_listen: "off"`, "metrics_listen: 192.0.2.1:9180",
+			`:3: server.metrics_listen "192.0.2.1:9180": 192.0.2.1 is not an address of this machine`},
+		{"embedded broker host", "driver: virtual}\n  - id: 2", "driver: virtual}\n      - {id: plug, name: Plug, driver: mqtt, profile: esphome, prefix: p, object_id: o}\n  - id: 2",
+			`:1: mqtt.listen "192.0.2.1:1883": 192.0.2.1 is not an address of this machine`},
+		{"embedded broker port", "driver: virtual}\n  - id: 2", "driver: virtual}\n      - {id: plug, name: Plug, driver: mqtt, profile: esphome, prefix: p, object_id: o}\n  - id: 2",
+			`:1: mqtt.listen "127.0.0.1:188300" port 188300 is out of range (0 to 65535)`},
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".yaml")
+		if !bytes.Contains(body, []byte(c.from)) {
+			t.Fatalf("%s: %q not in the config", c.name, c.from)
+		}
+		cfg := bytes.Replace(body, []byte(c.from), []byte(c.to), 1)
+		switch c.name {
+		case "embedded broker port":
+			cfg = append([]byte("mqtt: {broker: embedded, listen: 127.0.0.1:188300}\n"), cfg...)
+		case "embedded broker host":
+			cfg = append([]byte("mqtt: {broker: embedded, listen: 192.0.2.1:1883, users: {plug: pw}}\n"), cfg...)
+		}
+		os.WriteFile(path, cfg, 0o600)
+		for _, cmd := range []string{"check-config", "serve"} {
+			// A serve that wrongly starts stops again after a while.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			var out, errb bytes.Buffer
+			code := run(ctx, []string{cmd, "--config", path}, strings.NewReader(""), &out, &errb, nil)
+			cancel()
+			r := result{code, out.String(), errb.String()}
+			if r.code != 1 || !strings.Contains(r.stderr, path+c.want) {
+				t.Errorf("%s: %s: exit %d, stderr %q; want exit 1 with %q", c.name, cmd, r.code, r.stderr, path+c.want)
+			}
 		}
 	}
 }

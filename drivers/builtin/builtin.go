@@ -9,11 +9,11 @@ import (
 	"github.com/switchbridge/switchbridge/drivers/virtual"
 )
 
-// Registry returns the built-in drivers by the name a config uses.
+// Registry returns the built-in drivers, one line each.
 func Registry() drivers.Registry {
 	return drivers.Registry{
-		"gpio":    gpio.New,
-		"mqtt":    mqtt.New,
-		"virtual": virtual.New,
+		gpio.Registration(),
+		mqtt.Registration(),
+		virtual.Registration(),
 	}
 }

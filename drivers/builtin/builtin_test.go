@@ -15,12 +15,20 @@ func TestRegistry(t *testing.T) {
 		t.Fatalf("registered drivers = %s", got)
 	}
 	for _, name := range []string{"gpio", "virtual"} {
-		if _, err := reg[name](drivers.Env{}); err != nil {
+		r, _ := reg.Lookup(name)
+		if r.Section {
+			t.Errorf("%s claims a settings section it does not take", name)
+		}
+		if _, err := r.New(drivers.Env{}); err != nil {
 			t.Errorf("%s without settings: %v", name, err)
 		}
 	}
 	// mqtt needs its broker section: a clear error, not a panic.
-	if _, err := reg["mqtt"](drivers.Env{}); err == nil || !strings.Contains(err.Error(), "mqtt") {
+	r, _ := reg.Lookup("mqtt")
+	if !r.Section {
+		t.Error("mqtt does not claim its mqtt: section")
+	}
+	if _, err := r.New(drivers.Env{}); err == nil || !strings.Contains(err.Error(), "mqtt") {
 		t.Errorf("mqtt without settings: %v", err)
 	}
 }

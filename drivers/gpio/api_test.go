@@ -39,7 +39,7 @@ locations:
 	return b
 }
 
-var registry = drivers.Registry{"gpio": gpiodriver.NewOnFakeHost}
+var registry = drivers.Registry{{Name: "gpio", New: gpiodriver.NewOnFakeHost}}
 
 func value(s daemontest.Switch) string {
 	if s.Value == nil {
@@ -48,7 +48,7 @@ func value(s daemontest.Switch) string {
 	return *s.Value
 }
 
-func listed(t *testing.T, h *daemontest.Hub, g daemontest.Grant) map[string]string {
+func listed(t *testing.T, h *daemontest.Harness, g daemontest.Grant) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for _, s := range h.List(t, g) {

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,6 +65,12 @@ const (
 	StartupOn      = "on"
 )
 
+// Registration registers the driver under the name gpio. It takes no
+// settings section: each switch names its own line.
+func Registration() drivers.Registration {
+	return drivers.Registration{Name: "gpio", New: New}
+}
+
 // New is the driver's factory. The gpio driver takes no settings section.
 func New(env drivers.Env) (drivers.Driver, error) {
 	return newDriver(env, system)
@@ -75,16 +80,7 @@ func newDriver(env drivers.Env, p platform) (*driver, error) {
 	if env.Settings != nil {
 		return nil, errors.New("the gpio driver takes no settings section")
 	}
-	if env.Logger == nil {
-		env.Logger = slog.New(slog.DiscardHandler)
-	}
-	if env.LastValue == nil {
-		env.LastValue = func(string) (bridge.Value, bool) { return "", false }
-	}
-	if env.Notify == nil {
-		env.Notify = func(string, bridge.State) {}
-	}
-	return &driver{env: env, host: p, used: map[string]spec{}}, nil
+	return &driver{env: env.WithDefaults(), host: p, used: map[string]spec{}}, nil
 }
 
 type driver struct {

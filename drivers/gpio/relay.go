@@ -70,6 +70,17 @@ func (d *driver) startValue(sp spec) (bridge.Value, string) {
 
 func (r *relay) id() string { return r.sw }
 
+// relayMaxChanges is a relay's cap on commands when its switch sets no
+// max_changes.
+var relayMaxChanges = bridge.ChangeLimit{Burst: 4, Per: time.Second}
+
+// DefaultMaxChanges implements bridge.ChangeLimiter. A relay is a
+// mechanical contact rated for a number of operations, and what a stuck
+// client loop, or a hostile one, does to it at line speed is weld or burn
+// it, or the motor or lamp behind it: four commands at once (a scene
+// switching on and back off), then one a second.
+func (r *relay) DefaultMaxChanges() bridge.ChangeLimit { return relayMaxChanges }
+
 // State implements bridge.Device.
 func (r *relay) State() bridge.State {
 	r.mu.Lock()

@@ -16,7 +16,16 @@ import (
 // never share plugs, so neither sees the other's traffic, and they take
 // turns in blocks (mqtttest.BenchBlock), so both run under the same load.
 // The reports trailing the hub's last command of a block are handled while
-// the floor's block starts, a small bias in the hub's favour.
+// the floor's block starts, a small bias in the hub's favour. With
+// BenchmarkHTTPCommand:
+//
+//	go test -run '^$' -bench 'Command$' -benchtime 3s -count 5 ./drivers/mqtt/
+//
+// Latency follows the slowest plug, not N: the hub publishes to every plug
+// at once (TestCommandFansOutConcurrently checks this without timing).
+// Times grow with N here only because the N simulated plugs, the broker and
+// the hub share the machine's cores, so the plugs answer one after another.
+// BenchmarkFanout has the latest comparison.
 func BenchmarkCommand(b *testing.B) {
 	for _, n := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {

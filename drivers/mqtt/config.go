@@ -1,16 +1,20 @@
 package mqtt
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/drivers"
 )
 
 // The config this driver reads.
@@ -27,33 +31,71 @@ import (
 //	  confirm_timeout: 5s               # default 5s; the hub's command timeout also applies, the earlier wins
 //	  # only with broker: embedded
 //	  listen: 127.0.0.1:1883            # default 127.0.0.1:1883
-//	  users: {plug: plugsecret}         # username: password; required when listen is not loopback
+//	  users:                            # required when listen is not loopback
+//	    kitchen: {password: s1, switches: [kitchen]}   # a login and the switches it serves
+//	    plug: plugsecret                # the older form: a login tied to no switch
+//	  max_packet_size: 65536            # bytes, default 64 KiB
+//	  max_clients: 128                  # default 128
+//	  mqtt5: false                      # default false: MQTT 3.1.1 and 3.1 only
 //
-// A switch (its keys besides id, name and driver: mqtt):
-//
-//	profile: tasmota       topic: tasmota_1A2B3C   relay: 2 (POWER2; 0 or absent: POWER)
-//	                       full_topic: "%prefix%/%topic%/"  prefixes: [cmnd, stat, tele]
-//	                       hostname, mac (for %hostname% and %id%)  state_text: {off: OFF, on: ON}
-//	profile: shelly-gen1   device_id: shelly1-328900   relay: 0
-//	profile: shelly-rpc    prefix: shellyplus1-a8032ab12345   switch: 0
-//	profile: zigbee2mqtt   friendly_name: hall/lamp   base_topic: zigbee2mqtt   endpoint: l1
-//	profile: esphome       prefix: livingroom   object_id: lamp   (command_topic, state_topic override)
-//	profile: generic       state_topic: x/state   command_topic: x/set (absent: read-only)
-//	                       payload_on: ON  payload_off: OFF  state_on/state_off (default: the payloads)
-//	                       state_key: a.b (read the value from a JSON payload)
-//	                       availability_topic: x/status  payload_available: online  payload_not_available: offline
+// A switch has, besides id, name and driver: mqtt, a profile: key naming
+// its firmware and that firmware's keys, listed in the firmware's file
+// (tasmota.go, shelly.go, z2m.go, esphome.go, generic.go); profiles in
+// profile.go lists them all.
 
 // Settings is the top-level mqtt: section.
 type Settings struct {
-	Broker         string            `yaml:"broker"`
-	ClientID       string            `yaml:"client_id"`
-	Username       string            `yaml:"username"`
-	Password       string            `yaml:"password"`
-	TLS            *TLSFiles         `yaml:"tls"`
-	KeepAlive      config.Duration   `yaml:"keepalive"`
-	ConfirmTimeout config.Duration   `yaml:"confirm_timeout"`
-	Listen         string            `yaml:"listen"`
-	Users          map[string]string `yaml:"users"`
+	Broker         string           `yaml:"broker"`
+	ClientID       string           `yaml:"client_id"`
+	Username       string           `yaml:"username"`
+	Password       string           `yaml:"password"`
+	TLS            *TLSFiles        `yaml:"tls"`
+	KeepAlive      config.Duration  `yaml:"keepalive"`
+	ConfirmTimeout config.Duration  `yaml:"confirm_timeout"`
+	Listen         string           `yaml:"listen"`
+	Users          map[string]Login `yaml:"users"`
+	MaxPacketSize  int              `yaml:"max_packet_size"`
+	MaxClients     int              `yaml:"max_clients"`
+	MQTT5          bool             `yaml:"mqtt5"`
+
+	listenLine int // the line of listen, or of the section
+}
+
+// Login is one plug login of the embedded broker: its password and the
+// switches whose plugs use it. Written either as the password alone (the
+// older form, a login tied to no switch) or as {password, switches}.
+type Login struct {
+	Password string   `yaml:"password"`
+	Switches []string `yaml:"switches"`
+	line     int
+}
+
+// UnmarshalYAML accepts both forms. Types that unmarshal themselves are left
+// out of config.DecodeStrict's key check, so the mapping form is decoded
+// strictly here, its problems passed on with their lines.
+func (l *Login) UnmarshalYAML(n *yaml.Node) error {
+	l.line = n.Line
+	if n.Kind == yaml.ScalarNode {
+		l.Password = n.Value
+		return nil
+	}
+	if n.Kind != yaml.MappingNode {
+		return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: a login is a password or {password: …, switches: [switch ids]}", n.Line)}}
+	}
+	type plain Login // without the method, so Decode does not recurse
+	var p plain
+	err := config.DecodeStrict(n, &p)
+	*l = Login(p)
+	l.line = n.Line
+	var ps *config.Problems
+	if errors.As(err, &ps) {
+		te := &yaml.TypeError{}
+		for _, p := range ps.List {
+			te.Errors = append(te.Errors, p.String())
+		}
+		return te
+	}
+	return err
 }
 
 // TLSFiles names the PEM files for an ssl:// or wss:// broker. CA replaces
@@ -69,75 +111,17 @@ const (
 	DefaultConfirmTimeout = 5 * time.Second
 	DefaultKeepAlive      = 30 * time.Second
 	DefaultEmbeddedListen = "127.0.0.1:1883"
+	// DefaultMaxPacketSize bounds what one client can make the embedded
+	// broker allocate, logged in or not: plugs send a few hundred bytes.
+	DefaultMaxPacketSize = 64 << 10
+	// DefaultMaxClients is room for a house full of plugs.
+	DefaultMaxClients = 128
+	// HubLogin is the embedded broker's login for the hub's own client; no
+	// plug login may have this name.
+	HubLogin = "switchbridge-hub"
 	// Embedded is the broker value that runs a broker inside the hub.
 	Embedded = "embedded"
 )
-
-// Options are one switch's keys. Which apply depends on Profile; the others
-// must be absent.
-type Options struct {
-	Profile string `yaml:"profile"`
-
-	// tasmota
-	Topic     string     `yaml:"topic"`
-	FullTopic string     `yaml:"full_topic"`
-	Prefixes  []string   `yaml:"prefixes"`
-	Hostname  string     `yaml:"hostname"`
-	MAC       string     `yaml:"mac"`
-	StateText *StateText `yaml:"state_text"`
-
-	// tasmota, shelly-gen1
-	Relay *int `yaml:"relay"`
-
-	// shelly-gen1
-	DeviceID string `yaml:"device_id"`
-
-	// shelly-rpc, esphome
-	Prefix string `yaml:"prefix"`
-	// shelly-rpc
-	Switch *int `yaml:"switch"`
-
-	// zigbee2mqtt
-	BaseTopic    string `yaml:"base_topic"`
-	FriendlyName string `yaml:"friendly_name"`
-	Endpoint     string `yaml:"endpoint"`
-
-	// esphome
-	ObjectID string `yaml:"object_id"`
-
-	// esphome (overrides), generic
-	CommandTopic string `yaml:"command_topic"`
-	StateTopic   string `yaml:"state_topic"`
-
-	// generic
-	PayloadOn           string `yaml:"payload_on"`
-	PayloadOff          string `yaml:"payload_off"`
-	StateOn             string `yaml:"state_on"`
-	StateOff            string `yaml:"state_off"`
-	StateKey            string `yaml:"state_key"`
-	AvailabilityTopic   string `yaml:"availability_topic"`
-	PayloadAvailable    string `yaml:"payload_available"`
-	PayloadNotAvailable string `yaml:"payload_not_available"`
-}
-
-// StateText is Tasmota's StateText1 (off) and StateText2 (on).
-type StateText struct {
-	Off string `yaml:"off"`
-	On  string `yaml:"on"`
-}
-
-// profileKeys lists the option keys each profile accepts besides profile.
-var profileKeys = map[string][]string{
-	"tasmota":     {"topic", "relay", "full_topic", "prefixes", "hostname", "mac", "state_text"},
-	"shelly-gen1": {"device_id", "relay"},
-	"shelly-rpc":  {"prefix", "switch"},
-	"zigbee2mqtt": {"base_topic", "friendly_name", "endpoint"},
-	"esphome":     {"prefix", "object_id", "command_topic", "state_topic"},
-	"generic": {"command_topic", "state_topic", "payload_on", "payload_off", "state_on", "state_off",
-		"state_key", "availability_topic", "payload_available", "payload_not_available"},
-}
-
-var profileNames = []string{"tasmota", "shelly-gen1", "shelly-rpc", "zigbee2mqtt", "esphome", "generic"}
 
 // checkSettings validates the mqtt: section and fills in defaults.
 func checkSettings(n *yaml.Node) (Settings, error) {
@@ -163,17 +147,40 @@ func checkSettings(n *yaml.Node) (Settings, error) {
 		if s.Listen == "" {
 			s.Listen = DefaultEmbeddedListen
 		}
-		host, _, err := net.SplitHostPort(s.Listen)
-		if err != nil {
-			ps.Add(at("listen"), "mqtt.listen %q is not host:port", s.Listen)
+		if l := at("listen"); l != nil {
+			s.listenLine = l.Line
+		}
+		host, _, _ := net.SplitHostPort(s.Listen)
+		if err := config.CheckListenSyntax(s.Listen); err != nil {
+			ps.Add(at("listen"), "mqtt.listen %q %v", s.Listen, err)
 		} else if len(s.Users) == 0 && !isLoopback(host) {
 			ps.Add(at("listen"), "mqtt.listen %q is reachable from other machines: add mqtt.users (username: password) so plugs must log in", s.Listen)
 		}
-		for u, p := range s.Users {
-			if u == "" || p == "" {
+		for _, u := range slices.Sorted(maps.Keys(s.Users)) {
+			l := s.Users[u]
+			switch {
+			case u == "" || l.Password == "":
 				ps.Add(at("users"), "mqtt.users: every user needs a name and a password")
-				break
+			case u == HubLogin:
+				ps.Add(at("users"), "mqtt.users: %q is the hub's own login; pick another name", u)
 			}
+			for _, id := range l.Switches {
+				if id == "" {
+					ps.Add(&yaml.Node{Line: l.line}, "mqtt.users.%s: a switch id is empty", u)
+				}
+			}
+		}
+		switch {
+		case s.MaxPacketSize == 0:
+			s.MaxPacketSize = DefaultMaxPacketSize
+		case s.MaxPacketSize < 1024 || s.MaxPacketSize > maxMQTTPacket:
+			ps.Add(at("max_packet_size"), "mqtt.max_packet_size must be between 1024 and %d bytes", maxMQTTPacket)
+		}
+		switch {
+		case s.MaxClients == 0:
+			s.MaxClients = DefaultMaxClients
+		case s.MaxClients < 1 || s.MaxClients > 10000:
+			ps.Add(at("max_clients"), "mqtt.max_clients must be between 1 and 10000")
 		}
 		if s.Username != "" || s.Password != "" || s.TLS != nil {
 			ps.Add(at("broker"), "mqtt.username, password and tls are for an external broker; with broker: embedded, list plug logins under users")
@@ -198,8 +205,8 @@ func checkSettings(n *yaml.Node) (Settings, error) {
 		if s.TLS != nil && (s.TLS.Cert == "") != (s.TLS.Key == "") {
 			ps.Add(at("tls"), "mqtt.tls: cert and key go together")
 		}
-		if s.Listen != "" || len(s.Users) > 0 {
-			ps.Add(at("listen"), "mqtt.listen and mqtt.users are for broker: embedded")
+		if s.Listen != "" || len(s.Users) > 0 || s.MaxPacketSize != 0 || s.MaxClients != 0 || s.MQTT5 {
+			ps.Add(at("listen"), "mqtt.listen, users, max_packet_size, max_clients and mqtt5 are for broker: embedded")
 		}
 	}
 	if s.ClientID != "" && (len(s.ClientID) > 64 || !topicLevel.MatchString(s.ClientID)) {
@@ -219,6 +226,10 @@ func checkSettings(n *yaml.Node) (Settings, error) {
 	}
 	return s, ps.Err()
 }
+
+// maxMQTTPacket is the largest packet MQTT can describe (a 4-byte
+// remaining length).
+const maxMQTTPacket = 268435455
 
 func sectionNode(n *yaml.Node) *yaml.Node {
 	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
@@ -255,4 +266,77 @@ func checkTopic(t string) error {
 		return fmt.Errorf("is longer than 1024 bytes")
 	}
 	return nil
+}
+
+// Check implements drivers.Checker: the embedded broker's logins against
+// the switches, once all are added.
+// Listens implements drivers.Listener: the embedded broker's address.
+func (d *driver) Listens() []drivers.Listen {
+	if d.set.Broker != Embedded {
+		return nil
+	}
+	return []drivers.Listen{{Key: "mqtt.listen", Addr: d.set.Listen, Line: d.set.listenLine}}
+}
+
+func (d *driver) Check() ([]config.Problem, error) {
+	if d.set.Broker != Embedded {
+		return nil, nil
+	}
+	ps := &config.Problems{}
+	rules := d.brokerRules()
+	served := map[string]bool{}
+	legacy := false
+	for _, u := range slices.Sorted(maps.Keys(d.set.Users)) {
+		l := d.set.Users[u]
+		legacy = legacy || len(l.Switches) == 0
+		for _, id := range l.Switches {
+			if _, ok := d.byID[id]; !ok {
+				ps.Add(&yaml.Node{Line: l.line}, "mqtt.users.%s: %q is not an mqtt switch of this config", u, id)
+			}
+			served[id] = true
+		}
+	}
+	for _, dev := range d.devs {
+		if len(d.set.Users) > 0 && !legacy && !served[dev.id] {
+			ps.Add(&yaml.Node{Line: dev.line}, "switch %q: no login in mqtt.users lists it, so its plug could not report; add it to the switches of the login it uses", dev.id)
+		}
+		for _, t := range slices.Sorted(maps.Keys(dev.plug.routes)) {
+			if rules.isCommand(t) {
+				ps.Add(&yaml.Node{Line: dev.line}, "switch %q: it reports on %s, which the embedded broker keeps for commands to plugs", dev.id, t)
+			}
+		}
+	}
+	return d.warnings(), ps.Err()
+}
+
+// warnings are what a config that works could do better.
+func (d *driver) warnings() []config.Problem {
+	if d.set.Broker != Embedded {
+		return nil
+	}
+	var loose []string
+	line := 0
+	for _, u := range slices.Sorted(maps.Keys(d.set.Users)) {
+		if l := d.set.Users[u]; len(l.Switches) == 0 {
+			loose = append(loose, u)
+			if line == 0 {
+				line = l.line
+			}
+		}
+	}
+	if len(loose) == 0 {
+		return nil
+	}
+	return []config.Problem{{Line: line, Msg: fmt.Sprintf("mqtt.users: login(s) %s list no switches, so each can still report the state of every plug no login lists (though not command any); "+
+		"give each login its switches: {password: …, switches: [switch ids]}", strings.Join(loose, ", "))}}
+}
+
+// brokerRules derives the embedded broker's rules from the logins and the
+// switches.
+func (d *driver) brokerRules() *brokerRules {
+	plugs := make(map[string]*plug, len(d.devs))
+	for _, dev := range d.devs {
+		plugs[dev.id] = dev.plug
+	}
+	return newBrokerRules(HubLogin, d.set.ClientID, d.set.Users, plugs)
 }

@@ -16,7 +16,7 @@ func buildErr(t *testing.T, cfg string) string {
 	if err != nil {
 		t.Fatalf("config does not parse: %v", err)
 	}
-	_, err = drivers.Build(c, drivers.Registry{"mqtt": New}, drivers.Env{})
+	_, err = drivers.Build(c, drivers.Registry{Registration()}, drivers.Env{})
 	if err == nil {
 		return ""
 	}
@@ -50,10 +50,26 @@ func TestConfigProblems(t *testing.T) {
 			[]string{"cert and key go together"}},
 		{"embedded on the LAN without users", "broker: embedded\nlisten: 0.0.0.0:1883", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
 			[]string{"hub.yaml:4: mqtt.listen \"0.0.0.0:1883\" is reachable from other machines"}},
+		{"embedded port out of range", "broker: embedded\nlisten: 127.0.0.1:18830000", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
+			[]string{"hub.yaml:4: mqtt.listen \"127.0.0.1:18830000\" port 18830000 is out of range (0 to 65535)"}},
 		{"embedded with username", "broker: embedded\nusername: x", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
 			[]string{"list plug logins under users"}},
 		{"users without embedded", ok + "\nusers: {a: b}", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
 			[]string{"are for broker: embedded"}},
+		{"login with an unknown key", "broker: embedded\nusers:\n  a: {password: x, switchs: [a]}", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
+			[]string{`hub.yaml:5: unknown key "switchs"`}},
+		{"login of no switch", "broker: embedded\nusers:\n  a: {password: x, switches: [a, nope]}", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
+			[]string{`hub.yaml:5: mqtt.users.a: "nope" is not an mqtt switch`}},
+		{"switch no login serves", "broker: embedded\nusers:\n  a: {password: x, switches: [a]}", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o", "id: b, name: B, profile: esphome, prefix: q, object_id: o"},
+			[]string{`hub.yaml:11: switch "b": no login in mqtt.users lists it`}},
+		{"the hub's login", "broker: embedded\nusers: {switchbridge-hub: x}", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
+			[]string{`is the hub's own login`}},
+		{"packet size", "broker: embedded\nmax_packet_size: 10\nmax_clients: -1", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
+			[]string{"hub.yaml:4: mqtt.max_packet_size must be between 1024", "hub.yaml:5: mqtt.max_clients must be between 1"}},
+		{"broker settings without embedded", ok + "\nmqtt5: true", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
+			[]string{"are for broker: embedded"}},
+		{"state on a command topic", "broker: embedded", []string{"id: a, name: A, profile: tasmota, topic: t", "id: b, name: B, profile: generic, state_topic: cmnd/x/state"},
+			[]string{`switch "b": it reports on cmnd/x/state, which the embedded broker keeps for commands`}},
 		{"bad durations", ok + "\nconfirm_timeout: -1s\nkeepalive: 10ms", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
 			[]string{"hub.yaml:4: mqtt.confirm_timeout must be positive", "hub.yaml:5: mqtt.keepalive must be at least 1s"}},
 		{"no profile", ok, []string{"id: a, name: A, topic: t"},
@@ -63,7 +79,12 @@ func TestConfigProblems(t *testing.T) {
 		{"key of another profile", ok, []string{"id: a, name: A, profile: tasmota, topic: t, friendly_name: x"},
 			[]string{`key "friendly_name" does not apply to profile tasmota`}},
 		{"unknown option", ok, []string{"id: a, name: A, profile: tasmota, topik: t"},
-			[]string{`unknown key "topik"`}},
+			[]string{`hub.yaml:8: unknown key "topik" (known: full_topic, hostname, mac, prefixes, relay, state_text, topic)`}},
+		{"unknown option and key of another profile", ok, []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o,\n          topik: t, friendly_name: x"},
+			[]string{`hub.yaml:9: unknown key "topik" (known: command_topic, object_id, prefix, state_topic)`,
+				`hub.yaml:9: switch "a": key "friendly_name" does not apply to profile esphome (its keys: prefix, object_id, command_topic, state_topic)`}},
+		{"profile not a string", ok, []string{"id: a, name: A, profile: [tasmota]"},
+			[]string{"hub.yaml:8: cannot unmarshal !!seq into string"}},
 		{"tasmota without topic", ok, []string{"id: a, name: A, profile: tasmota"},
 			[]string{"topic is required for profile tasmota"}},
 		{"tasmota wildcard", ok, []string{"id: a, name: A, profile: tasmota, topic: a/#"},
@@ -208,6 +229,48 @@ func TestProfileTopics(t *testing.T) {
 	}
 }
 
+// TestShellyRPCReplier pins the Shelly RPC frames (devices.md section 2,
+// Gen2) its replier makes and reads.
+func TestShellyRPCReplier(t *testing.T) {
+	p, err := buildPlug(drivers.Spec{ID: "x", Options: mustNode(t, "{profile: shelly-rpc, prefix: shellyplus1-x, switch: 1}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := p.requests
+	if r == nil || p.command != nil || p.query != nil || !p.askable() || !p.commandable() {
+		t.Fatalf("a shelly-rpc plug is commanded and asked by requests only: %+v", p)
+	}
+	if got := r.replyTopic("hub-1"); got != "hub-1/rpc" {
+		t.Errorf("reply topic %q, want hub-1/rpc", got)
+	}
+	for target, want := range map[bridge.Value]string{
+		bridge.On:  `{"id":7,"method":"Switch.Set","params":{"id":1,"on":true},"src":"hub-1"}`,
+		bridge.Off: `{"id":7,"method":"Switch.Set","params":{"id":1,"on":false},"src":"hub-1"}`,
+		"":         `{"id":7,"method":"Switch.GetStatus","params":{"id":1},"src":"hub-1"}`,
+	} {
+		if m := r.request(7, "hub-1", target); m.topic != "shellyplus1-x/rpc" || string(m.payload) != want {
+			t.Errorf("request %q = %s %s, want shellyplus1-x/rpc %s", target, m.topic, m.payload, want)
+		}
+	}
+	for _, tt := range []struct {
+		payload string
+		id      uint64
+		want    report
+	}{
+		{`{"id":7,"src":"shellyplus1-x","dst":"hub-1","result":{"was_on":false}}`, 7, report{}},
+		{`{"id":8,"src":"shellyplus1-x","dst":"hub-1","result":{"id":1,"output":true}}`, 8, report{value: bridge.On}},
+		{`{"id":9,"error":{"code":-105,"message":"Argument 'id', value 1 not found!"}}`, 9, report{failure: "Shelly RPC error -105: Argument 'id', value 1 not found!"}},
+	} {
+		id, rep, ok := r.reply([]byte(tt.payload))
+		if !ok || id != tt.id || rep != tt.want {
+			t.Errorf("reply %s = %d %+v %v, want %d %+v", tt.payload, id, rep, ok, tt.id, tt.want)
+		}
+	}
+	if _, _, ok := r.reply([]byte(`{"method":"NotifyStatus"}`)); ok {
+		t.Error("a notification read as a reply")
+	}
+}
+
 func sameSet(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
@@ -222,4 +285,28 @@ func sameSet(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+func TestConfigBrokerLogins(t *testing.T) {
+	build := func(users string) *drivers.Set {
+		t.Helper()
+		c, err := config.Parse([]byte(hubConfig("broker: embedded\nusers:\n"+users,
+			"id: a, name: A, profile: esphome, prefix: p, object_id: o", "id: b, name: B, profile: tasmota, topic: t")), "hub.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		set, err := drivers.Build(c, drivers.Registry{Registration()}, drivers.Env{})
+		if err != nil {
+			t.Fatalf("build: %v", err)
+		}
+		return set
+	}
+	// Both forms, side by side.
+	ws := build("  a: {password: x, switches: [a]}\n  old: secret")
+	if len(ws.Warnings()) != 1 || ws.Warnings()[0].Line != 6 || !strings.Contains(ws.Warnings()[0].Msg, "login(s) old list no switches") {
+		t.Errorf("warnings = %+v, want one at line 6 naming old", ws.Warnings())
+	}
+	if ws := build("  a: {password: x, switches: [a]}\n  b: {password: y, switches: [b]}"); len(ws.Warnings()) != 0 {
+		t.Errorf("warnings for logins that all list their switches: %+v", ws.Warnings())
+	}
 }

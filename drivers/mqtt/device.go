@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
+
 	"github.com/switchbridge/switchbridge/bridge"
 )
 
@@ -15,6 +17,7 @@ import (
 type device struct {
 	d    *driver
 	id   string
+	line int // of its switch in the config
 	plug *plug
 	// cmd holds a token while a command runs, so a plug has one command in
 	// flight at a time and each confirmation belongs to one command.
@@ -26,6 +29,13 @@ type device struct {
 	avail   availability // the plug's own availability topic
 	gateway availability // Zigbee2MQTT's bridge/state
 	waiters []*waiter
+	// live counts the value reports the plug sent (not the broker's
+	// retained copies); a resync stops asking once it moves.
+	live uint64
+	// asking is the current resync's number; a timer of an older one
+	// does nothing. requery is its pending re-ask, if any.
+	asking  uint64
+	requery *time.Timer
 }
 
 // waiter is a command waiting for the plug to report target.
@@ -63,7 +73,7 @@ func (dev *device) whyUnavailableLocked() string {
 
 // Supports implements bridge.CommandSupporter: a generic plug without a
 // command topic is read-only.
-func (dev *device) Supports(bridge.Command) bool { return dev.plug.command != nil }
+func (dev *device) Supports(bridge.Command) bool { return dev.plug.commandable() }
 
 // Do implements bridge.Commander. It publishes the command and returns when
 // the plug reports the commanded value on its state topic, when it is or
@@ -71,12 +81,17 @@ func (dev *device) Supports(bridge.Command) bool { return dev.plug.command != ni
 // ctx's deadline and the confirm timeout (context.DeadlineExceeded).
 func (dev *device) Do(ctx context.Context, cmd bridge.Command) error {
 	if !dev.Supports(cmd) {
-		return fmt.Errorf("mqtt switch %s is read-only (no command_topic): %w", dev.id, errors.ErrUnsupported)
+		return dev.readOnly()
 	}
 	target := cmd.Value()
 	timeout := dev.d.set.ConfirmTimeout.Std()
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	// The hub's deadline usually comes first already; a context of its own
+	// (and its timer) per plug is made only when confirm_timeout is shorter.
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) > timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
 	select {
 	case dev.cmd <- struct{}{}:
 		defer func() { <-dev.cmd }()
@@ -88,7 +103,7 @@ func (dev *device) Do(ctx context.Context, cmd bridge.Command) error {
 	dev.mu.Lock()
 	if why := dev.whyUnavailableLocked(); why != "" {
 		dev.mu.Unlock()
-		return fmt.Errorf("mqtt switch %s: %s: %w", dev.id, why, bridge.ErrUnavailable)
+		return dev.unavailable(why)
 	}
 	// Firmware that reports only changes (ESPHome, Shelly Gen1) stays
 	// silent when told to be what it already said it is; that report is the
@@ -99,50 +114,115 @@ func (dev *device) Do(ctx context.Context, cmd bridge.Command) error {
 	defer dev.drop(w)
 
 	var m message
-	if dev.plug.rpc >= 0 {
+	if dev.plug.requests != nil {
 		var id uint64
-		id, m = dev.d.rpcFrame(dev, target)
+		id, m = dev.d.request(dev, target)
 		defer dev.d.forget(id)
 	} else {
 		m = dev.plug.command(target)
 	}
 	// paho's Publish can block (up to its write timeout) while a dying
 	// connection drains its queue, and its token may never complete, so
-	// both are waited for aside, until this call returns at the latest.
-	// This goroutine speaks only when the publish failed or, for a plug
-	// already in the target state, when the command is out: in the common
-	// case the plug's report is the one thing that wakes this call.
-	sent := make(chan error, 1)
-	go func() {
-		tok := dev.d.publish(m)
+	// the driver's publisher makes the call aside and hands back the token,
+	// which is waited for here beside the plug's report, until this call
+	// returns at the latest. The token matters only when the publish
+	// failed or, for a plug already in the target state, as the sign that
+	// the command is out: in the common case the plug's report is the one
+	// thing that wakes this call.
+	return dev.await(ctx, w, m, already, timeout)
+}
+
+// await hands m to the publisher and waits for the plug's confirmation
+// (w), the publish's failure or, when already, its completion, or ctx. A
+// method of its own, apart from Do's rarer paths, keeps the stack of the
+// goroutine the hub runs each switch's command in from growing.
+func (dev *device) await(ctx context.Context, w *waiter, m message, already bool, timeout time.Duration) error {
+	job := publishJob{ctx: ctx, m: m, tok: make(chan paho.Token, 1)}
+	select {
+	case dev.d.outbox <- job:
+	case <-ctx.Done():
+		return dev.ctxErr(ctx, timeout)
+	}
+	handed := job.tok
+	var (
+		tok  paho.Token
+		sent <-chan struct{}
+	)
+	for {
 		select {
-		case <-tok.Done():
+		case err := <-w.done:
+			if err != nil {
+				return dev.wrap(err)
+			}
+			return nil
+		case tok = <-handed:
+			handed, sent = nil, tok.Done()
+		case <-sent:
+			sent = nil
 			if err := tok.Error(); err != nil {
-				sent <- fmt.Errorf("mqtt switch %s: publishing to %s: %v: %w", dev.id, m.topic, err, bridge.ErrUnavailable)
-			} else if already {
-				sent <- nil
+				return dev.publishErr(m, err)
+			}
+			if already {
+				return nil
 			}
 		case <-ctx.Done():
+			return dev.gaveUp(ctx, w, timeout)
 		}
-	}()
-	select {
-	case err := <-w.done:
-		if err != nil {
-			return fmt.Errorf("mqtt switch %s: %w", dev.id, err)
+	}
+}
+
+func (dev *device) readOnly() error {
+	return fmt.Errorf("mqtt switch %s is read-only (no command_topic): %w", dev.id, errors.ErrUnsupported)
+}
+
+func (dev *device) unavailable(why string) error {
+	return fmt.Errorf("mqtt switch %s: %s: %w", dev.id, why, bridge.ErrUnavailable)
+}
+
+func (dev *device) wrap(err error) error { return fmt.Errorf("mqtt switch %s: %w", dev.id, err) }
+
+func (dev *device) publishErr(m message, err error) error {
+	return fmt.Errorf("mqtt switch %s: publishing to %s: %v: %w", dev.id, m.topic, err, bridge.ErrUnavailable)
+}
+
+// gaveUp is the error of a command whose ctx ended first, with the
+// firmware's rejection of a command meanwhile, if any.
+func (dev *device) gaveUp(ctx context.Context, w *waiter, timeout time.Duration) error {
+	err := dev.ctxErr(ctx, timeout)
+	dev.mu.Lock()
+	hint := w.hint
+	dev.mu.Unlock()
+	if hint != "" {
+		dev.d.log.Warn("command not confirmed; the firmware rejected a command meanwhile", "switch", dev.id, "answer", hint)
+		err = fmt.Errorf("%w; meanwhile %s", err, hint)
+	}
+	return err
+}
+
+// publishJob is a command for the driver's publisher: the message, the
+// context of the command that waits for it, and where the token goes.
+type publishJob struct {
+	ctx context.Context
+	m   message
+	tok chan paho.Token // buffered: the publisher never waits on it
+}
+
+// publisher publishes the commands of Do, one after another, until Close.
+// One long-lived goroutine rather than one per command: paho hands every
+// publish to its one writer anyway, and a goroutine started per command
+// cost its start and the growth of its stack into paho's Publish. A
+// command whose caller no longer waits is dropped, never sent late.
+func (d *driver) publisher() {
+	for {
+		select {
+		case j := <-d.outbox:
+			if j.ctx.Err() != nil {
+				continue
+			}
+			j.tok <- d.publish(j.m)
+		case <-d.stop:
+			return
 		}
-		return nil
-	case err := <-sent:
-		return err
-	case <-ctx.Done():
-		err := dev.ctxErr(ctx, timeout)
-		dev.mu.Lock()
-		hint := w.hint
-		dev.mu.Unlock()
-		if hint != "" {
-			dev.d.log.Warn("command not confirmed; the firmware rejected a command meanwhile", "switch", dev.id, "answer", hint)
-			err = fmt.Errorf("%w; meanwhile %s", err, hint)
-		}
-		return err
 	}
 }
 
@@ -177,6 +257,9 @@ func (dev *device) apply(r report, force bool) {
 	}
 	if r.value != "" {
 		dev.value, dev.updated = r.value, time.Now()
+		if !r.retained {
+			dev.live++
+		}
 	}
 	why := dev.whyUnavailableLocked()
 	keep := dev.waiters[:0]
@@ -206,7 +289,7 @@ func (dev *device) apply(r report, force bool) {
 		dev.d.log.Info("switch available again", "switch", dev.id)
 	}
 	if cameOnline && dev.d.ready.Load() {
-		go dev.d.query(dev) // not from here: this goroutine must never wait on the client
+		go dev.d.resync(dev) // not from here: this goroutine must never wait on the client
 	}
 	if r.rejected != "" && len(keep) == 0 {
 		dev.d.log.Debug("firmware rejected a command or query", "switch", dev.id, "answer", r.rejected)
@@ -221,6 +304,7 @@ func (dev *device) apply(r report, force bool) {
 // the hub the plug is unavailable.
 func (dev *device) down() {
 	dev.mu.Lock()
+	dev.stopAskingLocked()
 	dev.avail, dev.gateway = availUnknown, availUnknown
 	for _, w := range dev.waiters {
 		w.done <- fmt.Errorf("the MQTT broker connection is down: %w", bridge.ErrUnavailable)
@@ -230,4 +314,66 @@ func (dev *device) down() {
 	st := dev.stateLocked()
 	dev.mu.Unlock()
 	dev.d.notify(dev.id, st)
+}
+
+// resync asks the plug for its state now and again at each of
+// requeryAfter until it sends a live report. The first question is lost
+// when the firmware announces itself (online) before it subscribes to its
+// command topic, or when it is still connecting as the hub's subscription
+// is confirmed; and a plug that reports nothing on connecting would then
+// stay as it was before an outage. A resync replaces the plug's previous
+// one, so each plug has at most one timer, and each resync asks at most
+// 1+len(requeryAfter) times.
+func (d *driver) resync(dev *device) {
+	if !dev.plug.askable() || d.closed.Load() {
+		return
+	}
+	dev.mu.Lock()
+	dev.stopAskingLocked()
+	n, seen := dev.asking, dev.live
+	dev.mu.Unlock()
+	d.query(dev)
+	dev.askAgain(n, seen, d.requery, 0)
+}
+
+// requeryAfter is when a resync asks again, counted from its first
+// question, unless the plug has reported meanwhile.
+var requeryAfter = []time.Duration{time.Second, 3 * time.Second}
+
+// askAgain arms the timer for re-ask i of resync n, whose schedule is
+// after.
+func (dev *device) askAgain(n, seen uint64, after []time.Duration, i int) {
+	if i >= len(after) {
+		return
+	}
+	wait := after[i]
+	if i > 0 {
+		wait -= after[i-1]
+	}
+	dev.mu.Lock()
+	defer dev.mu.Unlock()
+	if dev.asking != n {
+		return
+	}
+	dev.requery = time.AfterFunc(wait, func() {
+		dev.mu.Lock()
+		current := dev.asking == n && dev.live == seen
+		dev.mu.Unlock()
+		// A reconnect starts a resync of its own; while the broker is
+		// away a question would only wait in paho's queue.
+		if !current || !dev.d.connected() {
+			return
+		}
+		dev.d.query(dev)
+		dev.askAgain(n, seen, after, i+1)
+	})
+}
+
+// stopAskingLocked ends the plug's resync.
+func (dev *device) stopAskingLocked() {
+	dev.asking++
+	if dev.requery != nil {
+		dev.requery.Stop()
+		dev.requery = nil
+	}
 }

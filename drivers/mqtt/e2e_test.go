@@ -3,6 +3,7 @@ package mqtt_test
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -15,11 +16,17 @@ import (
 
 // e2eHub is a whole hub (HTTP API, OAuth, store) with mqtt switches.
 type e2eHub struct {
-	*daemontest.Hub
+	*daemontest.Harness
 	owner *bridge.User
 }
 
 func startE2E(tb testing.TB, mqttSection string, switches ...string) *e2eHub {
+	tb.Helper()
+	return startE2ELogged(tb, nil, mqttSection, switches...)
+}
+
+// startE2ELogged is startE2E logging to logger (nil: discarded).
+func startE2ELogged(tb testing.TB, logger *slog.Logger, mqttSection string, switches ...string) *e2eHub {
 	tb.Helper()
 	var b strings.Builder
 	b.WriteString("mqtt:\n")
@@ -30,8 +37,10 @@ func startE2E(tb testing.TB, mqttSection string, switches ...string) *e2eHub {
 	for _, s := range switches {
 		fmt.Fprintf(&b, "      - {driver: mqtt, %s}\n", s)
 	}
-	h := daemontest.Start(tb, b.String())
-	return &e2eHub{Hub: h, owner: h.AddUser(tb, "alice", "alice-pw", 1)}
+	// BenchmarkHTTPCommand sends thousands of commands from one
+	// installation: the rate limit would answer most of them 429.
+	h := daemontest.StartWith(tb, b.String(), daemontest.Options{Server: "  rate_limit: off", Logger: logger})
+	return &e2eHub{Harness: h, owner: h.AddUser(tb, "alice", "alice-pw", 1)}
 }
 
 // grant authorizes a new app for switches and returns its grant.
@@ -222,7 +231,8 @@ func TestHTTPEndToEnd(t *testing.T) {
 // neither sees the other's traffic, and take turns in blocks
 // (mqtttest.BenchBlock), so all run under the same load. The reports
 // trailing the hub's last command of a block are handled while the floor's
-// block starts, a small bias in the hub's favour.
+// block starts, a small bias in the hub's favour. It runs with
+// BenchmarkCommand, whose doc comment says how.
 func BenchmarkHTTPCommand(b *testing.B) {
 	for _, n := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {

@@ -2,17 +2,52 @@ package mqtt
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
+)
+
+// Bounds of the embedded broker that are not config keys. Each caps what one
+// client, logged in or not, can make the hub hold.
+const (
+	// handshakeTimeout is how long a new connection has to send its
+	// CONNECT; then the keepalive it asks for applies.
+	handshakeTimeout = 10 * time.Second
+	// handshakeSlots are the connections allowed beyond max_clients, so
+	// logins still get in while others are being refused.
+	handshakeSlots = 16
+	// maxInflight is the QoS 1/2 messages kept per client until acknowledged.
+	maxInflight = 256
+	// receiveMaximum is the QoS 2 messages a client may have unacknowledged.
+	receiveMaximum = 64
+	// maxWritesPending is the messages queued per client for its socket
+	// (mochi allocates the queue at every accept).
+	maxWritesPending = 1024
+	// topicAliases bounds each MQTT 5 client's topic alias table.
+	topicAliases = 16
+	// sessionExpiry is how long a disconnected client's persistent session
+	// (clean session off) is kept, in seconds.
+	sessionExpiry = 600
+	// maxRetained and maxRetainedPayload bound the retained messages:
+	// beyond them a message is delivered but not retained.
+	maxRetained        = 1024
+	maxRetainedPayload = 16 << 10
 )
 
 // embeddedBroker is the MQTT broker the hub runs in-process for
@@ -23,14 +58,25 @@ type embeddedBroker struct {
 	dialAddr    string // where the hub's own client reaches it
 	hubUser     string
 	hubPassword string
+	log         *slog.Logger
+	// panics counts the client connections dropped because mochi panicked
+	// on what they sent.
+	panics atomic.Int64
 }
 
-// startEmbedded listens on listen (a bind error comes back here, before the
-// hub reports ready) and serves MQTT there. users are the plugs' logins;
-// with none, any client may connect (the config allows that only on
-// loopback). The hub's own client logs in with a random password made here.
-func startEmbedded(listen string, users map[string]string, log *slog.Logger) (*embeddedBroker, error) {
-	ln, err := net.Listen("tcp", listen)
+// embeddedOptions is what startEmbedded needs from the driver.
+type embeddedOptions struct {
+	set         Settings
+	hubClientID string
+	rules       *brokerRules
+}
+
+// startEmbedded listens on o.set.Listen (a bind error comes back here,
+// before the hub reports ready) and serves MQTT there. With no configured
+// users any client may connect (the config allows that only on loopback).
+// The hub's own client logs in with a random password made here.
+func startEmbedded(o embeddedOptions, log *slog.Logger) (*embeddedBroker, error) {
+	ln, err := net.Listen("tcp", o.set.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("embedded MQTT broker: %w", err)
 	}
@@ -39,28 +85,43 @@ func startEmbedded(listen string, users map[string]string, log *slog.Logger) (*e
 		ln.Close()
 		return nil, err
 	}
-	b := &embeddedBroker{addr: ln.Addr().String(), hubUser: "switchbridge-hub", hubPassword: hex.EncodeToString(secret)}
+	blog := log.With("component", "embedded-broker")
+	b := &embeddedBroker{addr: ln.Addr().String(), hubUser: HubLogin, hubPassword: hex.EncodeToString(secret), log: blog}
 	b.dialAddr = b.addr
 	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
 		b.dialAddr = net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
 	}
 
 	logins := map[string]string{b.hubUser: b.hubPassword}
-	for u, p := range users {
+	for u, l := range o.set.Users {
 		if u != b.hubUser {
-			logins[u] = p
+			logins[u] = l.Password
 		}
 	}
+	caps := mochi.NewDefaultServerCapabilities()
+	caps.MaximumPacketSize = uint32(o.set.MaxPacketSize)
+	caps.MaximumClients = int64(o.set.MaxClients)
+	caps.MaximumInflight = maxInflight
+	caps.ReceiveMaximum = receiveMaximum
+	caps.MaximumClientWritesPending = maxWritesPending
+	caps.TopicAliasMaximum = topicAliases
+	caps.MaximumSessionExpiryInterval = sessionExpiry
+	caps.SharedSubAvailable = 0
 	b.srv = mochi.New(&mochi.Options{
-		Logger: slog.New(minLevel{log.Handler().WithAttrs([]slog.Attr{slog.String("component", "embedded-broker")}), slog.LevelWarn}),
+		Logger:       slog.New(minLevel{blog.Handler(), slog.LevelWarn}),
+		Capabilities: caps,
 		// The $SYS topics are of no use to plugs; publish them rarely.
 		SysTopicResendInterval: 3600,
 	})
-	if err := b.srv.AddHook(&authHook{logins: logins, anonymous: len(users) == 0}, nil); err != nil {
+	hook := &authHook{srv: b.srv, log: blog, logins: logins, anonymous: len(o.set.Users) == 0,
+		rules: o.rules, mqtt5: o.set.MQTT5, maxSessions: 2 * o.set.MaxClients,
+		refusals: logLimiter{every: refusalLogEvery}}
+	if err := b.srv.AddHook(hook, nil); err != nil {
 		ln.Close()
 		return nil, err
 	}
-	if err := b.srv.AddListener(listeners.NewNet("switchbridge", noDelayListener{ln})); err != nil {
+	gl := newGuardedListener(ln, o.set.MaxClients+handshakeSlots)
+	if err := b.srv.AddListener(newHubListener(gl, blog, b.recovered, b.disconnectAll)); err != nil {
 		ln.Close()
 		return nil, err
 	}
@@ -68,51 +129,398 @@ func startEmbedded(listen string, users map[string]string, log *slog.Logger) (*e
 		b.srv.Close()
 		return nil, err
 	}
-	log.Info("embedded MQTT broker listening", "address", b.addr, "logins", len(users))
+	log.Info("embedded MQTT broker listening", "address", b.addr, "logins", len(o.set.Users), "mqtt5", o.set.MQTT5)
 	return b, nil
 }
 
 func (b *embeddedBroker) close() { b.srv.Close() }
 
-// noDelayListener turns Nagle's algorithm off on every accepted connection.
-// Go already does so for every TCP connection it makes; doing it here keeps
-// that true whatever listener sits below. With Nagle on, a plug's small
-// confirmation can wait ~40 ms for the client's delayed ACK.
-type noDelayListener struct{ net.Listener }
-
-func (l noDelayListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
+// recovered drops the client whose packet made mochi panic, and what the
+// broker holds for it: the panic skipped mochi's own clean-up after the
+// client's read loop, which would have done the same.
+func (b *embeddedBroker) recovered(c net.Conn, v any) {
+	b.panics.Add(1)
+	stack := debug.Stack()
+	if len(stack) > 4096 {
+		stack = stack[:4096]
 	}
-	return c, err
+	b.log.Error("an MQTT client sent a packet the broker could not decode; dropped that client",
+		"remote", c.RemoteAddr().String(), "panic", fmt.Sprint(v), "stack", string(stack))
+	for _, cl := range b.srv.Clients.GetAll() {
+		if cl.Net.Conn != c {
+			continue
+		}
+		cl.Stop(fmt.Errorf("panic decoding a packet: %v", v))
+		b.srv.UnsubscribeClient(cl)
+		cl.ClearInflights()
+		if cur, ok := b.srv.Clients.Get(cl.ID); ok && cur == cl {
+			b.srv.Clients.Delete(cl.ID)
+		}
+	}
+	c.Close()
 }
 
-// authHook checks logins against the configured users (constant time) and
-// lets every logged-in client use every topic: the broker serves one home.
+// disconnectAll tells every client of the broker that it is shutting down
+// and closes its connection. mochi's own way to do this at Close
+// (Clients.GetByListener) takes the clients' read lock twice, and a client
+// leaving at that moment (Clients.Delete waiting for the write lock)
+// deadlocks both, so Close never returns; GetAll takes it once.
+func (b *embeddedBroker) disconnectAll() {
+	for _, cl := range b.srv.Clients.GetAll() {
+		if !cl.Closed() {
+			_ = b.srv.DisconnectClient(cl, packets.ErrServerShuttingDown)
+		}
+	}
+}
+
+// hubListener is the broker's listener: mochi's listeners.Net, plus a
+// recover around each connection and retries of failed accepts. mochi
+// decodes a client's packets on that client's goroutine, and a decoder
+// panic there (v2.7.9 has some on malformed MQTT 5 packets) would otherwise
+// end the whole hub, releasing its relays; here it ends only that
+// connection.
+type hubListener struct {
+	ln        net.Listener
+	log       *slog.Logger
+	recovered func(net.Conn, any)
+	// disconnect closes every client at Close, in place of mochi's CloseFn.
+	disconnect func()
+	closed     atomic.Bool
+	done       chan struct{} // closed by Close: ends a wait between accepts
+	acceptLog  logLimiter
+}
+
+// Backoff between failed accepts, as net/http's Server does.
+const (
+	acceptRetryMin = 5 * time.Millisecond
+	acceptRetryMax = time.Second
+)
+
+func newHubListener(ln net.Listener, log *slog.Logger, recovered func(net.Conn, any), disconnect func()) *hubListener {
+	return &hubListener{ln: ln, log: log, recovered: recovered, disconnect: disconnect, done: make(chan struct{}),
+		acceptLog: logLimiter{every: refusalLogEvery}}
+}
+
+func (l *hubListener) ID() string              { return "switchbridge" }
+func (l *hubListener) Address() string         { return l.ln.Addr().String() }
+func (l *hubListener) Protocol() string        { return "tcp" }
+func (l *hubListener) Init(*slog.Logger) error { return nil }
+
+// Serve accepts until the listener is closed. A failed accept (EMFILE when
+// the hub is out of file descriptors, ECONNABORTED) is retried after a
+// growing pause, and logged at most once per refusalLogEvery: mochi's own
+// loop stopped serving for good at the first, silently.
+func (l *hubListener) Serve(establish listeners.EstablishFn) {
+	var pause time.Duration
+	for {
+		c, err := l.ln.Accept()
+		if err != nil {
+			if l.closed.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			pause = min(max(2*pause, acceptRetryMin), acceptRetryMax)
+			if ok, held := l.acceptLog.allow(); ok {
+				l.log.Error("accepting an MQTT connection failed; retrying", "error", err, "retry_in", pause,
+					"failures_not_logged", held)
+			}
+			t := time.NewTimer(pause)
+			select {
+			case <-t.C:
+			case <-l.done:
+				t.Stop()
+				return
+			}
+			continue
+		}
+		pause = 0
+		if l.closed.Load() {
+			c.Close()
+			return
+		}
+		go l.serveConn(establish, c)
+	}
+}
+
+func (l *hubListener) serveConn(establish listeners.EstablishFn, c net.Conn) {
+	defer func() {
+		if v := recover(); v != nil {
+			l.recovered(c, v)
+		}
+	}()
+	err := establish(l.ID(), c)
+	switch {
+	case err == nil, errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed):
+	default:
+		l.log.Debug("MQTT client connection ended", "remote", c.RemoteAddr().String(), "error", err)
+	}
+}
+
+// Close stops accepting and closes the clients. It does not call mochi's
+// CloseFn, which can deadlock (see disconnectAll); the broker has this one
+// listener, so its clients are all the broker's clients.
+func (l *hubListener) Close(listeners.CloseFn) {
+	if l.closed.CompareAndSwap(false, true) {
+		close(l.done)
+		l.disconnect()
+	}
+	l.ln.Close()
+}
+
+// guardedListener bounds the connections open at once (one over the bound
+// is closed at once), gives each a deadline for its CONNECT, and turns
+// Nagle's algorithm off on each. Go already does the latter for every TCP
+// connection it makes; doing it here keeps that true whatever listener sits
+// below. With Nagle on, a plug's small confirmation can wait ~40 ms for the
+// client's delayed ACK.
+type guardedListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func newGuardedListener(l net.Listener, max int) *guardedListener {
+	return &guardedListener{Listener: l, slots: make(chan struct{}, max)}
+}
+
+func (l *guardedListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+		default:
+			c.Close()
+			continue
+		}
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetNoDelay(true)
+		}
+		// mochi sets the keepalive deadline once the CONNECT is read.
+		_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+		return &slotConn{Conn: c, slots: l.slots}, nil
+	}
+}
+
+// slotConn gives its slot back when closed.
+type slotConn struct {
+	net.Conn
+	slots chan struct{}
+	once  sync.Once
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { <-c.slots })
+	return err
+}
+
+// authHook checks logins against the configured users (constant time),
+// refuses what a client may not do before it is connected (MQTT 5 unless
+// enabled, the hub's client id, a last will it may not publish), bounds
+// the sessions each login keeps, and applies rules to every publish and
+// subscription.
 type authHook struct {
 	mochi.HookBase
-	logins    map[string]string
-	anonymous bool
+	srv         *mochi.Server
+	log         *slog.Logger
+	logins      map[string]string
+	anonymous   bool
+	rules       *brokerRules
+	mqtt5       bool
+	maxSessions int
+
+	// Refusals are logged at most once per refusalLogEvery, with a count.
+	refusals logLimiter
+}
+
+const refusalLogEvery = 10 * time.Second
+
+// logLimiter lets a log line through at most once per interval, so a
+// misbehaving client (or a failing accept) cannot flood the journal.
+type logLimiter struct {
+	every      time.Duration
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+// allow reports whether a line may be logged now and, if so, how many were
+// held back since the last one.
+func (l *logLimiter) allow() (ok bool, held int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.last.IsZero() && time.Since(l.last) < l.every {
+		l.suppressed++
+		return false, 0
+	}
+	held = l.suppressed
+	l.last, l.suppressed = time.Now(), 0
+	return true, held
 }
 
 func (h *authHook) ID() string { return "switchbridge-auth" }
 
 func (h *authHook) Provides(b byte) bool {
-	return bytes.Contains([]byte{mochi.OnConnectAuthenticate, mochi.OnACLCheck}, []byte{b})
+	return bytes.Contains([]byte{mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnPublish,
+		mochi.OnWill}, []byte{b})
 }
 
-func (h *authHook) OnConnectAuthenticate(_ *mochi.Client, pk packets.Packet) bool {
-	want, ok := h.logins[string(pk.Connect.Username)]
-	if ok {
-		return subtle.ConstantTimeCompare([]byte(want), pk.Connect.Password) == 1
+// OnConnect refuses, with the CONNACK code that says why, what no login may
+// do. It runs before the password is checked; a client with an unknown
+// login is left to OnConnectAuthenticate.
+func (h *authHook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
+	user := string(pk.Connect.Username)
+	refuse := func(code packets.Code, why string) error {
+		h.refused(cl, user, why)
+		_ = h.srv.SendConnack(cl, code, false, nil)
+		return code
 	}
-	// Without configured users anyone may connect, whatever login the
-	// firmware sends by default (Tasmota sends DVES_USER).
-	return h.anonymous
+	if pk.ProtocolVersion >= 5 && !h.mqtt5 {
+		// No plug firmware needs MQTT 5, and its decoders are where mochi
+		// has panicked. [MQTT-3.1.2-2]
+		return refuse(packets.ErrUnsupportedProtocolVersion, "MQTT 5 is off (mqtt.mqtt5)")
+	}
+	if user == h.rules.hubUser {
+		return nil
+	}
+	if cl.ID == h.rules.hubClientID {
+		return refuse(packets.ErrClientIdentifierNotValid, "the client id is the hub's")
+	}
+	existing, ok := h.srv.Clients.Get(cl.ID)
+	if ok && !existing.Closed() && string(existing.Properties.Username) != user {
+		// mochi would disconnect the client holding the id.
+		return refuse(packets.ErrClientIdentifierNotValid, "the client id is in use by another login")
+	}
+	if !ok && h.srv.Clients.Len() >= h.maxSessions {
+		return refuse(packets.ErrServerUnavailable, "too many sessions")
+	}
+	if pk.Connect.WillFlag && !h.rules.mayPublish(user, pk.Connect.WillTopic) {
+		// mochi publishes a will without asking the ACL.
+		return refuse(packets.ErrBadUsernameOrPassword, "its last will is on a topic it may not publish on: "+pk.Connect.WillTopic)
+	}
+	return nil
 }
 
-func (h *authHook) OnACLCheck(*mochi.Client, string, bool) bool { return true }
+// OnConnectAuthenticate checks the password and then, the login being
+// proven, bounds the sessions it keeps.
+func (h *authHook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bool {
+	user := string(pk.Connect.Username)
+	want, ok := h.logins[user]
+	if ok {
+		ok = subtle.ConstantTimeCompare([]byte(want), pk.Connect.Password) == 1
+	} else {
+		// Without configured users anyone may connect, whatever login the
+		// firmware sends by default (Tasmota sends DVES_USER).
+		ok = h.anonymous
+	}
+	if ok && user != h.rules.hubUser {
+		h.boundSessions(cl, user)
+	}
+	return ok
+}
+
+// boundSessions makes room, when cl brings a new client id, for one more
+// kept session of user: beyond rules.keptSessions its oldest disconnected
+// sessions are dropped. Else one login could fill the broker's session
+// records (OnConnect refuses every new client id beyond maxSessions) with
+// client ids of its own for sessionExpiry, and a plug replaced meanwhile
+// would be refused. It runs only once user's password is checked: a client
+// that cannot log in drops nothing.
+func (h *authHook) boundSessions(cl *mochi.Client, user string) {
+	if _, ok := h.srv.Clients.Get(cl.ID); ok {
+		return // its own session, resumed or taken over: no new record
+	}
+	var kept []*mochi.Client
+	for _, c := range h.srv.Clients.GetAll() {
+		if c.StopTime() != 0 && string(c.Properties.Username) == user {
+			kept = append(kept, c)
+		}
+	}
+	bound := h.rules.keptSessions(user)
+	if len(kept) < bound {
+		return
+	}
+	slices.SortFunc(kept, func(a, b *mochi.Client) int { return cmp.Compare(a.StopTime(), b.StopTime()) })
+	drop := kept[:len(kept)-bound+1]
+	for _, c := range drop {
+		h.srv.UnsubscribeClient(c)
+		c.ClearInflights()
+		if cur, ok := h.srv.Clients.Get(c.ID); ok && cur == c {
+			h.srv.Clients.Delete(c.ID)
+		}
+	}
+	if ok, held := h.refusals.allow(); ok {
+		h.log.Warn("MQTT login keeps too many sessions; dropped its oldest", "login", user, "client", cl.ID,
+			"dropped", len(drop), "bound", bound, "refusals_not_logged", held)
+	}
+}
+
+// OnACLCheck decides subscriptions and deliveries. Publishes are decided in
+// OnPublish, where a refused one can be dropped without disconnecting the
+// client (mochi disconnects an MQTT 3 client whose QoS 1 publish the ACL
+// refuses), as Mosquitto does.
+func (h *authHook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
+	if write {
+		return true
+	}
+	user := string(cl.Properties.Username)
+	if h.rules.mayRead(user, topic) {
+		return true
+	}
+	h.refused(cl, user, "may not subscribe to "+topic)
+	return false
+}
+
+// OnPublish drops what the publisher may not publish, retained commands
+// from anyone, and the retain flag beyond the retained-message bounds.
+func (h *authHook) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet, error) {
+	user := string(cl.Properties.Username)
+	if !h.rules.mayPublish(user, pk.TopicName) {
+		h.refused(cl, user, "may not publish on "+pk.TopicName)
+		return pk, packets.CodeSuccessIgnore
+	}
+	if !pk.FixedHeader.Retain || len(pk.Payload) == 0 {
+		return pk, nil // an empty retained message clears one
+	}
+	if h.rules.isCommand(pk.TopicName) {
+		// Tasmota replays a retained command at every reconnect.
+		h.refused(cl, user, "may not retain a command on "+pk.TopicName)
+		return pk, packets.CodeSuccessIgnore
+	}
+	pk.FixedHeader.Retain = h.mayRetain(pk.TopicName, pk.Payload)
+	return pk, nil
+}
+
+// OnWill applies the retained-message bounds to a last will as it is sent:
+// mochi retains a will without passing it through OnPublish. Its topic was
+// checked at CONNECT.
+func (h *authHook) OnWill(_ *mochi.Client, will mochi.Will) (mochi.Will, error) {
+	if will.Retain && len(will.Payload) > 0 {
+		will.Retain = h.mayRetain(will.TopicName, will.Payload)
+	}
+	return will, nil
+}
+
+// mayRetain reports whether a retained message fits the bounds: at most
+// maxRetainedPayload bytes, and a new topic only while fewer than
+// maxRetained are kept. Beyond them the message is delivered, not kept.
+func (h *authHook) mayRetain(topic string, payload []byte) bool {
+	if len(payload) > maxRetainedPayload {
+		return false
+	}
+	_, replaces := h.srv.Topics.Retained.Get(topic)
+	return replaces || h.srv.Topics.Retained.Len() < maxRetained
+}
+
+// refused logs a refusal, rate-limited: a misbehaving client must not flood
+// the journal.
+func (h *authHook) refused(cl *mochi.Client, user, why string) {
+	if ok, held := h.refusals.allow(); ok {
+		h.log.Warn("MQTT client refused", "login", user, "client", cl.ID, "remote", cl.Net.Remote,
+			"reason", why, "refusals_not_logged", held)
+	}
+}
 
 // minLevel drops records below a level: the broker's own info messages
 // (every listener and hook it adds) would drown the hub's.

@@ -3,7 +3,14 @@ package mqtt
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,7 +73,7 @@ func TestEmbeddedBrokerNoDelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := noDelayListener{raw}
+	l := newGuardedListener(raw, 4)
 	defer l.Close()
 	go func() {
 		if c, err := net.Dial("tcp", raw.Addr().String()); err == nil {
@@ -79,7 +86,7 @@ func TestEmbeddedBrokerNoDelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	sc, err := c.(*net.TCPConn).SyscallConn()
+	sc, err := c.(*slotConn).Conn.(*net.TCPConn).SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,5 +97,242 @@ func TestEmbeddedBrokerNoDelay(t *testing.T) {
 	}
 	if v == 0 {
 		t.Error("TCP_NODELAY is off on an accepted connection")
+	}
+}
+
+// failingListener fails its first fails Accepts (all of them when fails
+// is negative) with EMFILE, as a hub out of file descriptors sees.
+type failingListener struct {
+	net.Listener
+	fails int
+	calls atomic.Int64
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if n := l.calls.Add(1); l.fails < 0 || n <= int64(l.fails) {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// logLines collects log output written from any goroutine.
+type logLines struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// serveListener runs the broker's listener over inner, handing each
+// accepted connection to the returned channel, and closes it at the end of
+// the test. served is closed when Serve returns.
+func serveListener(t *testing.T, inner net.Listener) (l *hubListener, logs *logLines, conns <-chan net.Conn, served <-chan struct{}) {
+	t.Helper()
+	logs = &logLines{}
+	l = newHubListener(inner, slog.New(slog.NewTextHandler(logs, nil)), func(net.Conn, any) {}, func() {})
+	accepted := make(chan net.Conn, 4)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.Serve(func(_ string, c net.Conn) error {
+			accepted <- c
+			return nil
+		})
+	}()
+	t.Cleanup(func() { l.Close(func(string) {}) })
+	return l, logs, accepted, done
+}
+
+// A failed accept (EMFILE) does not end the broker's service: it is logged
+// and retried.
+func TestEmbeddedBrokerAcceptRetry(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, logs, conns, served := serveListener(t, &failingListener{Listener: raw, fails: 1})
+	c, err := net.DialTimeout("tcp", raw.Addr().String(), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	select {
+	case sc := <-conns:
+		sc.Close()
+	case <-time.After(3 * time.Second):
+		t.Fatal("no connection accepted after a failed accept")
+	}
+	if out := logs.String(); !strings.Contains(out, "too many open files") || !strings.Contains(out, "retrying") {
+		t.Errorf("the failed accept was not logged: %q", out)
+	}
+	l.Close(func(string) {})
+	select {
+	case <-served:
+	case <-time.After(3 * time.Second):
+		t.Fatal("Serve did not return once the listener was closed")
+	}
+}
+
+// Accepts that keep failing are retried with a pause and logged once per
+// interval, and closing the listener ends the retries at once.
+func TestEmbeddedBrokerAcceptFailuresLogged(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	fl := &failingListener{Listener: raw, fails: -1}
+	l, logs, _, served := serveListener(t, fl)
+	eventually(t, 3*time.Second, "accept retried", func() bool { return fl.calls.Load() >= 5 })
+	if n := strings.Count(logs.String(), "accepting an MQTT connection failed"); n != 1 {
+		t.Errorf("%d log lines for failed accepts within %s, want 1", n, refusalLogEvery)
+	}
+	// This listener never reports itself closed: Serve stops because the
+	// hub closed it.
+	l.Close(func(string) {})
+	select {
+	case <-served:
+	case <-time.After(3 * time.Second):
+		t.Fatal("Serve did not return once the listener was closed")
+	}
+}
+
+// Closing the broker while clients leave returns, and closes every client
+// still connected. mochi's own Close path (Clients.GetByListener) takes the
+// clients' read lock twice; a client leaving in between (Clients.Delete
+// waiting for the write lock) left both stuck for good, so a hub could
+// hang on reload or shutdown. The window is narrow, so each round lines up
+// many departures with the close; the test bounds every round.
+func TestEmbeddedBrokerCloseWhileClientsLeave(t *testing.T) {
+	const rounds, clients = 8, 48
+	log := slog.New(slog.NewTextHandler(&logLines{}, nil))
+	for round := range rounds {
+		set := Settings{Listen: "127.0.0.1:0", MaxPacketSize: DefaultMaxPacketSize, MaxClients: DefaultMaxClients}
+		rules := newBrokerRules(HubLogin, "switchbridge-test", nil, nil)
+		b, err := startEmbedded(embeddedOptions{set: set, hubClientID: "switchbridge-test", rules: rules}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns := make([]net.Conn, clients)
+		for i := range conns {
+			c, err := net.DialTimeout("tcp", b.dialAddr, 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.Write(mqttConnect(4, fmt.Sprintf("c%d-%d", round, i), "", "")); err != nil {
+				t.Fatal(err)
+			}
+			if code, err := readConnack(c); err != nil || code != 0 {
+				t.Fatalf("client %d: CONNACK %d, %v", i, code, err)
+			}
+			conns[i] = c
+		}
+		// Every other client leaves as the broker closes.
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := 0; i < clients; i += 2 {
+			wg.Add(1)
+			go func(c net.Conn) {
+				defer wg.Done()
+				<-start
+				c.Close()
+			}(conns[i])
+		}
+		// Departures at full rate: each takes the clients' write lock, as a
+		// client leaving does, which is what the double read lock needs to
+		// deadlock.
+		stop := make(chan struct{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					b.srv.Clients.Delete("gone")
+				}
+			}
+		}()
+		closed := make(chan struct{})
+		go func() {
+			<-start
+			b.close()
+			close(closed)
+		}()
+		close(start)
+		select {
+		case <-closed:
+			close(stop)
+		case <-time.After(10 * time.Second):
+			close(stop)
+			buf := make([]byte, 1<<20)
+			t.Fatalf("round %d: broker close did not return in 10 s\n%s", round, buf[:runtime.Stack(buf, true)])
+		}
+		wg.Wait()
+		for i := 1; i < clients; i += 2 {
+			if !closedByPeer(conns[i]) {
+				t.Fatalf("round %d: client %d still connected after the broker closed", round, i)
+			}
+		}
+	}
+}
+
+// On the embedded broker the hub subscribes and commands at QoS 0, so no
+// in-flight queue of the broker ever holds a message of the hub's (see
+// driver.qos); a subscriber asking for QoS 1 gets the hub's commands at 0.
+func TestEmbeddedBrokerHubUsesQoS0(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
+	d := openDriver(t, "broker: embedded\nlisten: "+addr, `id: tas, name: Tas, profile: tasmota, topic: tas1`)
+	hub, ok := d.broker.srv.Clients.Get(d.set.ClientID)
+	if !ok {
+		t.Fatal("the hub's client is not on its broker")
+	}
+	eventually(t, 3*time.Second, "the hub subscribed", func() bool { return hub.State.Subscriptions.Len() > 0 })
+	for filter, sub := range hub.State.Subscriptions.GetAll() {
+		if sub.Qos != 0 {
+			t.Errorf("the hub subscribed to %s at QoS %d", filter, sub.Qos)
+		}
+	}
+
+	got := make(chan byte, 1)
+	c, err := pahoConnect(addr, "observer", "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Disconnect(0)
+	if tok := c.Subscribe("cmnd/tas1/#", 1, func(_ paho.Client, m paho.Message) {
+		select {
+		case got <- m.Qos():
+		default:
+		}
+	}); !tok.WaitTimeout(3*time.Second) || tok.Error() != nil {
+		t.Fatalf("subscribe: %v", tok.Error())
+	}
+	if tok := d.publish(message{topic: "cmnd/tas1/POWER", payload: []byte("ON")}); !tok.WaitTimeout(3*time.Second) || tok.Error() != nil {
+		t.Fatalf("publish: %v", tok.Error())
+	}
+	select {
+	case q := <-got:
+		if q != 0 {
+			t.Errorf("the hub's command arrived at QoS %d, want 0", q)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("the hub's command did not arrive")
+	}
+	if n := hub.State.Inflight.Len(); n != 0 {
+		t.Errorf("%d messages in flight for the hub's client", n)
 	}
 }

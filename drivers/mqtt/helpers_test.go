@@ -53,7 +53,7 @@ func startHub(t testing.TB, cfg string) *testHub {
 		t.Fatalf("config: %v\n%s", err, cfg)
 	}
 	nt := &notes{last: map[string]bridge.State{}}
-	set, err := drivers.Build(c, drivers.Registry{"mqtt": New}, drivers.Env{Notify: nt.notify})
+	set, err := drivers.Build(c, drivers.Registry{Registration()}, drivers.Env{Notify: nt.notify})
 	if err != nil {
 		t.Fatalf("build: %v", err)
 	}

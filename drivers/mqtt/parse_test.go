@@ -5,10 +5,11 @@ import (
 	"testing"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/drivers"
 )
 
 func TestParsers(t *testing.T) {
-	texts := StateText{Off: "OFF", On: "ON"}
+	texts := stateText{Off: "OFF", On: "ON"}
 	one := []string{"POWER", "POWER1"}
 	tests := []struct {
 		name string
@@ -20,7 +21,7 @@ func TestParsers(t *testing.T) {
 		{"tasmota other relay", parseTasmotaJSON([]byte(`{"POWER2":"ON"}`), one, texts), report{}},
 		{"tasmota STATE", parseTasmotaJSON([]byte(`{"Time":"x","UptimeSec":5,"POWER":"ON","Wifi":{"RSSI":80}}`), one, texts), report{value: bridge.On}},
 		{"tasmota error", parseTasmotaJSON([]byte(`{"Command":"Error"}`), one, texts), report{rejected: `Tasmota answered {"Command":"Error"} (check the relay index)`}},
-		{"tasmota state text", parseTasmotaJSON([]byte(`{"POWER":"an"}`), one, StateText{Off: "AUS", On: "AN"}), report{value: bridge.On}},
+		{"tasmota state text", parseTasmotaJSON([]byte(`{"POWER":"an"}`), one, stateText{Off: "AUS", On: "AN"}), report{value: bridge.On}},
 		{"tasmota not JSON", parseTasmotaJSON([]byte(`ON`), one, texts), report{}},
 		{"plain lower case", report{value: parseWord([]byte(" on\n"), "ON", "OFF")}, report{value: bridge.On}},
 		{"plain unknown", report{value: parseWord([]byte("TOGGLE"), "ON", "OFF")}, report{}},
@@ -75,7 +76,7 @@ func FuzzParsers(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	texts := StateText{Off: "OFF", On: "ON"}
+	texts := stateText{Off: "OFF", On: "ON"}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) > 4*maxPayload {
 			t.Skip("larger than any message the parsers are given")
@@ -109,4 +110,53 @@ func FuzzParsers(f *testing.F) {
 			t.Fatalf("%q read as %q", b, v)
 		}
 	})
+}
+
+// TestTasmotaUsualReplies: the replies Tasmota sends to every power
+// command are read without decoding JSON into a map (no allocation), with
+// the same result as the full parser; near misses and rejections still
+// go through it.
+func TestTasmotaUsualReplies(t *testing.T) {
+	for _, opts := range []string{
+		"{profile: tasmota, topic: p}",
+		"{profile: tasmota, topic: p, relay: 2}",
+		"{profile: tasmota, topic: p, state_text: {off: AUS, on: AN}}",
+	} {
+		p, err := buildPlug(drivers.Spec{ID: "x", Options: mustNode(t, opts)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		result := p.routes["stat/p/RESULT"]
+		if result == nil {
+			t.Fatalf("%s: no RESULT route", opts)
+		}
+		keys, texts := []string{"POWER", "POWER1"}, stateText{Off: "OFF", On: "ON"}
+		if strings.Contains(opts, "relay: 2") {
+			keys = []string{"POWER2"}
+		}
+		if strings.Contains(opts, "AUS") {
+			texts = stateText{Off: "AUS", On: "AN"}
+		}
+		for _, payload := range []string{
+			`{"POWER":"ON"}`, `{"POWER":"OFF"}`, `{"POWER1":"ON"}`, `{"POWER1":"OFF"}`, `{"POWER2":"ON"}`, `{"POWER2":"OFF"}`,
+			`{"POWER":"AN"}`, `{"POWER":"AUS"}`, `{"POWER":"on"}`, ` {"POWER":"ON"}`, `{"POWER":"ON","Command":"Error"}`,
+			`{"Command":"Unknown"}`, `{"POWER2":"ON"`, `ON`, ``,
+		} {
+			if got, want := result([]byte(payload)), parseTasmotaJSON([]byte(payload), keys, texts); got != want {
+				t.Errorf("%s: RESULT %s = %+v, want %+v as the full parser reads it", opts, payload, got, want)
+			}
+		}
+		usual := `{"` + keys[0] + `":"` + texts.On + `"}`
+		if r := result([]byte(usual)); r.value != bridge.On {
+			t.Errorf("%s: %s = %+v", opts, usual, r)
+		}
+		usualBytes := []byte(usual)
+		if n := testing.AllocsPerRun(100, func() { result(usualBytes) }); n != 0 {
+			t.Errorf("%s: reading %s allocates %v times, want 0", opts, usual, n)
+		}
+		power := p.routes["stat/p/"+keys[0]]
+		if r := power([]byte(usual)); r.value != bridge.On {
+			t.Errorf("%s: SetOption4 reply %s = %+v", opts, usual, r)
+		}
+	}
 }

@@ -1,10 +1,9 @@
 package mqtt
 
 import (
-	"encoding/json"
 	"fmt"
+	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -21,21 +20,46 @@ type plug struct {
 	// routes maps each subscribed topic to its parser.
 	routes map[string]parser
 	// command builds the message that sets the plug to v; nil for a
-	// read-only plug.
+	// read-only plug and for one whose firmware is a replier.
 	command func(v bridge.Value) message
 	// query is what asks the plug to report its state (sent at every
-	// connect), or nil when the firmware has no way to ask.
+	// connect), or nil when the firmware has no way to ask or is a
+	// replier.
 	query *message
 	// repeatsState is true when the firmware reports its state after every
 	// command even if nothing changed. When false, a command for the value
 	// the plug already reported is confirmed by that report.
 	repeatsState bool
-	// rpc is the Shelly RPC switch id, or -1 for other profiles. Shelly RPC
-	// replies arrive on the hub's own topic and are matched by request id.
-	rpc int
-	// rpcPrefix is the Shelly RPC topic prefix.
-	rpcPrefix string
+	// requests is the plug's firmware when it answers requests (see
+	// replier), else nil.
+	requests replier
+	// acl is what the embedded broker lets the plug's login do.
+	acl plugACL
 }
+
+// plugACL is the embedded broker's view of one plug's topics, in MQTT
+// filter syntax, with one extension for commands: a '#' before the last
+// levels matches one or more levels (zigbee2mqtt/#/set), since a friendly
+// name may hold any number of levels. The topics the hub reads for the plug
+// (its routes) are the reports only its login may publish.
+type plugACL struct {
+	// commands are what the firmware obeys: only the hub publishes there,
+	// and nobody retains. They cover the whole firmware family where its
+	// topics have a fixed shape (every Tasmota's cmnd/+/#, group topics
+	// included), not only this plug.
+	commands []string
+	// publish is where the plug's login may publish besides its reports
+	// (telemetry, announcements), commands excepted.
+	publish []string
+	// subscribe is what the plug's login may subscribe to.
+	subscribe []string
+}
+
+// askable reports whether the firmware can be asked for its state.
+func (p *plug) askable() bool { return p.requests != nil || p.query != nil }
+
+// commandable reports whether the plug takes commands.
+func (p *plug) commandable() bool { return p.requests != nil || p.command != nil }
 
 // message is one publish. Commands are never retained: the driver has no
 // way to say otherwise.
@@ -55,14 +79,18 @@ type report struct {
 	// bridge is the availability of the gateway in front of the plug
 	// (Zigbee2MQTT's bridge/state).
 	bridge availability
-	// failure is this plug's command rejected by the firmware (a Shelly
-	// RPC error, matched to the request by id).
+	// failure is this plug's command rejected by the firmware (an error
+	// answer of a replier, matched to the request by id).
 	failure string
 	// rejected is a rejection that cannot be pinned on one command:
 	// Tasmota's {"Command":"Error"} names no relay, and the device's other
 	// relays share the topic. It is kept as a hint for a command that then
 	// times out.
 	rejected string
+	// retained is set for the broker's stored copy of a message, sent
+	// because the hub subscribed, rather than the plug's word now: after a
+	// broker restart with persistence it may predate the outage.
+	retained bool
 }
 
 type availability int8
@@ -83,302 +111,195 @@ func (a availability) String() string {
 	return "unknown"
 }
 
+// profiles is every firmware the driver speaks, by the name a switch gives
+// in its profile: key. A firmware is one file (its options, its plug, its
+// parsers) plus its line here, and the contract test (contract_test.go)
+// fails until it also has a simulator in mqtttest.
+var profiles = []profile{
+	{"tasmota", func() firmware { return new(tasmota) }},
+	{"shelly-gen1", func() firmware { return new(shellyGen1) }},
+	{"shelly-rpc", func() firmware { return new(shellyRPC) }},
+	{"zigbee2mqtt", func() firmware { return new(zigbee2MQTT) }},
+	{"esphome", func() firmware { return new(esphome) }},
+	{"generic", func() firmware { return new(generic) }},
+}
+
+// profile is one firmware the driver speaks.
+type profile struct {
+	name string
+	// options returns a fresh value of the firmware's options, a pointer to
+	// a struct whose yaml tags are the profile's keys.
+	options func() firmware
+}
+
+// firmware is one switch's options under its profile. buildPlug decodes
+// the switch's keys into it strictly, then asks it for the plug.
+type firmware interface {
+	// plug checks the options and makes the plug, reporting every problem
+	// to c. It does no I/O.
+	plug(c *checker) *plug
+}
+
+// replier is the optional interface of a firmware that is commanded and
+// asked by requests, each answered on a topic of the hub's own (one per
+// switch, see replySource) and matched to its request by an id (Shelly
+// RPC), instead of by a command and a query that the plug answers with a
+// report on its own topics. A plug of such
+// firmware has no command or query message: the driver makes a request for
+// each, keeps it until its answer arrives, and subscribes to the reply
+// topic besides the plug's routes.
+type replier interface {
+	// replyTopic is where the firmware answers the requests of the client
+	// src (replySource: the hub's client id and the switch's id).
+	replyTopic(src string) string
+	// request is the message that asks the plug to become target, or to
+	// tell its state when target is "". id and src identify the request and
+	// whom to answer.
+	request(id uint64, src string, target bridge.Value) message
+	// reply reads a message on the reply topic: the id of the request it
+	// answers and what it says. An answer without a failure to a command
+	// confirms the command's target.
+	reply(payload []byte) (id uint64, r report, ok bool)
+}
+
+// profileNames lists the registered profiles, in their order.
+func profileNames() []string {
+	names := make([]string, len(profiles))
+	for i, p := range profiles {
+		names[i] = p.name
+	}
+	return names
+}
+
+// lookupProfile returns the profile called name.
+func lookupProfile(name string) (profile, bool) {
+	i := slices.IndexFunc(profiles, func(p profile) bool { return p.name == name })
+	if i < 0 {
+		return profile{}, false
+	}
+	return profiles[i], true
+}
+
+// optionKeys lists the keys of a firmware's options, in field order.
+func optionKeys(fw firmware) []string {
+	t := reflect.TypeOf(fw).Elem()
+	var keys []string
+	for i := range t.NumField() {
+		if f := t.Field(i); f.IsExported() {
+			if name, _, _ := strings.Cut(f.Tag.Get("yaml"), ","); name != "" && name != "-" {
+				keys = append(keys, name)
+			}
+		}
+	}
+	return keys
+}
+
+// checker is what a firmware reports the problems of one switch's options
+// to, each at the line of the key concerned (the switch's own line for a key
+// that is absent), and the checks the firmwares share.
+type checker struct {
+	spec    drivers.Spec
+	profile string
+	ps      *config.Problems
+}
+
+// at is the node of key's value, or one at the switch's line.
+func (c *checker) at(key string) *yaml.Node {
+	if n := config.Lookup(c.spec.Options, key); n != nil {
+		return n
+	}
+	return &yaml.Node{Line: c.spec.Line}
+}
+
+// bad reports a problem with key.
+func (c *checker) bad(key, format string, args ...any) {
+	c.ps.Add(c.at(key), "switch %q: %s", c.spec.ID, fmt.Sprintf(format, args...))
+}
+
+// topic checks that t, made from key, is a plain topic name, and returns it.
+func (c *checker) topic(key, t string) string {
+	if err := checkTopic(t); err != nil {
+		c.bad(key, "%s %s", key, err)
+	}
+	return t
+}
+
+// level checks that key's value v is present and one topic level, and
+// returns it.
+func (c *checker) level(key, v string) string {
+	if v == "" {
+		c.bad(key, "%s is required for profile %s", key, c.profile)
+	} else if strings.ContainsAny(v, "+#/") || strings.ContainsRune(v, 0) {
+		c.bad(key, "%s %q must be a single topic level (no /, + or #)", key, v)
+	}
+	return v
+}
+
+// index returns key's value p, def when it is absent, and checks that it
+// lies between 0 and max.
+func (c *checker) index(key string, p *int, def, max int) int {
+	if p == nil {
+		return def
+	}
+	if *p < 0 || *p > max {
+		c.bad(key, "%s must be between 0 and %d, not %d", key, max, *p)
+	}
+	return *p
+}
+
 // buildPlug checks one switch's options and makes its plug. It does no I/O.
 func buildPlug(s drivers.Spec) (*plug, error) {
-	var o Options
 	ps := &config.Problems{}
-	if err := config.DecodeStrict(s.Options, &o); err != nil {
+	c := &checker{spec: s, ps: ps}
+	var name string
+	if n := config.Lookup(s.Options, "profile"); n != nil {
+		if err := config.DecodeStrict(n, &name); err != nil {
+			ps.Merge(err, s.Line)
+			return nil, ps.Err()
+		}
+	}
+	prof, ok := lookupProfile(name)
+	if !ok {
+		known := strings.Join(profileNames(), ", ")
+		if name == "" {
+			c.bad("profile", "an mqtt switch needs a profile (%s)", known)
+		} else {
+			c.bad("profile", "unknown profile %q (known: %s)", name, known)
+		}
+		return nil, ps.Err()
+	}
+	c.profile = name
+	fw := prof.options()
+	// The keys of another profile are told apart from keys of none, which
+	// the strict decoding reports as unknown.
+	allowed := optionKeys(fw)
+	own := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: s.Line}
+	if s.Options != nil {
+		own.Line, own.Column = s.Options.Line, s.Options.Column
+		for i := 0; i+1 < len(s.Options.Content); i += 2 {
+			k := s.Options.Content[i]
+			switch {
+			case k.Value == "profile":
+			case !slices.Contains(allowed, k.Value) && ofAnyProfile(k.Value):
+				ps.Add(k, "switch %q: key %q does not apply to profile %s (its keys: %s)", s.ID, k.Value, name, strings.Join(allowed, ", "))
+			default:
+				own.Content = append(own.Content, k, s.Options.Content[i+1])
+			}
+		}
+	}
+	if err := config.DecodeStrict(own, fw); err != nil {
 		ps.Merge(err, s.Line)
 		return nil, ps.Err()
 	}
-	at := func(key string) *yaml.Node {
-		if n := config.Lookup(s.Options, key); n != nil {
-			return n
-		}
-		return &yaml.Node{Line: s.Line}
+	p := fw.plug(c)
+	p.profile = name
+	if r, ok := fw.(replier); ok {
+		p.requests = r
 	}
-	bad := func(key, format string, args ...any) {
-		ps.Add(at(key), "switch %q: %s", s.ID, fmt.Sprintf(format, args...))
-	}
-	allowed, ok := profileKeys[o.Profile]
-	if !ok {
-		if o.Profile == "" {
-			bad("profile", "an mqtt switch needs a profile (%s)", strings.Join(profileNames, ", "))
-		} else {
-			bad("profile", "unknown profile %q (known: %s)", o.Profile, strings.Join(profileNames, ", "))
-		}
-		return nil, ps.Err()
-	}
-	if s.Options != nil {
-		for i := 0; i+1 < len(s.Options.Content); i += 2 {
-			k := s.Options.Content[i]
-			if k.Value != "profile" && !slices.Contains(allowed, k.Value) {
-				ps.Add(k, "switch %q: key %q does not apply to profile %s (its keys: %s)", s.ID, k.Value, o.Profile, strings.Join(allowed, ", "))
-			}
-		}
-	}
-	topic := func(key, t string) string {
-		if err := checkTopic(t); err != nil {
-			bad(key, "%s %s", key, err)
-		}
-		return t
-	}
-	level := func(key, v string) string {
-		if v == "" {
-			bad(key, "%s is required for profile %s", key, o.Profile)
-		} else if strings.ContainsAny(v, "+#/") || strings.ContainsRune(v, 0) {
-			bad(key, "%s %q must be a single topic level (no /, + or #)", key, v)
-		}
-		return v
-	}
-	index := func(key string, p *int, def, max int) int {
-		if p == nil {
-			return def
-		}
-		if *p < 0 || *p > max {
-			bad(key, "%s must be between 0 and %d, not %d", key, max, *p)
-		}
-		return *p
-	}
-
-	p := &plug{profile: o.Profile, routes: map[string]parser{}, rpc: -1}
-	switch o.Profile {
-	case "tasmota":
-		relay := index("relay", o.Relay, 0, 32)
-		texts := StateText{Off: "OFF", On: "ON"}
-		if o.StateText != nil {
-			if o.StateText.Off != "" {
-				texts.Off = o.StateText.Off
-			}
-			if o.StateText.On != "" {
-				texts.On = o.StateText.On
-			}
-			if strings.EqualFold(texts.Off, texts.On) {
-				bad("state_text", "state_text off and on must differ")
-			}
-		}
-		full := o.FullTopic
-		if full == "" {
-			full = "%prefix%/%topic%/"
-		}
-		prefixes := []string{"cmnd", "stat", "tele"}
-		if o.Prefixes != nil {
-			if len(o.Prefixes) != 3 {
-				bad("prefixes", "prefixes lists Prefix1, 2 and 3 (command, state, telemetry), e.g. [cmnd, stat, tele]")
-			} else {
-				prefixes = o.Prefixes
-			}
-		}
-		if !strings.Contains(full, "%prefix%") {
-			bad("full_topic", "full_topic %q must contain %%prefix%%", full)
-		}
-		level("topic", o.Topic)
-		if strings.Contains(full, "%hostname%") {
-			level("hostname", o.Hostname)
-		}
-		if strings.Contains(full, "%id%") {
-			level("mac", o.MAC)
-		}
-		if len(full) > 100 {
-			bad("full_topic", "full_topic is longer than Tasmota's 100 characters")
-		}
-		expand := func(prefix, cmd string) string {
-			r := strings.NewReplacer("%prefix%", prefix, "%topic%", o.Topic, "%hostname%", o.Hostname, "%id%", o.MAC)
-			t := r.Replace(full)
-			if !strings.HasSuffix(t, "/") {
-				t += "/"
-			}
-			return t + cmd
-		}
-		power := "POWER"
-		if relay > 0 {
-			power += strconv.Itoa(relay)
-		}
-		// A single relay reports as POWER (SetOption26=0) or POWER1
-		// (SetOption26=1); accept both for relay 0 and 1.
-		keys := []string{power}
-		if relay <= 1 {
-			keys = []string{"POWER", "POWER1"}
-		}
-		cmd := topic("topic", expand(prefixes[0], power))
-		p.command = func(v bridge.Value) message {
-			return message{topic: cmd, payload: []byte(strings.ToUpper(string(v)))}
-		}
-		// An empty payload is a query; the reply is the usual RESULT + POWER.
-		p.query = &message{topic: cmd}
-		p.repeatsState = true
-		p.routes[expand(prefixes[1], "RESULT")] = func(b []byte) report { return parseTasmotaJSON(b, keys, texts) }
-		for _, k := range keys {
-			// Plain ON/OFF, or with SetOption4 the JSON form as well.
-			p.routes[expand(prefixes[1], k)] = func(b []byte) report {
-				if r := parseTasmotaJSON(b, keys, texts); r.value != "" {
-					return r
-				}
-				return report{value: parseWord(b, texts.On, texts.Off)}
-			}
-		}
-		p.routes[expand(prefixes[2], "STATE")] = func(b []byte) report {
-			r := parseTasmotaJSON(b, keys, texts)
-			r.rejected = "" // telemetry carries no command result
-			return r
-		}
-		p.routes[expand(prefixes[2], "LWT")] = func(b []byte) report {
-			return report{avail: parseAvailability(b, "Online", "Offline")}
-		}
-
-	case "shelly-gen1":
-		id := level("device_id", o.DeviceID)
-		relay := index("relay", o.Relay, 0, 16)
-		base := fmt.Sprintf("shellies/%s/relay/%d", id, relay)
-		p.command = func(v bridge.Value) message {
-			return message{topic: base + "/command", payload: []byte(v)} // lower case: on, off
-		}
-		p.query = &message{topic: "shellies/" + id + "/command", payload: []byte("update")}
-		p.routes[topic("device_id", base)] = func(b []byte) report {
-			// "overpower" means the relay turned itself off.
-			return report{value: parseWord(b, "on", "off", "overpower")}
-		}
-		p.routes["shellies/"+id+"/online"] = func(b []byte) report {
-			return report{avail: parseAvailability(b, "true", "false")}
-		}
-
-	case "shelly-rpc":
-		prefix := topic("prefix", o.Prefix)
-		if prefix == "" {
-			bad("prefix", "prefix (the device's MQTT topic prefix, e.g. shellyplus1-a8032ab12345) is required")
-		} else if strings.ContainsAny(prefix, "%?") || len(prefix) > 300 {
-			bad("prefix", "prefix %q: Shelly allows at most 300 characters and no %%, ?, + or #", prefix)
-		}
-		id := index("switch", o.Switch, 0, 64)
-		p.rpc, p.rpcPrefix = id, prefix
-		p.command = func(v bridge.Value) message { return message{topic: prefix + "/rpc"} } // payload made per request
-		p.query = &message{topic: prefix + "/rpc"}
-		p.repeatsState = true // every Switch.Set gets a reply
-		p.routes[prefix+"/events/rpc"] = func(b []byte) report { return report{value: parseShellyNotify(b, id)} }
-		p.routes[fmt.Sprintf("%s/status/switch:%d", prefix, id)] = func(b []byte) report {
-			return report{value: parseShellyOutput(b)}
-		}
-		p.routes[prefix+"/online"] = func(b []byte) report {
-			return report{avail: parseAvailability(b, "true", "false")}
-		}
-
-	case "zigbee2mqtt":
-		base := o.BaseTopic
-		if base == "" {
-			base = "zigbee2mqtt"
-		}
-		topic("base_topic", base)
-		name := o.FriendlyName
-		if name == "" {
-			bad("friendly_name", "friendly_name is required for profile zigbee2mqtt")
-		} else if err := checkTopic(name); err != nil {
-			bad("friendly_name", "friendly_name %s", err)
-		} else if name == "bridge" || strings.HasPrefix(name, "bridge/") {
-			bad("friendly_name", "friendly_name %q is Zigbee2MQTT's own topic", name)
-		}
-		key := "state"
-		if o.Endpoint != "" {
-			level("endpoint", o.Endpoint)
-			key += "_" + o.Endpoint
-		}
-		dev := base + "/" + name
-		p.command = func(v bridge.Value) message {
-			b, _ := json.Marshal(map[string]string{key: strings.ToUpper(string(v))})
-			return message{topic: dev + "/set", payload: b}
-		}
-		q, _ := json.Marshal(map[string]string{key: ""})
-		p.query = &message{topic: dev + "/get", payload: q}
-		p.repeatsState = true // the optimistic state follows every set
-		p.routes[dev] = func(b []byte) report { return report{value: parseJSONState(b, key, "ON", "OFF")} }
-		p.routes[dev+"/availability"] = func(b []byte) report {
-			return report{avail: parseZ2MAvailability(b)}
-		}
-		p.routes[base+"/bridge/state"] = func(b []byte) report {
-			return report{bridge: parseZ2MAvailability(b)}
-		}
-
-	case "esphome":
-		prefix := topic("prefix", o.Prefix)
-		obj := o.ObjectID
-		if o.CommandTopic == "" || o.StateTopic == "" {
-			level("object_id", obj)
-		}
-		cmd, state := o.CommandTopic, o.StateTopic
-		if cmd == "" {
-			cmd = prefix + "/switch/" + obj + "/command"
-		}
-		if state == "" {
-			state = prefix + "/switch/" + obj + "/state"
-		}
-		topic("command_topic", cmd)
-		topic("state_topic", state)
-		p.command = func(v bridge.Value) message {
-			return message{topic: cmd, payload: []byte(strings.ToUpper(string(v)))}
-		}
-		p.routes[state] = func(b []byte) report { return report{value: parseWord(b, "ON", "OFF")} }
-		p.routes[prefix+"/status"] = func(b []byte) report {
-			return report{avail: parseAvailability(b, "online", "offline")}
-		}
-
-	case "generic":
-		state := topic("state_topic", o.StateTopic)
-		on, off := o.PayloadOn, o.PayloadOff
-		if on == "" {
-			on = "ON"
-		}
-		if off == "" {
-			off = "OFF"
-		}
-		sOn, sOff := o.StateOn, o.StateOff
-		if sOn == "" {
-			sOn = on
-		}
-		if sOff == "" {
-			sOff = off
-		}
-		if strings.EqualFold(on, off) {
-			bad("payload_on", "payload_on and payload_off must differ")
-		}
-		if strings.EqualFold(sOn, sOff) {
-			bad("state_on", "state_on and state_off must differ")
-		}
-		if o.CommandTopic != "" {
-			cmd := topic("command_topic", o.CommandTopic)
-			p.command = func(v bridge.Value) message {
-				if v == bridge.On {
-					return message{topic: cmd, payload: []byte(on)}
-				}
-				return message{topic: cmd, payload: []byte(off)}
-			}
-		}
-		key := o.StateKey
-		p.routes[state] = func(b []byte) report {
-			if key != "" {
-				return report{value: parseJSONState(b, key, sOn, sOff)}
-			}
-			return report{value: parseWord(b, sOn, sOff)}
-		}
-		if o.AvailabilityTopic != "" {
-			avail := topic("availability_topic", o.AvailabilityTopic)
-			if avail == state {
-				bad("availability_topic", "availability_topic must differ from state_topic")
-			}
-			yes, no := o.PayloadAvailable, o.PayloadNotAvailable
-			if yes == "" {
-				yes = "online"
-			}
-			if no == "" {
-				no = "offline"
-			}
-			p.routes[avail] = func(b []byte) report { return report{avail: parseAvailability(b, yes, no)} }
-		} else if o.PayloadAvailable != "" || o.PayloadNotAvailable != "" {
-			bad("payload_available", "payload_available and payload_not_available need availability_topic")
-		}
-	}
-	if p.command != nil && p.rpc < 0 {
+	if p.command != nil {
 		for _, v := range []bridge.Value{bridge.On, bridge.Off} {
 			if _, watched := p.routes[p.command(v).topic]; watched {
-				bad("command_topic", "the command topic must differ from the topics the plug reports on")
+				c.bad("command_topic", "the command topic must differ from the topics the plug reports on")
 				break
 			}
 		}
@@ -387,4 +308,14 @@ func buildPlug(s drivers.Spec) (*plug, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// ofAnyProfile reports whether key is an option of some profile.
+func ofAnyProfile(key string) bool {
+	for _, p := range profiles {
+		if slices.Contains(optionKeys(p.options()), key) {
+			return true
+		}
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package mqtt
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ type stuckClient struct {
 	opts *paho.ClientOptions
 	mu   sync.Mutex
 	pubs []string
+	cmds []string // the publishes with a payload: commands, not queries
 	ret  bool
 	// block, when set, makes Publish itself wait until it is closed, as
 	// paho's does while a dying connection drains its queue.
@@ -54,9 +56,12 @@ func (c *stuckClient) Connect() paho.Token {
 }
 func (c *stuckClient) Disconnect(uint)        {}
 func (c *stuckClient) IsConnectionOpen() bool { return true }
-func (c *stuckClient) Publish(topic string, _ byte, retained bool, _ any) paho.Token {
+func (c *stuckClient) Publish(topic string, _ byte, retained bool, payload any) paho.Token {
 	c.mu.Lock()
 	c.pubs = append(c.pubs, topic)
+	if fmt.Sprint(payload) != "" && fmt.Sprint(payload) != "[]" {
+		c.cmds = append(c.cmds, topic) // a command, not a state query
+	}
 	c.ret = c.ret || retained
 	block := c.block
 	c.mu.Unlock()
@@ -142,15 +147,65 @@ func TestPublishThatBlocks(t *testing.T) {
 	}
 }
 
+// TestCommandGivenUpIsNeverSentLate: a command that ended at its deadline
+// while an earlier one was stuck in a blocked Publish is not published
+// once the connection moves again: the plug would switch long after its
+// caller was told the command failed.
+func TestCommandGivenUpIsNeverSentLate(t *testing.T) {
+	fake := &stuckClient{}
+	d, dev := openOnStuckClient(t, fake)
+	release := make(chan struct{})
+	fake.mu.Lock()
+	fake.block = release
+	fake.mu.Unlock()
+	defer d.Close()
+	published := func() int {
+		fake.mu.Lock()
+		defer fake.mu.Unlock()
+		return len(fake.cmds)
+	}
+
+	// The first command's publish blocks; the second, queued behind it,
+	// reaches its deadline too.
+	for _, c := range []bridge.Command{bridge.CommandOn, bridge.CommandOff} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		err := dev.Do(ctx, c)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: err = %v, want DeadlineExceeded", c, err)
+		}
+	}
+	fake.mu.Lock()
+	fake.block = nil
+	fake.mu.Unlock()
+	close(release)
+
+	// A third command is published after whatever was still queued.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go dev.Do(ctx, bridge.CommandOn)
+	deadline := time.Now().Add(5 * time.Second)
+	for published() < 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	fake.mu.Lock()
+	defer fake.mu.Unlock()
+	if len(fake.cmds) != 2 {
+		t.Errorf("published %d commands (%v), want 2: the blocked one and the third; the one given up must not be sent", len(fake.cmds), fake.cmds)
+	}
+}
+
 // fakeMessage is a PUBLISH as paho's router hands it to a handler.
 type fakeMessage struct {
-	topic   string
-	payload []byte
+	topic    string
+	payload  []byte
+	retained bool
 }
 
 func (m fakeMessage) Duplicate() bool   { return false }
 func (m fakeMessage) Qos() byte         { return 0 }
-func (m fakeMessage) Retained() bool    { return false }
+func (m fakeMessage) Retained() bool    { return m.retained }
 func (m fakeMessage) Topic() string     { return m.topic }
 func (m fakeMessage) MessageID() uint16 { return 0 }
 func (m fakeMessage) Payload() []byte   { return m.payload }
@@ -189,5 +244,64 @@ func TestNoNotifyAfterClose(t *testing.T) {
 		mu.Lock()
 		t.Errorf("a report after Close reached Notify: %+v", got[closing:])
 		mu.Unlock()
+	}
+}
+
+// TestRequeryUntilLiveReport: after connecting, and when a plug comes
+// online, the driver asks it for its state and asks again at each of
+// requeryAfter until the plug reports, then stops. The broker's retained
+// copy of a report is not the plug's answer.
+func TestRequeryUntilLiveReport(t *testing.T) {
+	old := requeryAfter
+	requeryAfter = []time.Duration{100 * time.Millisecond, 300 * time.Millisecond}
+	t.Cleanup(func() { requeryAfter = old })
+	fake := &stuckClient{}
+	d, _ := openOnStuckClient(t, fake)
+	defer d.Close()
+	questions := func() int {
+		fake.mu.Lock()
+		defer fake.mu.Unlock()
+		for _, p := range fake.pubs {
+			if p != "cmnd/p/POWER" {
+				t.Fatalf("published to %s", p)
+			}
+		}
+		return len(fake.pubs)
+	}
+	deliver := func(topic, payload string, retained bool) {
+		fake.opts.DefaultPublishHandler(nil, fakeMessage{topic: topic, payload: []byte(payload), retained: retained})
+	}
+	// past the last re-ask
+	settle := func() { time.Sleep(2 * requeryAfter[len(requeryAfter)-1]) }
+
+	// A plug that never answers: asked on connecting and twice more.
+	eventually(t, 3*time.Second, "three questions after connecting", func() bool { return questions() == 3 })
+	settle()
+	if n := questions(); n != 3 {
+		t.Fatalf("%d questions to a plug that never answers, want 3", n)
+	}
+
+	// It comes online and answers the first question: asked once.
+	deliver("tele/p/LWT", "Offline", true)
+	deliver("tele/p/LWT", "Online", false)
+	eventually(t, 3*time.Second, "a question when the plug came online", func() bool { return questions() == 4 })
+	deliver("stat/p/RESULT", `{"POWER":"ON"}`, false)
+	settle()
+	if n := questions(); n != 4 {
+		t.Errorf("%d questions after the plug answered, want none after its answer", n-4)
+	}
+
+	// Only the broker's stored copy arrives: asked again, twice.
+	deliver("tele/p/LWT", "Offline", false)
+	deliver("tele/p/LWT", "Online", false)
+	eventually(t, 3*time.Second, "a question when the plug came online again", func() bool { return questions() == 5 })
+	deliver("stat/p/POWER", "OFF", true)
+	eventually(t, 3*time.Second, "the re-asks despite a retained report", func() bool { return questions() == 7 })
+	settle()
+	if n := questions(); n != 7 {
+		t.Errorf("%d questions, want 7", n)
+	}
+	if v := d.(*driver).byID["p"].State().Value; v != bridge.Off {
+		t.Errorf("value %q, want the retained off shown meanwhile", v)
 	}
 }

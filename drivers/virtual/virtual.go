@@ -32,12 +32,18 @@ type Options struct {
 	Fail bool `yaml:"fail"`
 }
 
+// Registration registers the driver under the name virtual. It takes no
+// settings section.
+func Registration() drivers.Registration {
+	return drivers.Registration{Name: "virtual", New: New}
+}
+
 // New is the driver's factory. The virtual driver takes no settings.
 func New(env drivers.Env) (drivers.Driver, error) {
 	if env.Settings != nil {
 		return nil, errors.New("the virtual driver takes no settings section")
 	}
-	return &driver{env: env}, nil
+	return &driver{env: env.WithDefaults()}, nil
 }
 
 type driver struct {

@@ -26,7 +26,15 @@ type BareClient struct {
 // and /off with g's token. It is closed at the end of the test.
 func NewBareClient(tb testing.TB, g Grant) *BareClient {
 	tb.Helper()
-	u, err := url.Parse(g.URI)
+	return DialBare(tb, g.URI, g.Token.AccessToken)
+}
+
+// DialBare is NewBareClient for any server that takes PUT <uri>/switches/on
+// and /off (benchmarks compare the hub with other such servers), with
+// token as the bearer token, or no Authorization header if it is "".
+func DialBare(tb testing.TB, uri, token string) *BareClient {
+	tb.Helper()
+	u, err := url.Parse(uri)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -35,10 +43,14 @@ func NewBareClient(tb testing.TB, g Grant) *BareClient {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { conn.Close() })
+	auth := ""
+	if token != "" {
+		auth = "Authorization: Bearer " + token + "\r\n"
+	}
 	c := &BareClient{conn: conn, r: bufio.NewReader(conn), reqs: map[string][]byte{}}
 	for _, cmd := range []string{"on", "off"} {
-		c.reqs[cmd] = fmt.Appendf(nil, "PUT %s/switches/%s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: 0\r\n\r\n",
-			u.EscapedPath(), cmd, u.Host, g.Token.AccessToken)
+		c.reqs[cmd] = fmt.Appendf(nil, "PUT %s/switches/%s HTTP/1.1\r\nHost: %s\r\n%sContent-Length: 0\r\n\r\n",
+			u.EscapedPath(), cmd, u.Host, auth)
 	}
 	return c
 }

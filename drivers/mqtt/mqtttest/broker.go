@@ -36,6 +36,7 @@ type Broker struct {
 	mu     sync.Mutex
 	cmd    *exec.Cmd
 	exited <-chan error // receives when cmd has exited
+	up     time.Time    // when the running broker was first seen accepting
 }
 
 // StartMosquitto starts Mosquitto with a generated config in tb.TempDir()
@@ -126,9 +127,9 @@ func (b *Broker) Start() {
 		}
 		exited := make(chan error, 1)
 		go func() { exited <- cmd.Wait() }()
-		err := waitAccepting(b.Addr, exited)
+		up, err := waitAccepting(b.Addr, exited)
 		if err == nil {
-			b.cmd, b.exited = cmd, exited
+			b.cmd, b.exited, b.up = cmd, exited, up
 			return
 		}
 		_ = cmd.Process.Kill()
@@ -149,23 +150,35 @@ func (b *Broker) readLog() string {
 var errExited = errors.New("mosquitto exited")
 
 // waitAccepting polls addr until a TCP connection succeeds, the process
-// exits, or two seconds pass.
-func waitAccepting(addr string, exited <-chan error) error {
+// exits, or two seconds pass. It returns when the successful probe began:
+// the broker was accepting then, and at most one 10 ms poll interval
+// earlier.
+func waitAccepting(addr string, exited <-chan error) (time.Time, error) {
 	deadline := time.Now().Add(2 * time.Second)
 	for time.Now().Before(deadline) {
 		select {
 		case err := <-exited:
-			return fmt.Errorf("%w: %v", errExited, err)
+			return time.Time{}, fmt.Errorf("%w: %v", errExited, err)
 		default:
 		}
+		begun := time.Now()
 		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
 		if err == nil {
 			c.Close()
-			return nil
+			return begun, nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return fmt.Errorf("mosquitto not accepting on %s after 2s", addr)
+	return time.Time{}, fmt.Errorf("mosquitto not accepting on %s after 2s", addr)
+}
+
+// Up is when the running broker was first seen accepting connections (the
+// start of the probe that succeeded), for measuring how soon clients
+// reconnect after a Stop and Start.
+func (b *Broker) Up() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.up
 }
 
 // Stop kills the broker (SIGKILL: no goodbye to the clients, as when a
@@ -184,11 +197,4 @@ func (b *Broker) Stop() {
 		b.tb.Errorf("mosquitto did not exit within 5s of SIGKILL")
 	}
 	b.cmd = nil
-}
-
-// Restart stops the broker and starts it again on the same port.
-func (b *Broker) Restart() {
-	b.tb.Helper()
-	b.Stop()
-	b.Start()
 }

@@ -3,6 +3,8 @@ package mqtttest
 import (
 	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,7 +33,7 @@ type Floor struct {
 func NewFloor(tb testing.TB, broker string, topics []string) *Floor {
 	tb.Helper()
 	f := &Floor{topics: topics}
-	o := paho.NewClientOptions().AddBroker(broker).SetClientID(fmt.Sprintf("floor-%d", len(topics)))
+	o := paho.NewClientOptions().AddBroker(broker).SetClientID(fmt.Sprintf("floor-%s-%d", topics[0], len(topics)))
 	o.SetOrderMatters(false)
 	f.c = paho.NewClient(o)
 	if tok := f.c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
@@ -67,6 +69,14 @@ func (f *Floor) onReply(_ paho.Client, m paho.Message) {
 // Switch sends POWER <value> (ON or OFF) to every plug at once and returns
 // when each has confirmed it, or fails after timeout.
 func (f *Floor) Switch(tb testing.TB, value string, timeout time.Duration) {
+	if err := f.SwitchAll(value, timeout); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// SwitchAll is Switch returning its failure, for callers outside the test
+// goroutine (BareHTTP's handler). One switching at a time.
+func (f *Floor) SwitchAll(value string, timeout time.Duration) error {
 	all := make(chan struct{})
 	f.mu.Lock()
 	f.want, f.got, f.all = value, 0, all
@@ -80,14 +90,17 @@ func (f *Floor) Switch(tb testing.TB, value string, timeout time.Duration) {
 		}()
 	}
 	wg.Wait()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
 	select {
 	case <-all:
-	case <-time.After(timeout):
+		return nil
+	case <-t.C:
 		f.mu.Lock()
 		got := f.got
 		f.all = nil
 		f.mu.Unlock()
-		tb.Fatalf("floor: %d of %d plugs confirmed %s within %s", got, len(f.topics), value, timeout)
+		return fmt.Errorf("floor: %d of %d plugs confirmed %s within %s", got, len(f.topics), value, timeout)
 	}
 }
 
@@ -110,13 +123,36 @@ func BenchCommand(i int) bridge.Command {
 // TimeBlock runs command for each of a block's BenchBlock commands (on,
 // off, on…) and returns the time they took.
 func TimeBlock(command func(bridge.Command)) time.Duration {
+	var s Samples
+	return s.Block(command)
+}
+
+// Samples are the durations of single timed commands, for percentiles.
+type Samples []time.Duration
+
+// Block is TimeBlock keeping each command's duration in s.
+func (s *Samples) Block(command func(bridge.Command)) time.Duration {
 	var total time.Duration
 	for i := range BenchBlock {
 		start := time.Now()
 		command(BenchCommand(i))
-		total += time.Since(start)
+		d := time.Since(start)
+		*s = append(*s, d)
+		total += d
 	}
 	return total
+}
+
+// Percentile is the p-th percentile (0 < p ≤ 100) of s, nearest rank; 0
+// for no samples.
+func (s Samples) Percentile(p float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	sorted := slices.Clone(s)
+	slices.Sort(sorted)
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
 }
 
 // Block is the floor's turn: BenchBlock switchings, timed.

@@ -50,12 +50,12 @@ func NewGeneric(tb testing.TB, broker string, o GenericOptions) *Generic {
 		g.subs[o.StateTopic+"/unused"] = 0
 	}
 	g.handle = g.onMessage
-	g.birth = func() {
+	g.announce = func() {
 		if o.AvailabilityTopic != "" {
 			g.pub(o.AvailabilityTopic, 1, true, "online")
 		}
-		g.report()
 	}
+	g.greet = g.report
 	g.Start()
 	return g
 }
@@ -75,14 +75,21 @@ func (g *Generic) onMessage(topic string, payload []byte) {
 	}
 	switch string(payload) {
 	case g.o.PayloadOn:
-		g.Set(true)
+		g.set(true)
 	case g.o.PayloadOff:
-		g.Set(false)
+		g.set(false)
 	}
 }
 
 // Set implements Plug.
 func (g *Generic) Set(on bool) {
+	g.act.Lock()
+	defer g.act.Unlock()
+	g.set(on)
+}
+
+// set switches the relay and reports it; act is held.
+func (g *Generic) set(on bool) {
 	g.setRelay(0, on)
 	g.report()
 }

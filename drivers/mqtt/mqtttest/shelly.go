@@ -32,10 +32,8 @@ func NewShellyGen1(tb testing.TB, broker, id string, relays int, retain bool) *S
 	s.subs["shellies/"+id+"/command"] = 0
 	s.subs["shellies/command"] = 0
 	s.handle = s.onMessage
-	s.birth = func() {
-		s.pub("shellies/"+id+"/online", 0, true, "true")
-		s.publishAll()
-	}
+	s.announce = func() { s.pub("shellies/"+id+"/online", 0, true, "true") }
+	s.greet = s.publishAll
 	s.Start()
 	return s
 }
@@ -90,13 +88,17 @@ func (s *ShellyGen1) onMessage(topic string, payload []byte) {
 
 // Set implements Plug: a button press on relay 0.
 func (s *ShellyGen1) Set(on bool) {
+	s.act.Lock()
+	defer s.act.Unlock()
 	s.setRelay(0, on)
 	s.report(0)
 }
 
 // ShellyRPC simulates a Gen2+ Shelly (Plus, Pro) over MQTT RPC: requests on
 // <prefix>/rpc, the response on <src>/rpc, NotifyStatus with only the
-// changed keys on <prefix>/events/rpc, availability on <prefix>/online.
+// changed keys on <prefix>/events/rpc, availability on <prefix>/online. Its
+// MQTT control takes on, off and toggle on <prefix>/command/switch:<id>,
+// and status_update on <prefix>/command (answered with NotifyFullStatus).
 type ShellyRPC struct {
 	*sim
 	prefix    string
@@ -115,7 +117,7 @@ func NewShellyRPC(tb testing.TB, broker, prefix string, switches int, statusNtf 
 	s.subs[prefix+"/command/#"] = 1
 	s.subs[prefix+"/command"] = 1
 	s.handle = s.onMessage
-	s.birth = func() { s.pub(prefix+"/online", 1, true, "true") }
+	s.announce = func() { s.pub(prefix+"/online", 1, true, "true") }
 	s.Start()
 	return s
 }
@@ -136,6 +138,12 @@ func (s *ShellyRPC) status(i int) map[string]any {
 }
 
 func (s *ShellyRPC) onMessage(topic string, payload []byte) {
+	if topic == s.prefix+"/command" {
+		if string(payload) == "status_update" && s.command() {
+			s.fullStatus()
+		}
+		return
+	}
 	if topic != s.prefix+"/rpc" {
 		if sw, ok := strings.CutPrefix(topic, s.prefix+"/command/switch:"); ok {
 			i, err := strconv.Atoi(sw)
@@ -145,6 +153,8 @@ func (s *ShellyRPC) onMessage(topic string, payload []byte) {
 					s.change(i, true, "MQTT")
 				case "off":
 					s.change(i, false, "MQTT")
+				case "toggle":
+					s.change(i, !s.relay(i), "MQTT")
 				}
 			}
 		}
@@ -169,12 +179,14 @@ func (s *ShellyRPC) onMessage(topic string, payload []byte) {
 		reply["error"] = map[string]any{"code": -105, "message": fmt.Sprintf("Argument 'id', value %d not found!", i)}
 	case req.Method == "Switch.GetStatus":
 		reply["result"] = s.status(i)
+	// A device answers once it has switched: the output is set (and its
+	// NotifyStatus sent) before the reply, which says what it was before.
 	case req.Method == "Switch.Set" && req.Params.On != nil:
 		reply["result"] = map[string]any{"was_on": s.relay(i)}
-		defer s.change(i, *req.Params.On, "MQTT")
+		s.change(i, *req.Params.On, "MQTT")
 	case req.Method == "Switch.Toggle":
 		reply["result"] = map[string]any{"was_on": s.relay(i)}
-		defer s.change(i, !s.relay(i), "MQTT")
+		s.change(i, !s.relay(i), "MQTT")
 	default:
 		reply["error"] = map[string]any{"code": -103, "message": "Invalid argument 'on'!"}
 	}
@@ -198,5 +210,20 @@ func (s *ShellyRPC) change(i int, on bool, source string) {
 	}
 }
 
+// fullStatus publishes NotifyFullStatus, every switch's status, as the
+// device does for status_update on <prefix>/command.
+func (s *ShellyRPC) fullStatus() {
+	params := map[string]any{"ts": float64(time.Now().UnixMilli()) / 1000}
+	for i := range s.relays {
+		params["switch:"+strconv.Itoa(i)] = s.status(i)
+	}
+	b, _ := json.Marshal(map[string]any{"src": s.prefix, "dst": s.prefix + "/events", "method": "NotifyFullStatus", "params": params})
+	s.pub(s.prefix+"/events/rpc", 1, false, string(b))
+}
+
 // Set implements Plug: the button of switch 0.
-func (s *ShellyRPC) Set(on bool) { s.change(0, on, "button") }
+func (s *ShellyRPC) Set(on bool) {
+	s.act.Lock()
+	defer s.act.Unlock()
+	s.change(0, on, "button")
+}

@@ -28,6 +28,15 @@ type Plug interface {
 	Start()
 	// Commands is how many commands the plug has received.
 	Commands() int
+	// Connected reports whether the plug's connection to the broker is up.
+	Connected() bool
+	// SubscribeLate makes the plug, from its next connection on, announce
+	// itself (online) at once but subscribe to its command topics only
+	// after delay, and send nothing else on connecting (no state report),
+	// as firmware does that sets up its subscriptions late and reports only
+	// changes. A question sent before it subscribes is lost. 0 restores the
+	// usual order: subscribe, announce, report.
+	SubscribeLate(delay time.Duration)
 }
 
 // sim is the MQTT client and switches common to every simulator.
@@ -40,13 +49,21 @@ type sim struct {
 	willQoS                byte
 	subs                   map[string]byte
 	handle                 func(topic string, payload []byte) // with mu not held
-	birth                  func()                             // after subscribing; mu not held
+	announce               func()                             // on connecting: availability (online); mu not held
+	greet                  func()                             // after announcing, the rest the firmware sends on connecting; may be nil
+	persistent             bool                               // clean_session false: the broker keeps the session between connections
+
+	// act serialises what the firmware does, as a device's single loop
+	// does: a command or a button press runs to its last report before the
+	// next starts, so reports of two actions never interleave.
+	act sync.Mutex
 
 	mu       sync.Mutex
 	c        paho.Client
 	conn     net.Conn
 	crashed  bool
 	silent   bool
+	late     time.Duration
 	commands int
 	relays   []bool
 }
@@ -70,7 +87,7 @@ func (s *sim) Start() {
 
 	up := make(chan struct{}, 1)
 	o := paho.NewClientOptions().AddBroker(s.broker).SetClientID(s.id)
-	o.SetCleanSession(true)
+	o.SetCleanSession(!s.persistent)
 	o.SetKeepAlive(15 * time.Second)
 	o.SetAutoReconnect(true)
 	o.SetMaxReconnectInterval(500 * time.Millisecond)
@@ -90,13 +107,36 @@ func (s *sim) Start() {
 		}
 		return c, err
 	})
-	o.SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) { s.handle(m.Topic(), m.Payload()) })
+	// A report made as the connection broke is lost, as on a device, not
+	// kept and sent after the reconnect: paho's resending of a kept
+	// publish also races with its own writer.
+	store := paho.NewMemoryStore()
+	o.SetStore(store)
+	o.SetReconnectingHandler(func(paho.Client, *paho.ClientOptions) { store.Reset() })
+	o.SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
+		s.act.Lock()
+		defer s.act.Unlock()
+		s.handle(m.Topic(), m.Payload())
+	})
 	o.SetOnConnectHandler(func(c paho.Client) {
 		// Firmware subscribes after every connect; the session is clean.
+		// This runs in a goroutine of its own, so it may wait.
+		s.mu.Lock()
+		late := s.late
+		s.mu.Unlock()
+		if late > 0 {
+			s.announce()
+			time.Sleep(late)
+		}
 		if tok := c.SubscribeMultiple(s.subs, nil); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
 			return
 		}
-		s.birth()
+		if late == 0 {
+			s.announce()
+			if s.greet != nil {
+				s.greet()
+			}
+		}
 		select {
 		case up <- struct{}{}:
 		default:
@@ -128,6 +168,21 @@ func (s *sim) Crash() {
 	if c != nil {
 		c.Disconnect(0)
 	}
+}
+
+// SubscribeLate implements Plug.
+func (s *sim) SubscribeLate(delay time.Duration) {
+	s.mu.Lock()
+	s.late = delay
+	s.mu.Unlock()
+}
+
+// Connected reports whether the plug's connection to the broker is up.
+func (s *sim) Connected() bool {
+	s.mu.Lock()
+	c := s.c
+	s.mu.Unlock()
+	return c != nil && c.IsConnectionOpen()
 }
 
 // SetSilent implements Plug.
@@ -171,12 +226,14 @@ func (s *sim) setRelay(i int, on bool) bool {
 }
 
 // pub publishes without waiting: it runs on the client's message
-// goroutine, like the firmware's loop.
+// goroutine, like the firmware's loop. While the connection is down the
+// message is dropped, as firmware drops it, rather than queued by paho and
+// sent after reconnecting.
 func (s *sim) pub(topic string, qos byte, retained bool, payload string) {
 	s.mu.Lock()
 	c := s.c
 	s.mu.Unlock()
-	if c != nil {
+	if c != nil && c.IsConnectionOpen() {
 		c.Publish(topic, qos, retained, payload)
 	}
 }

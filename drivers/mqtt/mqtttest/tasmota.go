@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -23,10 +24,13 @@ type TasmotaOptions struct {
 // %prefix%/%topic%/. It answers every POWER command and query with
 // stat/<topic>/RESULT {"POWER":"ON"} and then plain stat/<topic>/POWER ON,
 // reports the new state even when nothing changed, and has the last will
-// tele/<topic>/LWT Offline (retained).
+// tele/<topic>/LWT Offline (retained). On every connect it sends itself an
+// empty POWER; on the first after boot also INFO1..3 and every relay's
+// state.
 type Tasmota struct {
 	*sim
-	o TasmotaOptions
+	o       TasmotaOptions
+	booting atomic.Bool // until the first connect after Start
 }
 
 var _ Plug = (*Tasmota)(nil)
@@ -44,15 +48,31 @@ func NewTasmota(tb testing.TB, broker string, o TasmotaOptions) *Tasmota {
 	t.willTopic, t.willPayload, t.willQoS = "tele/"+o.Topic+"/LWT", "Offline", 1
 	t.subs["cmnd/"+o.Topic+"/#"] = 0
 	t.handle = t.onMessage
-	t.birth = func() {
-		t.pub("tele/"+o.Topic+"/LWT", 1, true, "Online")
+	t.announce = func() { t.pub("tele/"+o.Topic+"/LWT", 1, true, "Online") }
+	t.greet = func() {
 		// The iobroker workaround: an empty POWER to itself, so a
 		// RESULT/POWER pair follows.
 		t.pub("cmnd/"+o.Topic+"/POWER", 0, false, "")
+		if !t.booting.Swap(false) {
+			return
+		}
+		// The first connect after boot: INFO1..3, then every relay.
 		t.pub("tele/"+o.Topic+"/INFO1", 0, false, `{"Info1":{"Module":"Generic","Version":"14.4.1(release-tasmota)","FallbackTopic":"cmnd/DVES_1A2B3C_fb/","GroupTopic":"cmnd/tasmotas/"}}`)
+		t.pub("tele/"+o.Topic+"/INFO2", 0, false, `{"Info2":{"WebServerMode":"Admin","Hostname":"`+o.Topic+`","IPAddress":"192.0.2.20"}}`)
+		t.pub("tele/"+o.Topic+"/INFO3", 0, false, `{"Info3":{"RestartReason":"Power On","BootCount":3}}`)
+		for i := range t.relays {
+			t.report(i)
+		}
 	}
 	t.Start()
 	return t
+}
+
+// Start implements Plug: an explicit start is a boot, after which the
+// first connect reports more than a reconnect does.
+func (t *Tasmota) Start() {
+	t.booting.Store(true)
+	t.sim.Start()
 }
 
 // Relays is how many relays the device has.
@@ -131,6 +151,8 @@ func (t *Tasmota) report(i int) {
 
 // Set implements Plug: a button press on relay 1.
 func (t *Tasmota) Set(on bool) {
+	t.act.Lock()
+	defer t.act.Unlock()
 	t.setRelay(0, on)
 	t.report(0)
 }

@@ -54,7 +54,7 @@ func NewZ2M(tb testing.TB, broker, base string, avail string, devs ...Z2MDevice)
 	z.willTopic, z.willPayload, z.willQoS = base+"/bridge/state", z.payload("offline"), 1
 	z.subs[base+"/#"] = 0
 	z.handle = z.onMessage
-	z.birth = func() {
+	z.announce = func() {
 		z.pub(base+"/bridge/state", 1, true, z.payload("online"))
 		if avail != Z2MAvailabilityOff {
 			for _, d := range devs {
@@ -182,6 +182,8 @@ func (z *Z2M) On() bool { return z.State(z.devs[0].Name, z.keys(z.devs[0])[0]) }
 
 // Set implements Plug: the first device's first relay, switched by hand.
 func (z *Z2M) Set(on bool) {
+	z.act.Lock()
+	defer z.act.Unlock()
 	z.zmu.Lock()
 	z.state[z.devs[0].Name][z.keys(z.devs[0])[0]] = on
 	z.zmu.Unlock()

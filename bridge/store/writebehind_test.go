@@ -1,4 +1,4 @@
-package daemon
+package store
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // saver records saved values and fails while failing is set.
@@ -19,7 +18,7 @@ type saver struct {
 	saved   map[string]bridge.Value
 }
 
-func (s *saver) SaveSwitchValues(_ context.Context, vs []store.SwitchValue) error {
+func (s *saver) FoldJournal(_ context.Context, vs []SwitchValue, _ JournalMark) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failing {
@@ -37,14 +36,14 @@ func (s *saver) get(id string) bridge.Value {
 	return s.saved[id]
 }
 
-func newTestWriter(t *testing.T, sv *saver) *stateWriter {
+func newTestWriter(t *testing.T, sv *saver) *ValueWriter {
 	t.Helper()
-	j, err := store.OpenJournal(t.TempDir())
+	j, err := OpenJournal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newStateWriter(sv, j, slog.New(slog.DiscardHandler))
-	t.Cleanup(func() { w.close(); j.Close() })
+	w := NewValueWriter(sv, j, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() { w.Close() })
 	return w
 }
 
@@ -54,11 +53,11 @@ func TestConfirmationDoesNotOverwriteANewerReport(t *testing.T) {
 	confirmed := time.Now()
 	// The plug confirmed "on", then someone pressed its button: it reported
 	// "off" before the command (waiting on a slower plug) stored its result.
-	w.notify("x", bridge.State{Value: bridge.Off, Updated: confirmed.Add(time.Second)})
-	if err := w.sync(bridge.On, map[string]time.Time{"x": confirmed}); err != nil {
+	w.Notify("x", bridge.State{Value: bridge.Off, Updated: confirmed.Add(time.Second)})
+	if err := w.Persist(bridge.On, map[string]time.Time{"x": confirmed}); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := w.value("x"); v != bridge.Off {
+	if v, _ := w.Value("x"); v != bridge.Off {
 		t.Errorf("value = %s, want the newer report (off)", v)
 	}
 	w.flush()
@@ -70,7 +69,7 @@ func TestConfirmationDoesNotOverwriteANewerReport(t *testing.T) {
 func TestFailedWriteIsRetriedWithoutNewReports(t *testing.T) {
 	sv := &saver{saved: map[string]bridge.Value{}, failing: true}
 	w := newTestWriter(t, sv)
-	w.notify("x", bridge.State{Value: bridge.On, Updated: time.Now()})
+	w.Notify("x", bridge.State{Value: bridge.On, Updated: time.Now()})
 	time.Sleep(2 * coalesce) // the first write has failed by now
 	if sv.get("x") != "" {
 		t.Fatal("saved while failing")
@@ -87,17 +86,17 @@ func TestFailedWriteIsRetriedWithoutNewReports(t *testing.T) {
 	}
 }
 
-func TestSyncFailsOnlyWhenNothingCouldStoreIt(t *testing.T) {
+func TestPersistFailsOnlyWhenNothingCouldStoreIt(t *testing.T) {
 	sv := &saver{saved: map[string]bridge.Value{}, failing: true}
 	w := newTestWriter(t, sv)
 	// The journal works: the database failing does not matter yet.
-	if err := w.sync(bridge.On, map[string]time.Time{"x": time.Now()}); err != nil {
-		t.Errorf("sync with a working journal: %v", err)
+	if err := w.Persist(bridge.On, map[string]time.Time{"x": time.Now()}); err != nil {
+		t.Errorf("Persist with a working journal: %v", err)
 	}
 	// Journal gone too: the command must hear of it.
 	w.journal.Close()
-	if err := w.sync(bridge.Off, map[string]time.Time{"x": time.Now()}); err == nil {
-		t.Error("sync succeeded with neither journal nor database")
+	if err := w.Persist(bridge.Off, map[string]time.Time{"x": time.Now()}); err == nil {
+		t.Error("Persist succeeded with neither journal nor database")
 	}
 }
 
@@ -107,9 +106,9 @@ func TestSyncFailsOnlyWhenNothingCouldStoreIt(t *testing.T) {
 func TestTimelessStateStoresNothing(t *testing.T) {
 	sv := &saver{saved: map[string]bridge.Value{}}
 	w := newTestWriter(t, sv)
-	w.notify("x", bridge.State{Value: bridge.On, Available: true, Updated: time.Now()})
-	w.notify("x", bridge.State{Value: bridge.Off, Available: true}) // the stale start-up value
-	if v, _ := w.value("x"); v != bridge.On {
+	w.Notify("x", bridge.State{Value: bridge.On, Available: true, Updated: time.Now()})
+	w.Notify("x", bridge.State{Value: bridge.Off, Available: true}) // the stale start-up value
+	if v, _ := w.Value("x"); v != bridge.On {
 		t.Errorf("value = %s, want the reported on", v)
 	}
 	w.flush()

@@ -1,0 +1,93 @@
+package daemon_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/oauth"
+)
+
+// TestPlatformConsentOffersHubLocations: the platform's consent page lists
+// a hub's location with its switches, marks it offline when the hub has
+// not called lately, installs into it, and discovery sends the client to
+// that hub; a location no hub holds is refused.
+func TestPlatformConsentOffersHubLocations(t *testing.T) {
+	h := daemontest.Start(t, hubConfig)
+	ctx := context.Background()
+	hub := &bridge.RemoteHub{ID: "hub-barn", Name: "barn", BaseURL: "http://barn.example:8080", SecretHash: oauth.Hash("s")}
+	if err := h.Store.CreateHub(ctx, hub); err != nil {
+		t.Fatal(err)
+	}
+	err := h.Store.SetInventory(ctx, hub.ID, "v", []bridge.RemoteLocation{{ID: 20, Name: "Barn", Switches: []bridge.RemoteSwitch{
+		{ID: "barn-light", Name: "Barn light", Commands: bridge.Commands},
+		{ID: "bell", Name: "Barn bell", Commands: []bridge.Command{bridge.CommandOn}},
+	}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Last seen a minute ago: offline.
+	if err := h.Store.TouchHub(ctx, hub.ID, 0, time.Now().Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	u := h.AddUser(t, "alice", "pw-alice", 1, 20, 30)
+	app := h.AddApp(t, u, true, "https://client.example/cb")
+	cfg := h.OAuthConfig(app)
+	authURL := cfg.AuthCodeURL("s1")
+	b := h.NewBrowser()
+	consent := b.Login(t, authURL, "alice", "pw-alice")
+	for _, want := range []string{"Install into Barn", "Barn light", "Barn bell <span class=\"note\">(can only be switched on)", `id="offline-20"`, "The hub barn that holds Barn is offline"} {
+		if !strings.Contains(consent.Body, want) {
+			t.Errorf("consent page lacks %q", want)
+		}
+	}
+	if strings.Contains(consent.Body, "Install into 30") || strings.Contains(consent.Body, `value="30"`) {
+		t.Error("a location nobody holds is offered")
+	}
+	if p := b.Consent(t, consent, authURL, 30, "x"); p.StatusCode != http.StatusSeeOther || strings.Contains(p.Header.Get("Location"), "code=") {
+		t.Errorf("install into a location nobody holds: %d %s", p.StatusCode, p.Header.Get("Location"))
+	}
+	if p := b.Consent(t, consent, authURL, 20, "elsewhere"); strings.Contains(p.Header.Get("Location"), "code=") {
+		t.Errorf("a switch not in the hub's location was accepted")
+	}
+	g := h.Authorize(t, app, "alice", "pw-alice", 20, "bell")
+	if !strings.HasPrefix(g.URI, hub.BaseURL+"/api/apps/installations/") {
+		t.Errorf("discovery sent the client to %s, want hub barn", g.URI)
+	}
+	// The platform's own location still has the platform's base_url.
+	own := h.Authorize(t, app, "alice", "pw-alice", 1, "kitchen")
+	if !strings.HasPrefix(own.URI, h.URL+"/") {
+		t.Errorf("own location's URI %s", own.URI)
+	}
+
+	// The connected apps page names the hub's location and switches, and
+	// changes the switches of an installation on the hub.
+	apps := h.NewBrowser()
+	page := apps.ConnectedApps(t, "alice", "pw-alice")
+	for _, want := range []string{"Barn", "Barn bell"} {
+		if !strings.Contains(page.Body, want) {
+			t.Errorf("connected apps page lacks %q:\n%s", want, page.Body)
+		}
+	}
+	if strings.Contains(page.Body, "no longer on this hub") {
+		t.Errorf("connected apps page takes the hub's location for a removed one:\n%s", page.Body)
+	}
+	id := g.InstallationID()
+	form := apps.Get(t, "/oauth/apps/switches?installation="+id)
+	if form.StatusCode != http.StatusOK || !strings.Contains(form.Body, `value="bell" checked>`) || !strings.Contains(form.Body, `value="barn-light">`) {
+		t.Fatalf("change page for a hub's installation: %d\n%s", form.StatusCode, form.Body)
+	}
+	p := apps.Post(t, "/oauth/apps/switches", url.Values{"installation": {id}, "csrf": {page.CSRF(t)}, "switch": {"barn-light", "bell"}})
+	if p.StatusCode != http.StatusSeeOther || p.Header.Get("Location") != "/oauth/apps" {
+		t.Fatalf("changing a hub installation's switches: %d %q", p.StatusCode, p.Header.Get("Location"))
+	}
+	in, err := h.Store.Installation(ctx, id)
+	if err != nil || strings.Join(in.SwitchIDs, ",") != "barn-light,bell" {
+		t.Errorf("after the change the installation is %+v %v", in, err)
+	}
+}

@@ -1,0 +1,143 @@
+package daemon_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+)
+
+// npmClients installs the npm clients of the interop test into a temporary
+// directory with the scripts that drive them, and returns it. Without node
+// and npm the test is skipped, except under CI=true, where it fails.
+func npmClients(t *testing.T) string {
+	t.Helper()
+	for _, tool := range []string{"node", "npm"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is not installed; the interop test needs node and npm (CI=true: not skipped)", tool)
+			}
+			t.Skipf("%s is not installed: skipping the interop test with real npm clients", tool)
+		}
+	}
+	if testing.Short() {
+		t.Skip("-short: skipping npm install")
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--no-save", "--prefix", dir,
+		"simple-oauth2@0.2.1", "openid-client@6")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("npm install: %v\n%s", err, out)
+	}
+	for _, s := range []string{"simple-oauth2-0.2.1.js", "openid-client-6.mjs"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "interop", s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Beside node_modules, so that node finds the packages.
+		if err := os.WriteFile(filepath.Join(dir, s), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// runClient runs a client script against the hub as the user "alice": it
+// reads the authorization URL the script prints, logs in and consents to
+// the kitchen light like a browser, hands the script the callback URL and
+// returns the script's RESULT.
+func runClient(t *testing.T, h *daemontest.Harness, dir, script string, app daemontest.App) map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "HUB="+h.URL, "CLIENT_ID="+app.ClientID, "CLIENT_SECRET="+app.Secret, "REDIRECT="+app.RedirectURIs[0])
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var result map[string]any
+	lines := bufio.NewScanner(io.LimitReader(stdout, 1<<20))
+	for lines.Scan() {
+		line := lines.Text()
+		switch {
+		case strings.HasPrefix(line, "AUTH_URL "):
+			authURL := strings.TrimPrefix(line, "AUTH_URL ")
+			b := h.NewBrowser()
+			consent := b.Login(t, authURL, "alice", "alice-pw")
+			p := b.Consent(t, consent, authURL, 1, "kitchen")
+			if p.StatusCode != http.StatusSeeOther {
+				t.Fatalf("%s: consent answered %d\n%s", script, p.StatusCode, p.Body)
+			}
+			io.WriteString(stdin, p.Header.Get("Location")+"\n")
+		case strings.HasPrefix(line, "RESULT "):
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "RESULT ")), &result); err != nil {
+				t.Fatalf("%s: %v in %s", script, err, line)
+			}
+		default:
+			t.Logf("%s: %s", script, line)
+		}
+	}
+	stdin.Close()
+	if err := cmd.Wait(); err != nil || result == nil {
+		t.Fatalf("%s: %v\n%s", script, err, stderr.String())
+	}
+	return result
+}
+
+// TestInteropNPMClients runs real npm clients, unchanged, against a running
+// hub: simple-oauth2 0.2.1 as the original platform's example used it, and
+// openid-client 6 configured by discovery().
+func TestInteropNPMClients(t *testing.T) {
+	dir := npmClients(t)
+	h := daemontest.Start(t, hubConfig)
+	alice := h.AddUser(t, "alice", "alice-pw", 1)
+	// The callback is never fetched: the test reads the hub's redirect.
+	app := h.AddApp(t, alice, true, "http://127.0.0.1:9/callback")
+
+	t.Run("simple-oauth2 0.2.1", func(t *testing.T) {
+		r := runClient(t, h, dir, "simple-oauth2-0.2.1.js", app)
+		sw, _ := json.Marshal(r["switches"])
+		if !strings.HasPrefix(r["url"].(string), "/api/apps/installations/") || string(sw) != `[{"name":"Kitchen light","value":"off"}]` {
+			t.Errorf("discovery and list = %v", r)
+		}
+		if r["refreshed"] != true || r["revokedStatus"] != float64(401) || r["libraryError"] != "invalid_token" {
+			t.Errorf("refresh and revoke = %v", r)
+		}
+		if st := mustSwitch(t, h, "kitchen").Device.State(); st.Value != "on" {
+			t.Errorf("kitchen = %s after the client's PUT /switches/on", st.Value)
+		}
+	})
+	t.Run("openid-client 6", func(t *testing.T) {
+		r := runClient(t, h, dir, "openid-client-6.mjs", app)
+		sw, _ := json.Marshal(r["afterRefresh"])
+		if r["issuer"] != h.URL || !strings.HasPrefix(r["uri"].(string), h.URL+"/api/apps/installations/") ||
+			string(sw) != `[{"name":"Kitchen light","value":"on"}]` {
+			t.Errorf("discovery, code flow and list = %v", r)
+		}
+		if r["refreshed"] != true || r["revokedStatus"] != float64(401) {
+			t.Errorf("refresh and revoke = %v", r)
+		}
+	})
+}

@@ -1,0 +1,22 @@
+package link
+
+import (
+	"net/netip"
+	"time"
+)
+
+// FailuresTable exposes the throttle's table for tests.
+func FailuresTable() (fail func(id, addr string, now time.Time), wait func(id, addr string, now time.Time) time.Duration, size func() int) {
+	f := newFailures()
+	return f.fail, f.wait, f.size
+}
+
+func mustPrefixesInternal(ps ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		out = append(out, netip.MustParsePrefix(p))
+	}
+	return out
+}
+
+var MustPrefixes = mustPrefixesInternal

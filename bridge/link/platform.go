@@ -1,0 +1,574 @@
+package link
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge/wire"
+)
+
+// PlatformStore is what the platform's side of the link reads and writes;
+// bridge/store implements it (a PostgreSQL one may, for platforms that
+// outgrow one machine).
+type PlatformStore interface {
+	// Hub returns ENOTFOUND for an unknown hub.
+	Hub(ctx context.Context, id string) (*bridge.RemoteHub, error)
+	Hubs(ctx context.Context) ([]*bridge.RemoteHub, error)
+	// SetInventory returns ECONFLICT, naming the location, when another
+	// hub holds one of locs or reserved says it is the platform's.
+	SetInventory(ctx context.Context, hubID, version string, locs []bridge.RemoteLocation, reserved func(int64) bool) error
+	TouchHub(ctx context.Context, id string, cursor int64, at time.Time) error
+	// Changes returns bridge.ErrCursorGone for a cursor it cannot resume.
+	Changes(ctx context.Context, hubID string, cursor int64) (*bridge.ChangeBatch, error)
+	Snapshot(ctx context.Context, hubID string) (*bridge.ChangeBatch, error)
+	ChangeSeq(ctx context.Context) (int64, error)
+	ChangedLocations(ctx context.Context, after, upto int64) ([]int64, error)
+	HubLocationIDs(ctx context.Context, hubID string) ([]int64, error)
+	// RemovedHubSecret returns the secret hash of a removed hub;
+	// ENOTFOUND when none with that id was removed.
+	RemovedHubSecret(ctx context.Context, id string) ([]byte, error)
+}
+
+// Defaults of the platform's side.
+const (
+	DefaultPollTimeout  = 25 * time.Second
+	DefaultWakeInterval = 200 * time.Millisecond
+	// OnlineWithin is how recently a hub must have called to count as
+	// online: a poll renews it every PollTimeout.
+	OnlineWithin = DefaultPollTimeout + 15*time.Second
+)
+
+// Platform serves the platform's side of the link.
+type Platform struct {
+	// PollTimeout is how long a long poll waits for a change.
+	PollTimeout time.Duration
+	// WakeInterval is how often waiting polls look for changes made by
+	// other processes.
+	WakeInterval time.Duration
+	// Own reports whether a location is the platform's own (configured
+	// here): no hub may claim it. Nil: none.
+	Own func(id int64) bool
+	// TrustedProxies are the peers whose forwarding headers name the
+	// client, for throttling wrong hub logins (server.trusted_proxies).
+	TrustedProxies []netip.Prefix
+
+	store  PlatformStore
+	logger *slog.Logger
+	watch  *watcher
+	fails  *failures
+	now    func() time.Time
+}
+
+// NewPlatform returns the platform's side of the link over st.
+func NewPlatform(st PlatformStore, logger *slog.Logger) *Platform {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	p := &Platform{PollTimeout: DefaultPollTimeout, WakeInterval: DefaultWakeInterval, store: st, logger: logger, fails: newFailures(), now: time.Now}
+	p.watch = &watcher{p: p, ch: make(chan struct{})}
+	return p
+}
+
+// Register adds the link's routes to mux.
+func (p *Platform) Register(mux *http.ServeMux) {
+	mux.HandleFunc("PUT "+InventoryPath, p.handleInventory)
+	mux.HandleFunc("GET "+ChangesPath, p.handleChanges)
+	mux.HandleFunc("GET "+SnapshotPath, p.handleSnapshot)
+}
+
+// Poll is the long poll of GET /api/hub/v1/changes, for callers in
+// process: it returns the changes for hub after cursor, waiting up to
+// PollTimeout for some. It returns errHubChanged when the hub was removed
+// or given a new secret while it waited.
+func (p *Platform) Poll(ctx context.Context, hubID string, cursor int64) (*bridge.ChangeBatch, error) {
+	b, err := p.store.Changes(ctx, hubID, cursor)
+	if err != nil || !b.Empty() {
+		return b, err
+	}
+	hub, err := p.store.Hub(ctx, hubID)
+	if err != nil {
+		return nil, err
+	}
+	locs, err := p.store.HubLocationIDs(ctx, hubID)
+	if err != nil {
+		return nil, err
+	}
+	mine := make(map[int64]bool, len(locs))
+	for _, l := range locs {
+		mine[l] = true
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.PollTimeout)
+	defer cancel()
+	at := b.Cursor
+	for {
+		seq, changed, ok := p.watch.wait(ctx, at)
+		if !ok {
+			return &bridge.ChangeBatch{Cursor: at}, nil // timed out: nothing for this hub
+		}
+		// Location 0 is the registry: a hub removed or given a new
+		// secret. This poll ends at once if it was its hub.
+		if changed == nil || slices.Contains(changed, 0) {
+			now, err := p.store.Hub(context.WithoutCancel(ctx), hubID)
+			if bridge.ErrorCode(err) == bridge.ENOTFOUND || (err == nil && string(now.SecretHash) != string(hub.SecretHash)) {
+				return nil, errHubChanged
+			}
+		}
+		if changed != nil && !intersects(changed, mine) {
+			at = seq // changes, none of them this hub's
+			continue
+		}
+		nb, err := p.store.Changes(context.WithoutCancel(ctx), hubID, at)
+		if err != nil {
+			return nil, err
+		}
+		if !nb.Empty() {
+			return nb, nil
+		}
+		at = nb.Cursor
+	}
+}
+
+// errHubChanged ends a long poll whose hub was removed or given a new
+// secret while it waited: its credentials are checked again.
+var errHubChanged = errors.New("the hub was removed or given a new secret")
+
+func intersects(a []int64, b map[int64]bool) bool {
+	for _, x := range a {
+		if b[x] {
+			return true
+		}
+	}
+	return false
+}
+
+// RemovedHeader marks the answer to a hub that was removed (hub remove):
+// 410 Gone with this header set. A 410 without it is a cursor the change
+// log cannot resume.
+const RemovedHeader = "Switchbridge-Hub-Removed"
+
+// authenticate checks the request's HTTP Basic hub credentials and
+// returns the hub, or answers the request and returns nil: 401 for wrong
+// credentials (throttled), 410 with RemovedHeader for the credentials of a
+// removed hub, so that hub stops serving.
+func (p *Platform) authenticate(w http.ResponseWriter, r *http.Request) *bridge.RemoteHub {
+	w.Header().Set("Cache-Control", "no-store")
+	addr := oauth.ClientKey(r, p.TrustedProxies)
+	id, secret, ok := r.BasicAuth()
+	if wait := p.fails.wait(id, addr, p.now()); wait > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
+		wire.WriteError(w, http.StatusTooManyRequests, "too many failed hub logins from this address; wait", nil)
+		return nil
+	}
+	if !ok || len(id) > 64 || len(secret) > 256 {
+		p.refuse(w, addr, id, "missing or malformed hub credentials")
+		return nil
+	}
+	h, err := p.store.Hub(r.Context(), id)
+	switch {
+	case bridge.ErrorCode(err) == bridge.ENOTFOUND:
+		hash, rerr := p.store.RemovedHubSecret(r.Context(), id)
+		if rerr != nil {
+			hash = dummyHash // same work as a known hub
+		}
+		if oauth.SecretMatches(secret, hash) && rerr == nil {
+			p.logger.Warn("hub link: a removed hub called; told it was removed", "hub", id, "peer", addr)
+			w.Header().Set(RemovedHeader, "1")
+			wire.WriteError(w, http.StatusGone, "this hub was removed from the platform (hub remove): it must serve no installation of the platform; hub add registers it anew", nil)
+			return nil
+		}
+		p.refuse(w, addr, id, "unknown hub id or wrong secret")
+		return nil
+	case err != nil:
+		p.logger.Error("hub link: reading the hub registry", "err", err)
+		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
+		return nil
+	case !oauth.SecretMatches(secret, h.SecretHash):
+		p.refuse(w, addr, id, "unknown hub id or wrong secret")
+		return nil
+	}
+	p.fails.succeed(id, addr)
+	return h
+}
+
+var dummyHash = oauth.Hash("no such hub")
+
+func (p *Platform) refuse(w http.ResponseWriter, addr, id, why string) {
+	p.fails.fail(id, addr, p.now())
+	p.logger.Warn("hub link: refused a hub's credentials", "hub", id, "peer", addr, "reason", why)
+	w.Header().Set("WWW-Authenticate", `Basic realm="switchbridge hubs"`)
+	wire.WriteError(w, http.StatusUnauthorized, "the hub's credentials were refused: "+why+" (hub rotate-secret prints a new one)", nil)
+}
+
+func (p *Platform) handleInventory(w http.ResponseWriter, r *http.Request) {
+	h := p.authenticate(w, r)
+	if h == nil {
+		return
+	}
+	var inv Inventory
+	if err := decodeStrict(http.MaxBytesReader(w, r.Body, MaxInventoryBytes), &inv); err != nil {
+		p.logger.Warn("hub link: unreadable inventory", "hub", h.ID, "err", err)
+		wire.WriteError(w, http.StatusBadRequest, "unreadable inventory: "+err.Error(), nil)
+		return
+	}
+	if err := CheckInventory(&inv); err != nil {
+		p.logger.Warn("hub link: inventory refused", "hub", h.ID, "name", h.Name, "err", err)
+		wire.WriteError(w, http.StatusBadRequest, err.Error(), nil)
+		return
+	}
+	err := p.store.SetInventory(r.Context(), h.ID, inv.Version, inv.Locations, p.Own)
+	switch bridge.ErrorCode(err) {
+	case "":
+	case bridge.ECONFLICT:
+		var held *bridge.LocationHeldError
+		holder := ""
+		if errors.As(err, &held) {
+			holder = held.Holder
+		}
+		p.logger.Error("hub link: refused the inventory of hub "+h.Name+": "+bridge.ErrorMessage(err), "hub", h.ID, "holder", holder)
+		wire.WriteError(w, http.StatusConflict, bridge.ErrorMessage(err), nil)
+		return
+	default:
+		p.logger.Error("hub link: storing an inventory", "hub", h.ID, "err", err)
+		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
+		return
+	}
+	p.logger.Info("hub link: inventory", "hub", h.ID, "name", h.Name, "version", inv.Version, "locations", len(inv.Locations))
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (p *Platform) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+	h := p.authenticate(w, r)
+	if h == nil {
+		return
+	}
+	b, err := p.store.Snapshot(r.Context(), h.ID)
+	if err != nil {
+		p.logger.Error("hub link: snapshot", "hub", h.ID, "err", err)
+		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
+		return
+	}
+	if err := p.store.TouchHub(r.Context(), h.ID, h.Cursor, p.now()); err != nil {
+		p.logger.Warn("hub link: recording a hub's call", "hub", h.ID, "err", err)
+	}
+	p.logger.Info("hub link: snapshot sent", "hub", h.ID, "name", h.Name, "installations", len(b.Installations), "tokens", len(b.Tokens), "cursor", b.Cursor)
+	wire.WriteJSON(w, http.StatusOK, b)
+}
+
+func (p *Platform) handleChanges(w http.ResponseWriter, r *http.Request) {
+	h := p.authenticate(w, r)
+	if h == nil {
+		return
+	}
+	cursor, err := strconv.ParseInt(r.URL.Query().Get("cursor"), 10, 64)
+	if err != nil || cursor < 0 {
+		wire.WriteError(w, http.StatusBadRequest, "cursor must be a change sequence (a number ≥ 0)", nil)
+		return
+	}
+	// The cursor asked for is what the hub has stored: its acknowledgement.
+	if err := p.store.TouchHub(r.Context(), h.ID, cursor, p.now()); err != nil {
+		p.logger.Warn("hub link: recording a hub's call", "hub", h.ID, "err", err)
+	}
+	var b *bridge.ChangeBatch
+	if r.URL.Query().Get("wait") == "0" {
+		// The hub missed a token or an installation: what is there now,
+		// without waiting.
+		b, err = p.store.Changes(r.Context(), h.ID, cursor)
+	} else {
+		b, err = p.Poll(r.Context(), h.ID, cursor)
+	}
+	switch {
+	case errors.Is(err, errHubChanged):
+		if p.authenticate(w, r) != nil { // unchanged after all: nothing new
+			wire.WriteJSON(w, http.StatusOK, &bridge.ChangeBatch{Cursor: cursor})
+		}
+		return
+	case errors.Is(err, bridge.ErrCursorGone):
+		wire.WriteError(w, http.StatusGone, fmt.Sprintf("cursor %d: %v", cursor, err), nil)
+		return
+	case err != nil && r.Context().Err() != nil:
+		return // the hub went away
+	case err != nil:
+		p.logger.Error("hub link: changes", "hub", h.ID, "err", err)
+		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
+		return
+	}
+	wire.WriteJSON(w, http.StatusOK, b)
+}
+
+// CheckInventory applies the limits on what a hub may report: counts,
+// lengths, ids as the config allows them, each location and switch once,
+// known commands.
+func CheckInventory(inv *Inventory) error {
+	if len(inv.Version) > MaxVersionLen {
+		return fmt.Errorf("version is longer than %d bytes", MaxVersionLen)
+	}
+	if len(inv.Locations) > MaxLocations {
+		return fmt.Errorf("%d locations: at most %d", len(inv.Locations), MaxLocations)
+	}
+	locs := map[int64]bool{}
+	sws := map[string]bool{}
+	for _, l := range inv.Locations {
+		switch {
+		case l.ID <= 0:
+			return fmt.Errorf("location id %d: ids are positive", l.ID)
+		case locs[l.ID]:
+			return fmt.Errorf("location %d is listed twice", l.ID)
+		case l.Name == "" || len(l.Name) > MaxNameLen:
+			return fmt.Errorf("location %d: a name of 1-%d bytes is required", l.ID, MaxNameLen)
+		}
+		locs[l.ID] = true
+		for _, s := range l.Switches {
+			switch {
+			case !config.SwitchIDPattern.MatchString(s.ID):
+				return fmt.Errorf("location %d: switch id %.70q is not a valid id", l.ID, s.ID)
+			case sws[s.ID]:
+				return fmt.Errorf("switch %q is listed twice", s.ID)
+			case s.Name == "" || len(s.Name) > MaxNameLen:
+				return fmt.Errorf("switch %q: a name of 1-%d bytes is required", s.ID, MaxNameLen)
+			case len(s.Commands) > len(bridge.Commands):
+				return fmt.Errorf("switch %q: too many commands", s.ID)
+			}
+			for _, c := range s.Commands {
+				if _, err := bridge.ParseCommand(string(c)); err != nil {
+					return fmt.Errorf("switch %q: unknown command %.20q", s.ID, c)
+				}
+			}
+			sws[s.ID] = true
+			if len(sws) > MaxSwitches {
+				return fmt.Errorf("more than %d switches", MaxSwitches)
+			}
+		}
+	}
+	return nil
+}
+
+// watcher wakes long polls when the change log grows, whoever wrote it: it
+// reads the newest sequence every WakeInterval while any poll waits, and
+// stops when none does.
+type watcher struct {
+	p       *Platform
+	mu      sync.Mutex
+	seq     int64         // the newest sequence seen
+	ch      chan struct{} // closed when seq moves
+	waiters int
+	running bool
+	// spans are the latest advances of seq with the locations they
+	// touched, so a poll can tell whether they are its hub's without a
+	// query of its own.
+	spans []span
+}
+
+type span struct {
+	from, to int64
+	locs     []int64
+}
+
+const maxSpans = 64
+
+// wait blocks until the newest sequence passes after or ctx ends (ok
+// false). It returns that sequence and the locations changed after after
+// up to it, nil when unknown.
+func (w *watcher) wait(ctx context.Context, after int64) (seq int64, changed []int64, ok bool) {
+	w.mu.Lock()
+	w.waiters++
+	if !w.running {
+		w.running = true
+		go w.run()
+	}
+	for w.seq <= after {
+		ch := w.ch
+		w.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			w.mu.Lock()
+			w.waiters--
+			w.mu.Unlock()
+			return 0, nil, false
+		case <-ch:
+		}
+		w.mu.Lock()
+	}
+	w.waiters--
+	seq = w.seq
+	changed = w.changedLocked(after, seq)
+	w.mu.Unlock()
+	return seq, changed, true
+}
+
+// changedLocked unions the spans covering (after, to]; nil when they do
+// not reach back to after.
+func (w *watcher) changedLocked(after, to int64) []int64 {
+	var out []int64
+	at := to
+	for i := len(w.spans) - 1; i >= 0 && at > after; i-- {
+		s := w.spans[i]
+		if s.to != at {
+			return nil
+		}
+		out = append(out, s.locs...)
+		at = s.from
+	}
+	if at > after {
+		return nil
+	}
+	return out
+}
+
+func (w *watcher) run() {
+	t := time.NewTicker(w.p.WakeInterval)
+	defer t.Stop()
+	ctx := context.Background()
+	for range t.C {
+		w.mu.Lock()
+		if w.waiters == 0 {
+			w.running = false
+			w.mu.Unlock()
+			return
+		}
+		prev := w.seq
+		w.mu.Unlock()
+		seq, err := w.p.store.ChangeSeq(ctx)
+		if err != nil {
+			w.p.logger.Warn("hub link: reading the change log", "err", err)
+			continue
+		}
+		if seq == prev {
+			continue
+		}
+		var locs []int64
+		if seq > prev && prev > 0 {
+			locs, err = w.p.store.ChangedLocations(ctx, prev, seq)
+		}
+		w.mu.Lock()
+		if err == nil && prev > 0 && seq > prev {
+			w.spans = append(w.spans, span{from: prev, to: seq, locs: locs})
+			if len(w.spans) > maxSpans {
+				w.spans = w.spans[len(w.spans)-maxSpans:]
+			}
+		} else {
+			w.spans = nil
+		}
+		w.seq = seq
+		close(w.ch)
+		w.ch = make(chan struct{})
+		w.mu.Unlock()
+	}
+}
+
+// failures throttles wrong hub logins. Failures count against two keys:
+// the (hub id, address) pair, which waits after pairFree failures a
+// minute, and the address alone, which waits only after addrFree, so one
+// hub's wrong secret cannot lock out the other hubs behind the same
+// address, while one address cannot try ids without end. An address is
+// the client's behind server.trusted_proxies, IPv6 by its /64
+// (oauth.ClientKey). The table is bounded: when full, the entries whose
+// last failure is oldest go first, so a flood of new keys cannot wipe out
+// the count of a key being throttled.
+type failures struct {
+	mu sync.Mutex
+	m  map[string]*failed
+}
+
+type failed struct {
+	n     int
+	until time.Time
+	last  time.Time
+}
+
+const (
+	pairFree   = 5
+	addrFree   = 50
+	maxTracked = 4096
+)
+
+func newFailures() *failures { return &failures{m: map[string]*failed{}} }
+
+func pairKey(id, addr string) string { return "pair:" + id + "\x00" + addr }
+func addrOnly(addr string) string    { return "addr:" + addr }
+
+func (f *failures) wait(id, addr string, now time.Time) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var longest time.Duration
+	for _, k := range []string{pairKey(id, addr), addrOnly(addr)} {
+		if e := f.m[k]; e != nil && now.Before(e.until) {
+			longest = max(longest, e.until.Sub(now))
+		}
+	}
+	return longest
+}
+
+func (f *failures) fail(id, addr string, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range []struct {
+		key  string
+		free int
+	}{{pairKey(id, addr), pairFree}, {addrOnly(addr), addrFree}} {
+		e := f.m[c.key]
+		if e == nil || now.Sub(e.last) > time.Minute {
+			if e == nil && len(f.m) >= maxTracked {
+				f.evictLocked(now)
+			}
+			e = &failed{}
+			f.m[c.key] = e
+		}
+		e.n++
+		e.last = now
+		if e.n > c.free {
+			e.until = now.Add(min(time.Duration(e.n-c.free)*time.Second, 30*time.Second))
+		}
+	}
+}
+
+// evictLocked drops a quarter of the entries: those not making anyone
+// wait first, then those whose last failure is oldest, so a flood of new
+// keys cannot free a key that is being throttled.
+func (f *failures) evictLocked(now time.Time) {
+	type aged struct {
+		key      string
+		blocking bool
+		last     time.Time
+	}
+	all := make([]aged, 0, len(f.m))
+	for k, e := range f.m {
+		all = append(all, aged{k, now.Before(e.until), e.last})
+	}
+	slices.SortFunc(all, func(a, b aged) int {
+		if a.blocking != b.blocking {
+			if a.blocking {
+				return 1
+			}
+			return -1
+		}
+		return a.last.Compare(b.last)
+	})
+	for _, a := range all[:max(len(all)/4, 1)] {
+		delete(f.m, a.key)
+	}
+}
+
+// succeed forgets the pair's failures; the address keeps its count.
+func (f *failures) succeed(id, addr string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.m, pairKey(id, addr))
+}
+
+// size is how many keys the table tracks, for tests.
+func (f *failures) size() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.m)
+}

@@ -1,0 +1,79 @@
+package link
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime/debug"
+
+	"github.com/switchbridge/switchbridge/bridge"
+)
+
+// The paths of the link, below the platform's URL.
+const (
+	InventoryPath = "/api/hub/v1/inventory"
+	ChangesPath   = "/api/hub/v1/changes"
+	SnapshotPath  = "/api/hub/v1/snapshot"
+)
+
+// Limits on what a hub may send: an inventory is a few kilobytes for a
+// real hub.
+const (
+	MaxInventoryBytes = 1 << 20
+	MaxLocations      = 256
+	MaxSwitches       = 4096 // over all locations
+	MaxNameLen        = 200
+	MaxVersionLen     = 100
+)
+
+// Inventory is what a hub reports of itself.
+type Inventory struct {
+	Version   string                  `json:"version"`
+	Locations []bridge.RemoteLocation `json:"locations"`
+}
+
+// decodeStrict reads exactly one JSON value from r into v: unknown fields
+// and anything after the value are errors.
+func decodeStrict(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("data after the JSON value")
+	}
+	return nil
+}
+
+// Version is this binary's version, as a hub reports it.
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	v := bi.Main.Version
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v = fmt.Sprintf("%s+%s", v, s.Value[:12])
+		}
+	}
+	return v
+}
+
+// statusError is a link request the platform answered with an error.
+type statusError struct {
+	Status  int
+	Message string
+	// Removed: the platform said this hub was removed (RemovedHeader).
+	Removed bool
+}
+
+func (e *statusError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("the platform answered %d %s", e.Status, http.StatusText(e.Status))
+	}
+	return fmt.Sprintf("the platform answered %d: %s", e.Status, e.Message)
+}

@@ -1,0 +1,79 @@
+package oauth
+
+// The token check: what a bearer token grants, for the installation API
+// and discovery.
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+)
+
+// Authorize implements bridge.Authorizer for the installation API.
+func (s *Server) Authorize(ctx context.Context, token, installationID string) (*bridge.Grant, error) {
+	g, err := s.grant(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	if g.InstallationID != installationID {
+		return nil, bridge.Errorf(bridge.EFORBIDDEN, "the access token is not for this installation")
+	}
+	return g, nil
+}
+
+func (s *Server) grant(ctx context.Context, token string) (*bridge.Grant, error) {
+	if len(token) > maxParamLen {
+		return nil, bridge.Errorf(bridge.EUNAUTHORIZED, "the access token is invalid")
+	}
+	hash := Hash(token)
+	now := s.now()
+	// Read first: whatever is read after it reflects at least every
+	// removal that moved it (see grantcache.go).
+	access, err := s.granted.AccessGeneration(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if g, ok := s.grants.get(hash, now, access); ok {
+		if !now.Before(g.ExpiresAt) {
+			return nil, bridge.Errorf(bridge.EUNAUTHORIZED, "the access token expired")
+		}
+		s.used(g.InstallationID, now)
+		return g, nil
+	}
+	gen := s.grants.generation()
+	t, err := s.granted.TokenGrant(ctx, hash)
+	switch {
+	case errors.Is(err, bridge.ErrTokenUnknown):
+		return nil, bridge.Errorf(bridge.EUNAUTHORIZED, "the access token is invalid")
+	case err != nil:
+		return nil, err
+	case t.Revoked:
+		return nil, bridge.Errorf(bridge.EUNAUTHORIZED, "the access token was revoked")
+	case !s.now().Before(t.ExpiresAt):
+		return nil, bridge.Errorf(bridge.EUNAUTHORIZED, "the access token expired")
+	}
+	in := &t.Installation
+	// The user installed the app into one of their locations; should they
+	// no longer belong to it, the installation reaches none of its switches.
+	if !t.Member {
+		return nil, bridge.Errorf(bridge.ENOTFOUND, "switches no longer available to this installation: %s (its user no longer belongs to location %d)",
+			strings.Join(in.SwitchIDs, ", "), in.LocationID)
+	}
+	g := &bridge.Grant{
+		InstallationID: in.ID, ClientID: in.ClientID, UserID: in.UserID,
+		LocationID: in.LocationID, SwitchIDs: in.SwitchIDs, ExpiresAt: t.ExpiresAt, Legacy: t.Legacy,
+	}
+	s.grants.put(hash, g, now, gen, access)
+	s.used(g.InstallationID, now)
+	return g, nil
+}
+
+// used tells Used, when set, that an installation's token was accepted.
+func (s *Server) used(installationID string, at time.Time) {
+	if s.Used != nil {
+		s.Used(installationID, at)
+	}
+}

@@ -1,0 +1,132 @@
+package oauth
+
+// Login and logout, with the throttling of failed logins.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/switchbridge/switchbridge/bridge"
+)
+
+// throttled answers a login that must wait: back to the login page, which
+// says for how long.
+func (s *Server) throttled(w http.ResponseWriter, r *http.Request, back string, wait time.Duration) {
+	s.observe("authorization_denied", "login_throttled")
+	s.sessions.setFlash(w, fmt.Sprintf("Too many failed logins. Try again in %d seconds.", int(wait.Seconds()+1)), s.secure())
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.readPostedForm(w, r, true)
+	if !ok {
+		return
+	}
+	f, id, back, clientID := p.f, p.sessionID, p.back, p.clientID()
+	name := f.Get("username")
+	keys := newLoginKeys(name, s.clientKey(r))
+	if wait := s.throttle.wait(s.now(), keys); wait > 0 {
+		s.logger.Warn("login refused: too many failed logins", "client_id", clientID, "retry_after_seconds", int(wait.Seconds()+1))
+		s.throttled(w, r, back, wait)
+		return
+	}
+	var user *bridge.User
+	var err error
+	var wait time.Duration
+	switch s.throttle.check(r.Context(), func() {
+		// Again, now that this login has its turn: a burst of logins all
+		// passed the first check before any of them failed.
+		if wait = s.throttle.wait(s.now(), keys); wait == 0 {
+			user, err = s.checkPassword(r.Context(), name, f.Get("password"))
+		}
+	}) {
+	case gaveUp:
+		return // the client went away while waiting for a turn
+	case queueFull:
+		s.logger.Warn("login refused: too many logins waiting for a password check", "client_id", clientID)
+		s.throttled(w, r, back, busyRetry)
+		return
+	}
+	if wait > 0 {
+		s.throttled(w, r, back, wait)
+		return
+	}
+	if err != nil {
+		if s.throttle.fail(s.now(), keys) {
+			s.logger.Warn("many failed logins for one user name from several addresses: someone is guessing its password; "+
+				"each address now gets one free try", "failures_per_hour", userAttack)
+		}
+		s.observe("authorization_denied", "bad_login")
+		// The typed name is logged only when it is a user: a password typed
+		// into the name field must not end up in the log.
+		if _, uerr := s.users.UserByName(r.Context(), f.Get("username")); uerr == nil {
+			s.logger.Info("login failed", "user", f.Get("username"), "client_id", clientID)
+		} else {
+			s.logger.Info("login failed for an unknown user name", "client_id", clientID)
+		}
+		s.sessions.setFlash(w, "Unknown user or wrong password.", s.secure())
+		http.Redirect(w, r, back, http.StatusSeeOther)
+		return
+	}
+	s.throttle.succeed(keys)
+	nid, _ := s.sessions.start(id, user.ID)
+	setCookie(w, sessionCookie, nid, sessionLifetime, s.secure())
+	http.Redirect(w, r, back, http.StatusSeeOther)
+}
+
+// dummyHash is compared against when the user does not exist, so a login
+// takes as long for an unknown name as for a wrong password.
+// It is made on first use, not at start-up: every CLI command imports this
+// package, and a bcrypt round is slow on a Pi Zero.
+var dummyHash = sync.OnceValue(func() []byte {
+	h, _ := bcrypt.GenerateFromPassword([]byte("not a password"), bcrypt.DefaultCost)
+	return h
+})
+
+func (s *Server) checkPassword(ctx context.Context, name, password string) (*bridge.User, error) {
+	if len(password) > 72 || name == "" {
+		bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))
+		return nil, errors.New("bad credentials")
+	}
+	u, err := s.users.UserByName(ctx, name)
+	if err != nil {
+		bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))
+		return nil, errors.New("bad credentials")
+	}
+	if bcrypt.CompareHashAndPassword(u.PasswordHash, []byte(password)) != nil {
+		return nil, errors.New("bad credentials")
+	}
+	return u, nil
+}
+
+func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
+	pageHeaders(w)
+	f, err := readForm(w, r)
+	if err != nil {
+		s.errorPage(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	id, sess := s.sessions.get(r, s.secure())
+	if !csrfOK(sess, f.Get("csrf")) {
+		s.errorPage(w, http.StatusForbidden, "This form has expired or was not sent by this page.")
+		return
+	}
+	s.sessions.end(id)
+	setCookie(w, sessionCookie, "", 0, s.secure())
+	if returnsToApps(f) {
+		http.Redirect(w, r, appsPage, http.StatusSeeOther) // its login form
+		return
+	}
+	req, aerr := parseAuthorizeRequest(authParams(f), s.lookupClient(r.Context()))
+	if aerr != nil {
+		s.errorPage(w, http.StatusOK, "You are logged out.")
+		return
+	}
+	http.Redirect(w, r, "/oauth/authorize?"+req.Query(), http.StatusSeeOther)
+}

@@ -1,0 +1,135 @@
+// Package oauth is the platform role of switchbridge: the OAuth 2.0
+// authorization server (login, location and switch selection, which installs
+// the app; code and token issue, refresh and revocation; its RFC 8414
+// metadata), endpoint discovery, and the token check the installation API
+// asks of it. It is written here rather than taken from a
+// framework, so it enforces the rules such frameworks do: exact redirect-URI
+// matching, single-use codes bound to client and redirect URI, hashed secrets
+// compared in constant time, and RFC 6749/6750 errors.
+package oauth
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"sync/atomic"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+)
+
+// Server serves the platform role's HTTP endpoints.
+type Server struct {
+	users     Users
+	apps      Apps
+	granted   GrantSource
+	connected Connected
+	hub       *bridge.Hub
+	logger    *slog.Logger
+
+	// Issuer installs apps and issues codes and tokens; its lifetimes are
+	// the config's.
+	Issuer *Issuer
+
+	// PublicURL is the base_url advertised by discovery (the hub role's
+	// address; one daemon plays both roles by default). It is also the
+	// issuer: the iss of every authorization response (RFC 9207).
+	PublicURL string
+	// Hubs, when set, is the platform's registry of hubs: their locations
+	// are offered on the consent page beside this daemon's own, and
+	// discovery sends an installation's client to the hub that holds its
+	// location. Nil for a daemon without hubs.
+	Hubs HubDirectory
+	// TrustedProxies are the peers whose X-Forwarded-For or Forwarded
+	// header names the client, for login throttling.
+	TrustedProxies []netip.Prefix
+	// Observe, when set, is told of OAuth events for metrics: event is one of
+	// "authorization_granted", "authorization_denied", "token_issued",
+	// "token_failed", "client_auth_failed", "api_token_failed", with a reason.
+	Observe func(event, reason string)
+	// Used, when set, is told each time a token of an installation is
+	// accepted, on the request's path: it must not block (the daemon's
+	// store.UsageWriter notes it in memory and writes behind).
+	Used func(installationID string, at time.Time)
+
+	sessions *sessions
+	throttle *throttle
+	grants   *grantCache
+	now      func() time.Time
+	// spoofWarned is set once the log said that forwarding headers arrive
+	// from a peer that is not a trusted proxy.
+	spoofWarned atomic.Bool
+}
+
+// New returns a Server over a store and the hub's locations and switches.
+func New(st Store, hub *bridge.Hub, logger *slog.Logger) *Server {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{
+		users: st, apps: st, granted: st, connected: st, hub: hub, logger: logger,
+		Issuer:   NewIssuer(st, hub),
+		sessions: newSessions(),
+		throttle: newThrottle(),
+		grants:   newGrantCache(),
+		now:      time.Now,
+	}
+}
+
+// Register adds the platform role's routes to mux.
+func (s *Server) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET /oauth/authorize", s.handleAuthorize)
+	mux.HandleFunc("POST /oauth/authorize", s.handleConsent)
+	mux.HandleFunc("POST /oauth/login", s.handleLogin)
+	mux.HandleFunc("POST /oauth/logout", s.handleLogout)
+	mux.HandleFunc("/oauth/token", s.handleToken)
+	mux.HandleFunc("/oauth/revoke", s.handleRevoke)
+	mux.HandleFunc("GET "+MetadataPath, s.handleMetadata)
+	mux.HandleFunc("GET /api/apps/endpoints", s.handleEndpoints)
+	mux.HandleFunc("GET /api/smartapps/endpoints", s.handleEndpoints) // legacy alias
+	s.registerApps(mux)
+	mux.HandleFunc("GET /api/smartapps/endpoints/{clientId}", s.handleClientEndpoints)
+}
+
+func (s *Server) observe(event, reason string) {
+	if s.Observe != nil {
+		s.Observe(event, reason)
+	}
+}
+
+// secure reports whether the hub is reached over https, from the parsed
+// scheme (so HTTPS://… counts): its cookies are then Secure and __Host-.
+func (s *Server) secure() bool {
+	u, err := url.Parse(s.PublicURL)
+	return err == nil && u.Scheme == "https"
+}
+
+// lookupClient is parseAuthorizeRequest's view of the app registry.
+func (s *Server) lookupClient(ctx context.Context) func(string) (*bridge.App, bool) {
+	return func(id string) (*bridge.App, bool) {
+		a, err := s.apps.App(ctx, id)
+		if err != nil {
+			return nil, false
+		}
+		return a, true
+	}
+}
+
+// clientKey is the throttling key of the request's client address.
+func (s *Server) clientKey(r *http.Request) string {
+	a := clientAddr(r, s.TrustedProxies)
+	if !s.spoofWarned.Load() && (r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("Forwarded") != "") {
+		if peer := parseHop(r.RemoteAddr); !isTrusted(peer, s.TrustedProxies) && s.spoofWarned.CompareAndSwap(false, true) {
+			s.logger.Warn("a request carries X-Forwarded-For or Forwarded from a peer that is not in server.trusted_proxies: "+
+				"the header is ignored and logins are throttled by the peer's address; if the peer is your reverse proxy, list it", "peer", peer.String())
+		}
+	}
+	return addrKey(a)
+}
+
+func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
+	s.logger.Error("oauth request failed", "path", r.URL.Path, "err", err)
+	s.errorPage(w, http.StatusInternalServerError, "Something went wrong on the hub. Try again; if it keeps failing, the hub's log says why.")
+}

@@ -1,0 +1,110 @@
+package oauth
+
+import (
+	"context"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+)
+
+// The storage the platform role needs, declared here and implemented by an
+// adapter (bridge/store), so each part holds only what it reads or writes:
+// login reads Users, every request reads Apps, the Issuer writes
+// Installations, Codes and Tokens, the token check reads a GrantSource, and
+// the connected apps page reads and removes a user's installations
+// (Connected).
+
+// Users finds accounts: login by name, a session by id.
+type Users interface {
+	// UserByID and UserByName return ENOTFOUND when there is no such user.
+	UserByID(ctx context.Context, id int64) (*bridge.User, error)
+	UserByName(ctx context.Context, name string) (*bridge.User, error)
+}
+
+// Apps finds registered clients.
+type Apps interface {
+	// App returns ENOTFOUND for an unknown client id.
+	App(ctx context.Context, clientID string) (*bridge.App, error)
+}
+
+// Installations records installs. Installing the same app into the same
+// location of the same user again updates that installation (same id, the
+// new switch selection); Install fills in its id and times.
+type Installations interface {
+	Install(ctx context.Context, in *bridge.Installation) error
+}
+
+// Codes keeps authorization codes by their hash.
+type Codes interface {
+	CreateCode(ctx context.Context, hash []byte, c bridge.AuthCode) error
+	// RedeemCode exchanges a code for tokens (issued) at most once,
+	// atomically: check sees what the code is bound to and may refuse it,
+	// leaving it unused. A code redeemed before is bridge.ErrCodeReused,
+	// and its installation's grant is revoked; an unknown or expired one
+	// is bridge.ErrCodeInvalid.
+	RedeemCode(ctx context.Context, codeHash []byte, check func(bridge.AuthCode) error, issued bridge.TokenPair) (*bridge.AuthCode, error)
+}
+
+// Tokens keeps access and refresh tokens by their hash: those issued
+// without a code (the developer's install), refreshed, and revoked.
+type Tokens interface {
+	CreateToken(ctx context.Context, hash []byte, installationID string, expires time.Time) error
+	// Refresh spends a refresh token for tokens (issued) at most once,
+	// atomically: check sees what the token is bound to and may refuse it,
+	// leaving it unspent. A token spent before is bridge.ErrRefreshReused,
+	// and its installation's grant is revoked; an unknown, expired or
+	// revoked one is bridge.ErrRefreshInvalid.
+	Refresh(ctx context.Context, refreshHash []byte, check func(bridge.RefreshToken) error, issued bridge.TokenPair) (*bridge.RefreshToken, error)
+	// RevokeToken revokes an access token of client clientID, or with a
+	// refresh token of that client its installation's grant; any other
+	// token revokes nothing.
+	RevokeToken(ctx context.Context, hash []byte, clientID string) (bridge.Revoked, error)
+}
+
+// GrantSource is what the token check reads: "is this token valid for
+// installation X, and which switches does it grant?" needs the token's
+// record, its installation, whether the installing user still belongs to
+// its location, and whether its app is legacy. It is all a hub needs of the
+// platform's data, so a hub that keeps a replica of its platform can answer
+// it from there.
+//
+// A revocation, an uninstall or a removed membership, made by this process
+// or by another one on the same database (the CLI), must count at the next
+// request: the grant cache (grantcache.go) serves a grant only while
+// AccessGeneration has not moved since it was read.
+type GrantSource interface {
+	// TokenGrant returns bridge.ErrTokenUnknown for a hash never issued
+	// or whose installation is gone.
+	TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGrant, error)
+	// AccessGeneration is a counter that moves with every change that
+	// takes access away or changes a grant, made by any process: a token's
+	// revocation or deletion, an installation's removal or new switches,
+	// an ended membership, an app's legacy mode turned off. The grant
+	// cache serves a grant only while it has not moved since the grant was
+	// read.
+	AccessGeneration(ctx context.Context) (int64, error)
+}
+
+// Connected is what the connected apps page reads and removes: the
+// installations a user made.
+type Connected interface {
+	// Installation returns ENOTFOUND when there is no such installation.
+	Installation(ctx context.Context, id string) (*bridge.Installation, error)
+	// InstallationsOf lists a user's installations, oldest first.
+	InstallationsOf(ctx context.Context, userID int64) ([]*bridge.Installation, error)
+	// Uninstall deletes an installation and everything issued for it, and
+	// moves the access generation; ENOTFOUND when there is none.
+	Uninstall(ctx context.Context, id string) error
+}
+
+// Store is all of the above: what one daemon playing both roles hands to
+// New.
+type Store interface {
+	Users
+	Apps
+	Installations
+	Codes
+	Tokens
+	GrantSource
+	Connected
+}

@@ -1,0 +1,291 @@
+package store
+
+// The change feed a hub's replica follows: the change log the triggers of
+// migration 0008 append to, read as current records and tombstones for the
+// locations of one hub.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+)
+
+// ChangeSeq returns the newest change sequence (0 for none yet).
+func (db *DB) ChangeSeq(ctx context.Context) (int64, error) {
+	var n sql.NullInt64
+	err := db.db.QueryRowContext(ctx, `SELECT max(seq) FROM changes`).Scan(&n)
+	return n.Int64, err
+}
+
+// ChangedLocations returns the locations of the changes after seq after up
+// to and including seq upto, each once.
+func (db *DB) ChangedLocations(ctx context.Context, after, upto int64) ([]int64, error) {
+	return int64s(ctx, db.db, `SELECT DISTINCT location_id FROM changes WHERE seq > ? AND seq <= ?`, after, upto)
+}
+
+// HubLocationIDs returns the ids of the locations a hub holds.
+func (db *DB) HubLocationIDs(ctx context.Context, hubID string) ([]int64, error) {
+	return int64s(ctx, db.db, `SELECT location_id FROM hub_locations WHERE hub_id = ? ORDER BY location_id`, hubID)
+}
+
+// Changes returns what changed for the locations of hub hubID after
+// cursor: the current record of every installation and token a change
+// touched, a tombstone for those gone (or no longer in the hub's
+// locations), and the new cursor. It reads one snapshot of the database, so
+// the records are those as of the cursor returned. ErrCursorGone when the
+// log cannot resume from cursor (bridge.ErrCursorGone).
+func (db *DB) Changes(ctx context.Context, hubID string, cursor int64) (*bridge.ChangeBatch, error) {
+	tx, err := db.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	newest, floor, err := newestChange(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	if cursor < floor || cursor > newest {
+		return nil, bridge.ErrCursorGone
+	}
+	b := &bridge.ChangeBatch{Cursor: newest}
+	if cursor == newest {
+		return b, nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT c.kind, c.location_id, c.key FROM changes c
+		JOIN hub_locations l ON l.location_id = c.location_id AND l.hub_id = ?
+		WHERE c.seq > ? AND c.seq <= ? ORDER BY c.seq`, hubID, cursor, newest)
+	if err != nil {
+		return nil, err
+	}
+	type member struct {
+		user string
+		loc  int64
+	}
+	installs, tokens := map[string]bool{}, map[string]bool{}
+	var installOrder, tokenOrder []string
+	var members []member
+	var locs []int64
+	seenMember, seenLoc := map[member]bool{}, map[int64]bool{}
+	for rows.Next() {
+		var kind, key string
+		var loc int64
+		if err := rows.Scan(&kind, &loc, &key); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		switch kind {
+		case "installation":
+			if !installs[key] {
+				installs[key] = true
+				installOrder = append(installOrder, key)
+			}
+		case "token":
+			if !tokens[key] {
+				tokens[key] = true
+				tokenOrder = append(tokenOrder, key)
+			}
+		case "member":
+			if m := (member{key, loc}); !seenMember[m] {
+				seenMember[m] = true
+				members = append(members, m)
+			}
+		case "location":
+			if !seenLoc[loc] {
+				seenLoc[loc] = true
+				locs = append(locs, loc)
+			}
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	r := feedReader{tx: tx, hubID: hubID, now: db.now(), seen: map[string]bool{}, seenTok: map[string]bool{}}
+	for _, l := range locs {
+		if err := r.location(ctx, b, l); err != nil {
+			return nil, err
+		}
+	}
+	b.Locations = locs
+	for _, m := range members {
+		uid, _ := strconv.ParseInt(m.user, 10, 64)
+		if err := r.installationsWhere(ctx, b, `i.user_id = ? AND i.location_id = ?`, uid, m.loc); err != nil {
+			return nil, err
+		}
+	}
+	for _, id := range installOrder {
+		if r.seen[id] {
+			continue
+		}
+		n := len(b.Installations)
+		if err := r.installationsWhere(ctx, b, `i.id = ?`, id); err != nil {
+			return nil, err
+		}
+		if len(b.Installations) == n {
+			b.DeletedInstallations = append(b.DeletedInstallations, id)
+		}
+	}
+	for _, key := range tokenOrder {
+		hash, err := hex.DecodeString(key)
+		if err != nil || r.seenTok[string(hash)] {
+			continue
+		}
+		n := len(b.Tokens)
+		if err := r.tokensWhere(ctx, b, `t.hash = ?`, hash); err != nil {
+			return nil, err
+		}
+		if len(b.Tokens) == n {
+			b.DeletedTokens = append(b.DeletedTokens, hash)
+		}
+	}
+	return b, nil
+}
+
+// newestChange returns the sequence of the newest change and the floor
+// below which the log was compacted. AUTOINCREMENT never reuses a
+// sequence, even once compaction emptied the log: the floor then is the
+// newest.
+func newestChange(ctx context.Context, tx *sql.Tx) (newest, floor int64, err error) {
+	var top sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT (SELECT max(seq) FROM changes), (SELECT seq FROM change_floor WHERE id = 1)`).Scan(&top, &floor); err != nil {
+		return 0, 0, err
+	}
+	return max(top.Int64, floor), floor, nil
+}
+
+// Snapshot returns every installation in the locations of hub hubID, with
+// its tokens not yet expired, and the cursor they are current at.
+func (db *DB) Snapshot(ctx context.Context, hubID string) (*bridge.ChangeBatch, error) {
+	tx, err := db.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	newest, _, err := newestChange(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	b := &bridge.ChangeBatch{Cursor: newest, Snapshot: true}
+	r := feedReader{tx: tx, hubID: hubID, now: db.now(), seen: map[string]bool{}, seenTok: map[string]bool{}}
+	if err := r.installationsWhere(ctx, b, `1`); err != nil {
+		return nil, err
+	}
+	if err := r.tokensWhere(ctx, b, `t.expires_at > ?`, unix(r.now)); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// feedReader reads current records for one hub inside one transaction,
+// each record once.
+type feedReader struct {
+	tx      *sql.Tx
+	hubID   string
+	now     time.Time
+	seen    map[string]bool // installation ids added
+	seenTok map[string]bool // token hashes added
+}
+
+// location adds every installation of a location and its live tokens.
+func (r *feedReader) location(ctx context.Context, b *bridge.ChangeBatch, loc int64) error {
+	if err := r.installationsWhere(ctx, b, `i.location_id = ?`, loc); err != nil {
+		return err
+	}
+	return r.tokensWhere(ctx, b, `i.location_id = ? AND t.expires_at > ?`, loc, unix(r.now))
+}
+
+// installationsWhere adds the installations in the hub's locations that
+// match cond (over installations i).
+func (r *feedReader) installationsWhere(ctx context.Context, b *bridge.ChangeBatch, cond string, args ...any) error {
+	rows, err := r.tx.QueryContext(ctx, `SELECT i.id, i.client_id, i.user_id, i.location_id, i.updated_at,
+			(SELECT a.legacy FROM apps a WHERE a.client_id = i.client_id),
+			EXISTS (SELECT 1 FROM user_locations m WHERE m.user_id = i.user_id AND m.location_id = i.location_id),
+			(SELECT json_group_array(switch_id) FROM (SELECT switch_id FROM installation_switches s WHERE s.installation_id = i.id ORDER BY pos))
+		FROM installations i JOIN hub_locations l ON l.location_id = i.location_id AND l.hub_id = ?
+		WHERE `+cond+` ORDER BY i.created_at, i.id`, append([]any{r.hubID}, args...)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var in bridge.ReplicaInstallation
+		var updated int64
+		var legacy sql.NullBool
+		var switches string
+		if err := rows.Scan(&in.ID, &in.ClientID, &in.UserID, &in.LocationID, &updated, &legacy, &in.Member, &switches); err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(switches), &in.SwitchIDs); err != nil {
+			return err
+		}
+		in.UpdatedAt = fromUnix(updated)
+		in.Legacy = legacy.Bool
+		if r.seen[in.ID] {
+			continue
+		}
+		r.seen[in.ID] = true
+		b.Installations = append(b.Installations, in)
+	}
+	return rows.Err()
+}
+
+// tokensWhere adds the tokens of installations in the hub's locations that
+// match cond (over tokens t and installations i).
+func (r *feedReader) tokensWhere(ctx context.Context, b *bridge.ChangeBatch, cond string, args ...any) error {
+	rows, err := r.tx.QueryContext(ctx, `SELECT t.hash, t.installation_id, t.expires_at, t.revoked_at IS NOT NULL
+		FROM tokens t JOIN installations i ON i.id = t.installation_id
+		JOIN hub_locations l ON l.location_id = i.location_id AND l.hub_id = ?
+		WHERE `+cond+` ORDER BY t.created_at, t.hash`, append([]any{r.hubID}, args...)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t bridge.ReplicaToken
+		var expires int64
+		if err := rows.Scan(&t.Hash, &t.InstallationID, &expires, &t.Revoked); err != nil {
+			return err
+		}
+		t.ExpiresAt = fromUnix(expires)
+		if r.seenTok[string(t.Hash)] {
+			continue
+		}
+		r.seenTok[string(t.Hash)] = true
+		b.Tokens = append(b.Tokens, t)
+	}
+	return rows.Err()
+}
+
+// CompactChanges drops change log entries older than before, keeping at
+// most keep of the newest, and raises the floor to the newest entry
+// dropped: a hub whose cursor is below it fetches a snapshot. It returns
+// how many it dropped.
+func (db *DB) CompactChanges(ctx context.Context, before time.Time, keep int) (int64, error) {
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	var top sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT max(seq) FROM changes WHERE at < ? OR seq <= (SELECT max(seq) FROM changes) - ?`,
+		unix(before), keep).Scan(&top); err != nil {
+		return 0, err
+	}
+	if !top.Valid {
+		return 0, nil
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM changes WHERE seq <= ?`, top.Int64)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := res.RowsAffected()
+	if _, err := tx.ExecContext(ctx, `UPDATE change_floor SET seq = max(seq, ?) WHERE id = 1`, top.Int64); err != nil {
+		return 0, err
+	}
+	return n, tx.Commit()
+}

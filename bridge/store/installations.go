@@ -1,0 +1,181 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+)
+
+// Install records that a user installed an app into a location with the
+// given switches. Installing the same app into the same location of the
+// same user again updates that installation (same id, the new switch
+// selection) rather than adding a second one. It fills in.ID and the times.
+func (db *DB) Install(ctx context.Context, in *bridge.Installation) error {
+	now := db.now()
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var id string
+	var created int64
+	err = tx.QueryRowContext(ctx, `SELECT id, created_at FROM installations WHERE client_id = ? AND user_id = ? AND location_id = ?`,
+		in.ClientID, in.UserID, in.LocationID).Scan(&id, &created)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		id = newInstallationID()
+		created = unix(now)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO installations (id, client_id, user_id, location_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
+			id, in.ClientID, in.UserID, in.LocationID, created, unix(now)); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	default:
+		if _, err := tx.ExecContext(ctx, `UPDATE installations SET updated_at = ? WHERE id = ?`, unix(now), id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM installation_switches WHERE installation_id = ?`, id); err != nil {
+			return err
+		}
+	}
+	for i, s := range in.SwitchIDs {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO installation_switches (installation_id, pos, switch_id) VALUES (?, ?, ?)`, id, i, s); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	in.ID, in.CreatedAt, in.UpdatedAt = id, fromUnix(created), fromUnix(unix(now))
+	return nil
+}
+
+// Installation returns an installation; ENOTFOUND when there is none.
+func (db *DB) Installation(ctx context.Context, id string) (*bridge.Installation, error) {
+	in := &bridge.Installation{}
+	var created, updated int64
+	var used sql.NullInt64
+	err := db.installationStmt.QueryRowContext(ctx, id).
+		Scan(&in.ID, &in.ClientID, &in.UserID, &in.LocationID, &created, &updated, &used)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, bridge.Errorf(bridge.ENOTFOUND, "no installation %q", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	in.CreatedAt, in.UpdatedAt = fromUnix(created), fromUnix(updated)
+	if used.Valid {
+		in.LastUsedAt = fromUnix(used.Int64)
+	}
+	rows, err := db.installationSwitchesStmt.QueryContext(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		in.SwitchIDs = append(in.SwitchIDs, s)
+	}
+	return in, rows.Err()
+}
+
+const (
+	selectInstallation         = `SELECT id, client_id, user_id, location_id, created_at, updated_at, last_used_at FROM installations WHERE id = ?`
+	selectInstallationSwitches = `SELECT switch_id FROM installation_switches WHERE installation_id = ? ORDER BY pos`
+)
+
+// Installations lists every installation, oldest first.
+func (db *DB) Installations(ctx context.Context) ([]*bridge.Installation, error) {
+	return db.FindInstallations(ctx, InstallationFilter{})
+}
+
+// InstallationFilter narrows FindInstallations; a zero field matches all.
+type InstallationFilter struct {
+	UserID   int64
+	ClientID string
+}
+
+// InstallationsOf lists a user's installations, oldest first: the
+// connected apps page.
+func (db *DB) InstallationsOf(ctx context.Context, userID int64) ([]*bridge.Installation, error) {
+	if userID == 0 {
+		return nil, nil // no user has id 0; the zero filter would match all
+	}
+	return db.FindInstallations(ctx, InstallationFilter{UserID: userID})
+}
+
+// FindInstallations lists the installations f matches, oldest first.
+func (db *DB) FindInstallations(ctx context.Context, f InstallationFilter) ([]*bridge.Installation, error) {
+	ids, err := db.strings(ctx, `SELECT id FROM installations
+		WHERE (?1 = 0 OR user_id = ?1) AND (?2 = '' OR client_id = ?2) ORDER BY created_at, rowid`, f.UserID, f.ClientID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*bridge.Installation, 0, len(ids))
+	for _, id := range ids {
+		in, err := db.Installation(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// Uninstall deletes an installation with its switches, codes and tokens
+// (ENOTFOUND when there is none). The access generation moves in the same
+// transaction, so every process stops honouring its tokens at once.
+func (db *DB) Uninstall(ctx context.Context, id string) error {
+	res, err := db.db.ExecContext(ctx, `DELETE FROM installations WHERE id = ?`, id)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return bridge.Errorf(bridge.ENOTFOUND, "no installation %q", id)
+	}
+	return nil
+}
+
+// MarkUsed records when installations' tokens were last used, in one
+// transaction; a time older than the one recorded is ignored. An
+// installation deleted meanwhile is skipped.
+func (db *DB) MarkUsed(ctx context.Context, used map[string]time.Time) error {
+	if len(used) == 0 {
+		return nil
+	}
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for id, at := range used {
+		if _, err := tx.ExecContext(ctx, `UPDATE installations SET last_used_at = max(coalesce(last_used_at, 0), ?) WHERE id = ?`, unix(at), id); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// CountInstallations returns how many installations exist.
+func (db *DB) CountInstallations(ctx context.Context) (int, error) {
+	var n int
+	err := db.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM installations`).Scan(&n)
+	return n, err
+}
+
+func newInstallationID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

@@ -1,0 +1,236 @@
+package store
+
+// The hub side of a platform with several hubs: the replica of what the
+// hub's own installations need, kept in the hub's database so that a hub
+// restarted while its platform is away serves what it knew.
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+)
+
+// ReplicaState returns where the replica stands.
+func (db *DB) ReplicaState(ctx context.Context) (bridge.ReplicaState, error) {
+	var s bridge.ReplicaState
+	var at int64
+	err := db.db.QueryRowContext(ctx, `SELECT cursor, synced_at, applied FROM replica_state WHERE id = 1`).Scan(&s.Cursor, &at, &s.Applied)
+	if errors.Is(err, sql.ErrNoRows) {
+		return bridge.ReplicaState{}, nil
+	}
+	if err != nil {
+		return s, err
+	}
+	s.Synced, s.SyncedAt = true, fromUnix(at)
+	return s, nil
+}
+
+// ApplyBatch applies a batch from the platform and stores its cursor in the
+// same transaction, so a hub killed at any point has either applied a batch
+// and moved its cursor past it, or neither: nothing is missed and nothing
+// applied twice. A snapshot replaces the whole replica. at is when the
+// platform answered.
+func (db *DB) ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Time) error {
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if b.Snapshot {
+		for _, q := range []string{`DELETE FROM replica_installations`, `DELETE FROM replica_tokens`} {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return err
+			}
+		}
+	}
+	// Locations regained: their whole state follows in this batch.
+	for _, loc := range b.Locations {
+		if err := dropReplicaLocation(ctx, tx, `location_id = ?`, loc); err != nil {
+			return err
+		}
+	}
+	for _, in := range b.Installations {
+		sw, err := json.Marshal(in.SwitchIDs)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO replica_installations (id, client_id, user_id, location_id, switch_ids, member, legacy, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET client_id = excluded.client_id, user_id = excluded.user_id,
+			location_id = excluded.location_id, switch_ids = excluded.switch_ids, member = excluded.member, legacy = excluded.legacy,
+			updated_at = excluded.updated_at`,
+			in.ID, in.ClientID, in.UserID, in.LocationID, string(sw), in.Member, in.Legacy, unix(in.UpdatedAt)); err != nil {
+			return err
+		}
+	}
+	for _, t := range b.Tokens {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO replica_tokens (hash, installation_id, expires_at, revoked) VALUES (?, ?, ?, ?)
+			ON CONFLICT (hash) DO UPDATE SET installation_id = excluded.installation_id, expires_at = excluded.expires_at, revoked = excluded.revoked`,
+			t.Hash, t.InstallationID, unix(t.ExpiresAt), t.Revoked); err != nil {
+			return err
+		}
+	}
+	for _, id := range b.DeletedInstallations {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM replica_installations WHERE id = ?`, id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM replica_tokens WHERE installation_id = ?`, id); err != nil {
+			return err
+		}
+	}
+	for _, h := range b.DeletedTokens {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM replica_tokens WHERE hash = ?`, h); err != nil {
+			return err
+		}
+	}
+	applied := 0
+	if !b.Empty() {
+		applied = 1
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO replica_state (id, cursor, synced_at, applied) VALUES (1, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET cursor = excluded.cursor, synced_at = excluded.synced_at, applied = applied + excluded.applied`,
+		b.Cursor, unix(at), applied); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	db.replicaGen.Add(1)
+	return nil
+}
+
+// dropReplicaLocation deletes the replica's installations matching cond
+// (over replica_installations) and their tokens.
+func dropReplicaLocation(ctx context.Context, tx *sql.Tx, cond string, args ...any) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM replica_tokens WHERE installation_id IN
+		(SELECT id FROM replica_installations WHERE `+cond+`)`, args...); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM replica_installations WHERE `+cond, args...)
+	return err
+}
+
+// RetainReplicaLocations drops from the replica every installation (and
+// its tokens) outside locs, the locations the hub holds now: a hub that
+// gave a location up must not go on serving it, and would miss its
+// uninstalls (the platform sends a hub the changes of the locations it
+// holds). It returns how many installations it dropped.
+func (db *DB) RetainReplicaLocations(ctx context.Context, locs []int64) (int, error) {
+	ids, err := json.Marshal(locs)
+	if err != nil {
+		return 0, err
+	}
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	var n int
+	cond := `location_id NOT IN (SELECT value FROM json_each(?))`
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM replica_installations WHERE `+cond, string(ids)).Scan(&n); err != nil || n == 0 {
+		return 0, err
+	}
+	if err := dropReplicaLocation(ctx, tx, cond, string(ids)); err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	db.replicaGen.Add(1)
+	return n, nil
+}
+
+// ClearReplica empties the replica and forgets its cursor: the hub was
+// removed from its platform.
+func (db *DB) ClearReplica(ctx context.Context) error {
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, q := range []string{`DELETE FROM replica_tokens`, `DELETE FROM replica_installations`, `DELETE FROM replica_state`} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	db.replicaGen.Add(1)
+	return nil
+}
+
+// PruneReplica drops replica tokens that expired more than a day before
+// now: token expiry is local, the platform sends no change for it.
+func (db *DB) PruneReplica(ctx context.Context, now time.Time) error {
+	_, err := db.db.ExecContext(ctx, `DELETE FROM replica_tokens WHERE expires_at < ?`, unix(now.Add(-24*time.Hour)))
+	return err
+}
+
+// Replica is the hub's replica read as an oauth.GrantSource: the token
+// check at a hub answers from it.
+type Replica struct{ db *DB }
+
+// Replica returns the replica view of the store.
+func (db *DB) Replica() *Replica { return &Replica{db: db} }
+
+// TokenGrant reads a token hash with its installation and whether the
+// installing user still belongs to its location, in one query;
+// bridge.ErrTokenUnknown when the replica has no such token or its
+// installation. Legacy is the app's legacy flag as replicated with the
+// installation.
+func (r *Replica) TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGrant, error) {
+	var g bridge.TokenGrant
+	var expires, updated int64
+	var switches string
+	in := &g.Installation
+	err := r.db.db.QueryRowContext(ctx, `SELECT t.installation_id, t.expires_at, t.revoked,
+			i.id, i.client_id, i.user_id, i.location_id, i.switch_ids, i.updated_at, i.member, i.legacy
+		FROM replica_tokens t JOIN replica_installations i ON i.id = t.installation_id
+		WHERE t.hash = ?`, hash).
+		Scan(&g.InstallationID, &expires, &g.Revoked, &in.ID, &in.ClientID, &in.UserID, &in.LocationID, &switches, &updated, &g.Member, &g.Legacy)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, bridge.ErrTokenUnknown
+	}
+	if err != nil {
+		return nil, err
+	}
+	g.ExpiresAt = fromUnix(expires)
+	in.UpdatedAt = fromUnix(updated)
+	in.CreatedAt = in.UpdatedAt
+	return &g, json.Unmarshal([]byte(switches), &in.SwitchIDs)
+}
+
+// AccessGeneration moves with every batch of the platform's changes the
+// replica applies: only this process writes the replica.
+func (r *Replica) AccessGeneration(context.Context) (int64, error) {
+	return r.db.replicaGen.Load(), nil
+}
+
+// Installation returns a replicated installation; ENOTFOUND when the hub
+// holds none with that id.
+func (r *Replica) Installation(ctx context.Context, id string) (*bridge.Installation, error) {
+	in := &bridge.Installation{}
+	var updated int64
+	var switches string
+	err := r.db.db.QueryRowContext(ctx, `SELECT id, client_id, user_id, location_id, switch_ids, updated_at FROM replica_installations WHERE id = ?`, id).
+		Scan(&in.ID, &in.ClientID, &in.UserID, &in.LocationID, &switches, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, bridge.Errorf(bridge.ENOTFOUND, "no installation %q on this hub", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	in.UpdatedAt = fromUnix(updated)
+	in.CreatedAt = in.UpdatedAt
+	return in, json.Unmarshal([]byte(switches), &in.SwitchIDs)
+}
+
+// ReplicaCounts returns how many installations and tokens the replica holds.
+func (db *DB) ReplicaCounts(ctx context.Context) (installations, tokens int, err error) {
+	err = db.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM replica_installations), (SELECT count(*) FROM replica_tokens)`).Scan(&installations, &tokens)
+	return
+}

@@ -1,0 +1,110 @@
+package mqtt
+
+import (
+	"net/url"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchbridge/switchbridge/drivers"
+)
+
+// Directions of observer.message.
+const (
+	dirIn  = "in"  // a message the hub received
+	dirOut = "out" // a message the hub published
+)
+
+// observer is told of the broker connection and its traffic. The driver's
+// is its metrics; a test puts its own in to learn when the client connects.
+type observer interface {
+	connected(broker string, up bool) // on connect (true) and on loss (false)
+	reconnect()                       // each reconnection attempt
+	message(direction string)         // dirIn per message received, dirOut per publish
+}
+
+// metrics are the driver's Prometheus metrics. Registered through
+// drivers.Env.Metrics, which prefixes switchbridge_mqtt_, they are exported
+// as switchbridge_mqtt_connected, _reconnects_total and _messages_total.
+type metrics struct {
+	up         *prometheus.GaugeVec
+	reconnects prometheus.Counter
+	messages   *prometheus.CounterVec
+}
+
+// connectedMu makes connected's reset-and-set one step. It is one for all
+// drivers because a reload builds a driver again on the gauge the previous
+// one registered, and the two may report at once while one closes and the
+// other opens.
+var connectedMu sync.Mutex
+
+// newMetrics registers the driver's metrics on reg, or takes the ones a
+// driver built before it (an earlier config, before a reload) registered
+// there, so counters run on.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{}
+	var err error
+	if m.up, err = drivers.RegisterCollector(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "connected",
+		Help: "Whether the hub is connected to its MQTT broker (1) or not (0).",
+	}, []string{"broker"})); err != nil {
+		return nil, err
+	}
+	if m.reconnects, err = drivers.RegisterCollector(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "reconnects_total",
+		Help: "Attempts to reconnect to the MQTT broker after the connection was lost.",
+	})); err != nil {
+		return nil, err
+	}
+	if m.messages, err = drivers.RegisterCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "messages_total",
+		Help: "MQTT messages received (in) and published (out) by the hub.",
+	}, []string{"direction"})); err != nil {
+		return nil, err
+	}
+	// Both directions from the start: a rate over a series that appears
+	// only with the first message misses that message.
+	m.messages.WithLabelValues(dirIn)
+	m.messages.WithLabelValues(dirOut)
+	return m, nil
+}
+
+// connected records that the connection to broker came up or went down.
+// Only the latest broker is exported, so a config change does not leave a
+// stale series behind.
+func (m *metrics) connected(broker string, up bool) {
+	b := brokerLabel(broker)
+	v := 0.0
+	if up {
+		v = 1
+	}
+	connectedMu.Lock()
+	defer connectedMu.Unlock()
+	m.up.Reset()
+	m.up.WithLabelValues(b).Set(v)
+}
+
+// reconnect records one attempt to reconnect after a lost connection.
+func (m *metrics) reconnect() { m.reconnects.Inc() }
+
+// message records one message; direction is dirIn or dirOut, and any other
+// value is ignored so it cannot become a label.
+func (m *metrics) message(direction string) {
+	if direction == dirIn || direction == dirOut {
+		m.messages.WithLabelValues(direction).Inc()
+	}
+}
+
+// brokerLabel drops anything but scheme, host and path from a broker URL,
+// so credentials or query options never reach a label.
+func brokerLabel(broker string) string {
+	u, err := url.Parse(broker)
+	if err != nil || u.Host == "" {
+		// "embedded", or not a URL at all: keep only the harmless word.
+		if broker == "embedded" {
+			return broker
+		}
+		return "unknown"
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}).String()
+}

@@ -1,0 +1,94 @@
+package mqtt
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/switchbridge/switchbridge/drivers"
+)
+
+// newWithMetrics is New on reg the way drivers.Build scopes it.
+func newWithMetrics(t *testing.T, reg prometheus.Registerer, settings string) *driver {
+	t.Helper()
+	d, err := New(drivers.Env{Settings: mustNode(t, settings), Metrics: prometheus.WrapRegistererWithPrefix("switchbridge_mqtt_", reg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.(*driver)
+}
+
+// The metrics keep the names, help and labels they had in bridge/metrics;
+// the broker label carries no credentials; an unknown direction is no label.
+func TestMetricsHooks(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	d := newWithMetrics(t, reg, "broker: tcp://broker.lan:1883")
+	d.obs.connected("tcp://hub:s3cret@broker.lan:1883", true)
+	d.obs.reconnect()
+	d.obs.reconnect()
+	for range 3 {
+		d.obs.message(dirIn)
+	}
+	d.obs.message(dirOut)
+	d.obs.message("sideways")
+
+	want := `
+# HELP switchbridge_mqtt_connected Whether the hub is connected to its MQTT broker (1) or not (0).
+# TYPE switchbridge_mqtt_connected gauge
+switchbridge_mqtt_connected{broker="tcp://broker.lan:1883"} 1
+# HELP switchbridge_mqtt_messages_total MQTT messages received (in) and published (out) by the hub.
+# TYPE switchbridge_mqtt_messages_total counter
+switchbridge_mqtt_messages_total{direction="in"} 3
+switchbridge_mqtt_messages_total{direction="out"} 1
+# HELP switchbridge_mqtt_reconnects_total Attempts to reconnect to the MQTT broker after the connection was lost.
+# TYPE switchbridge_mqtt_reconnects_total counter
+switchbridge_mqtt_reconnects_total 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+
+	// A new broker replaces the old series rather than adding one.
+	d.obs.connected("embedded", false)
+	want = `
+# HELP switchbridge_mqtt_connected Whether the hub is connected to its MQTT broker (1) or not (0).
+# TYPE switchbridge_mqtt_connected gauge
+switchbridge_mqtt_connected{broker="embedded"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "switchbridge_mqtt_connected"); err != nil {
+		t.Error(err)
+	}
+}
+
+// A reload builds the driver again on the same registerer: it takes the
+// collectors already there, so counters run on instead of the build
+// failing on a duplicate registration or starting again from zero.
+func TestMetricsSurviveARebuild(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	first := newWithMetrics(t, reg, "broker: tcp://127.0.0.1:9")
+	first.obs.reconnect()
+	first.obs.message(dirOut)
+	second := newWithMetrics(t, reg, "broker: tcp://127.0.0.1:10")
+	second.obs.reconnect()
+	if got := testutil.ToFloat64(second.obs.(*metrics).reconnects); got != 2 {
+		t.Errorf("reconnects after a rebuild = %v, want 2 (1 before, 1 after)", got)
+	}
+	want := `
+# HELP switchbridge_mqtt_messages_total MQTT messages received (in) and published (out) by the hub.
+# TYPE switchbridge_mqtt_messages_total counter
+switchbridge_mqtt_messages_total{direction="in"} 0
+switchbridge_mqtt_messages_total{direction="out"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "switchbridge_mqtt_messages_total"); err != nil {
+		t.Error(err)
+	}
+}

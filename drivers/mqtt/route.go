@@ -1,0 +1,93 @@
+package mqtt
+
+import (
+	paho "github.com/eclipse/paho.mqtt.golang"
+)
+
+// route is one plug reading one topic.
+type route struct {
+	dev   *device
+	parse parser
+}
+
+// routeTopics builds the routing table of every plug's topics, and of the reply
+// topics of the plugs whose firmware answers requests, and returns the
+// filters to subscribe to.
+func (d *driver) routeTopics() map[string]byte {
+	d.routes = map[string][]route{}
+	d.replies = map[string]*device{}
+	filters := map[string]byte{}
+	for _, dev := range d.devs {
+		for t, p := range dev.plug.routes {
+			d.routes[t] = append(d.routes[t], route{dev: dev, parse: p})
+			filters[t] = d.qos()
+		}
+		if r := dev.plug.requests; r != nil {
+			t := r.replyTopic(replySource(d.set.ClientID, dev.id))
+			d.replies[t] = dev
+			filters[t] = d.qos()
+		}
+	}
+	return filters
+}
+
+// qos is the QoS of the hub's subscriptions and commands: 1 on an external
+// broker, which then acknowledges each command the hub sends. On the
+// embedded broker, in the same process, that acknowledgement says nothing
+// (a command is confirmed by its plug's report either way), and QoS 0 keeps
+// the broker's in-flight queues of the hub and of its plugs empty: mochi
+// v2.7.9 takes a client's in-flight read lock twice after each packet it
+// reads (Inflight.NextImmediate) while that queue is not empty, so a
+// message queued for the client from another connection at that moment
+// deadlocks both connections, the hub's included.
+func (d *driver) qos() byte {
+	if d.set.Broker == Embedded {
+		return 0
+	}
+	return 1
+}
+
+// dispatch handles every message the broker delivers. It must not block.
+func (d *driver) dispatch(_ paho.Client, m paho.Message) {
+	topic, payload := m.Topic(), m.Payload()
+	if plugs, ok := d.routes[topic]; ok {
+		for _, r := range plugs {
+			rep := r.parse(payload)
+			rep.retained = m.Retained()
+			r.dev.apply(rep, false)
+		}
+		return
+	}
+	if dev, ok := d.replies[topic]; ok {
+		d.answer(dev, payload)
+	}
+}
+
+// query asks dev for its state where the firmware allows it. It does not
+// wait: the answer arrives as a state report.
+func (d *driver) query(dev *device) {
+	if m, ok := d.queryMessage(dev); ok && !d.closed.Load() {
+		d.publish(m)
+	}
+}
+
+// queryMessage is the message that asks dev for its state, if the
+// firmware can be asked.
+func (d *driver) queryMessage(dev *device) (message, bool) {
+	switch {
+	case dev.plug.requests != nil:
+		// A query the plug never answered is dropped when it is asked again.
+		d.mu.Lock()
+		for id, c := range d.pending {
+			if c.dev == dev && c.target == "" {
+				delete(d.pending, id)
+			}
+		}
+		d.mu.Unlock()
+		_, m := d.request(dev, "")
+		return m, true
+	case dev.plug.query != nil:
+		return *dev.plug.query, true
+	}
+	return message{}, false
+}
