@@ -73,7 +73,11 @@ type ReplicaToken struct {
 // Snapshot replaces the whole replica; otherwise the records are upserts
 // and the Deleted lists tombstones.
 type ChangeBatch struct {
-	Cursor               int64                 `json:"cursor"`
+	Cursor int64 `json:"cursor"`
+	// CursorTag identifies the change log entry at Cursor: a hub sends it
+	// back with the cursor, and a platform whose log took another course
+	// (restored from a backup) answers ErrCursorGone.
+	CursorTag            string                `json:"cursor_tag"`
 	Snapshot             bool                  `json:"snapshot,omitempty"`
 	Installations        []ReplicaInstallation `json:"installations,omitempty"`
 	Tokens               []ReplicaToken        `json:"tokens,omitempty"`
@@ -93,14 +97,17 @@ func (b *ChangeBatch) Empty() bool {
 }
 
 // ErrCursorGone is a cursor the platform's change log cannot resume from:
-// older than what compaction kept, or newer than the log (a platform
-// restored from a backup). The hub must fetch a snapshot.
-var ErrCursorGone = errors.New("the cursor is older than the change log keeps, or newer than it: fetch a snapshot")
+// older than what compaction kept, newer than the log, or naming an entry
+// the log does not hold (a platform restored from a backup). The hub must
+// fetch a snapshot.
+var ErrCursorGone = errors.New("the change log cannot resume from this cursor (compacted past it, or the platform was restored from a backup): fetch a snapshot")
 
 // ReplicaState is where a hub's replica stands.
 type ReplicaState struct {
-	// Cursor is the platform's change sequence the replica is current at.
-	Cursor int64
+	// Cursor is the platform's change sequence the replica is current at,
+	// and CursorTag the tag of that entry (ChangeBatch.CursorTag).
+	Cursor    int64
+	CursorTag string
 	// Synced is false until the replica holds a first snapshot.
 	Synced bool
 	// SyncedAt is when the platform last answered the hub.

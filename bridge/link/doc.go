@@ -27,20 +27,23 @@
 //	                                 and the SHA-256 hashes and expiries of their
 //	                                 live tokens, with the cursor they are current
 //	                                 at.
-//	GET /api/hub/v1/changes?cursor=N a long poll: what changed for the hub's
+//	GET /api/hub/v1/changes?cursor=N&tag=T
+//	                                 a long poll: what changed for the hub's
 //	                                 locations after N, as current records
 //	                                 (upserts) and tombstones, with the new
-//	                                 cursor. It answers at once when there are
-//	                                 such changes, else after PollTimeout with
-//	                                 none (and a cursor moved past changes that
-//	                                 were not the hub's). N is also the hub's
-//	                                 acknowledgement: `hub list` shows the lag.
-//	                                 410 Gone when N is older than the platform's
-//	                                 change log keeps (or newer than it: a
-//	                                 platform restored from a backup): the hub
-//	                                 fetches a snapshot and goes on from there.
+//	                                 cursor and its tag. It answers at once when
+//	                                 there are such changes, else after
+//	                                 PollTimeout with none (and a cursor moved
+//	                                 past changes that were not the hub's). N is
+//	                                 also the hub's acknowledgement: `hub list`
+//	                                 shows the lag. 410 Gone when the log cannot
+//	                                 resume from N: older than the platform's
+//	                                 change log keeps, or not the entry the tag
+//	                                 names (a platform restored from a backup);
+//	                                 the hub fetches a snapshot and goes on from
+//	                                 there.
 //
-//	GET /api/hub/v1/changes?cursor=N&wait=0
+//	GET /api/hub/v1/changes?cursor=N&tag=T&wait=0
 //	                                 the same without waiting: on a replica
 //	                                 miss (an installation or a token hash the
 //	                                 replica lacks, e.g. a token issued a moment
@@ -59,7 +62,12 @@
 //
 // This is Kubernetes' list + watch with a resourceVersion, and tailscale's
 // long-polling control client: the cursor is the platform's change
-// sequence, and the hub stores each batch and its new cursor in one SQLite
+// sequence, with the tag of the entry there (a digest of it). A platform
+// restored from a backup goes on from the backup's sequence with other
+// entries; the tag tells a cursor a hub took past the backup from one
+// the restored log holds, where the sequence alone would let the hub skip
+// whatever changed between the backup and its cursor (a revocation, an
+// uninstall). The hub stores each batch and its new cursor in one SQLite
 // transaction, so after any break (a kill -9 of either side, a network
 // outage) it resumes where it was: nothing missed, nothing applied twice
 // (records are whole, so applying one again changes nothing).

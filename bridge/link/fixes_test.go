@@ -27,6 +27,7 @@ type runningHub struct {
 	logs *logtest.Buffer
 	mu   sync.Mutex
 	locs []int64
+	stop func() // ends Run; more calls do nothing
 }
 
 func startHub(t *testing.T, pl *platform, id string, locs ...int64) *runningHub {
@@ -36,6 +37,14 @@ func startHub(t *testing.T, pl *platform, id string, locs ...int64) *runningHub 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	return runHub(t, pl, id, db, locs...)
+}
+
+// runHub runs hub id on db, a hub's store with or without a replica yet,
+// until stop or the end of the test.
+func runHub(t *testing.T, pl *platform, id string, db *store.DB, locs ...int64) *runningHub {
+	t.Helper()
+	var err error
 	rh := &runningHub{db: db, logs: &logtest.Buffer{}, locs: locs}
 	rh.h, err = link.NewHub(pl.srv.URL, id, pl.hubs[id], db, slog.New(slog.NewTextHandler(rh.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
@@ -56,7 +65,8 @@ func startHub(t *testing.T, pl *platform, id string, locs ...int64) *runningHub 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { rh.h.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	rh.stop = func() { cancel(); <-done }
+	t.Cleanup(rh.stop)
 	waitUntil(t, "the hub's link comes up", rh.h.Up)
 	return rh
 }

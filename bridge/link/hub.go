@@ -252,7 +252,7 @@ func (h *Hub) session(ctx context.Context) error {
 			}
 			continue
 		}
-		err = h.poll(ctx, st.Cursor)
+		err = h.poll(ctx, st)
 		var se *statusError
 		if errors.As(err, &se) && se.Status == http.StatusGone && !se.Removed {
 			h.logger.Info("the platform no longer has the changes after the replica's cursor: fetching a snapshot", "cursor", st.Cursor)
@@ -356,7 +356,8 @@ func (h *Hub) snapshot(ctx context.Context) error {
 
 // poll waits for the changes after cursor and applies them. An inventory
 // change cuts it short.
-func (h *Hub) poll(ctx context.Context, cursor int64) error {
+func (h *Hub) poll(ctx context.Context, st bridge.ReplicaState) error {
+	cursor := st.Cursor
 	ctx, cancel := context.WithTimeout(ctx, DefaultPollTimeout+30*time.Second)
 	defer cancel()
 	stop := make(chan struct{})
@@ -370,7 +371,7 @@ func (h *Hub) poll(ctx context.Context, cursor int64) error {
 		}
 	}()
 	var b bridge.ChangeBatch
-	_, err := h.do(ctx, http.MethodGet, ChangesPath+"?cursor="+strconv.FormatInt(cursor, 10), nil, &b)
+	_, err := h.do(ctx, http.MethodGet, changesQuery(st, true), nil, &b)
 	if err != nil {
 		if errors.Is(err, context.Canceled) && len(h.reported) > 0 {
 			return nil // cut short to report the inventory
@@ -479,13 +480,23 @@ func (h *Hub) syncOnce(ctx context.Context) error {
 		return fmt.Errorf("no replica to sync: %v", err)
 	}
 	var b bridge.ChangeBatch
-	if _, err := h.do(ctx, http.MethodGet, ChangesPath+"?wait=0&cursor="+strconv.FormatInt(st.Cursor, 10), nil, &b); err != nil {
+	if _, err := h.do(ctx, http.MethodGet, changesQuery(st, false), nil, &b); err != nil {
 		return err
 	}
 	if b.Snapshot {
 		return errors.New("the platform sent a snapshot in answer to a sync")
 	}
 	return h.apply(ctx, &b)
+}
+
+// changesQuery is the path of a changes request from the replica's
+// cursor: a long poll, or an answer at once.
+func changesQuery(st bridge.ReplicaState, wait bool) string {
+	q := url.Values{"cursor": {strconv.FormatInt(st.Cursor, 10)}, "tag": {st.CursorTag}}
+	if !wait {
+		q.Set("wait", "0")
+	}
+	return ChangesPath + "?" + q.Encode()
 }
 
 // do sends one link request with the hub's credentials; out, when set,

@@ -47,14 +47,7 @@ func newPlatform(t *testing.T) *platform {
 		}
 		pl.hubs[id] = secret
 	}
-	pl.p = link.NewPlatform(db, nil)
-	pl.p.PollTimeout = 2 * time.Second
-	pl.p.WakeInterval = 20 * time.Millisecond
-	pl.p.Own = func(id int64) bool { return id == 1 }
-	mux := http.NewServeMux()
-	pl.p.Register(mux)
-	pl.srv = httptest.NewServer(mux)
-	t.Cleanup(pl.srv.Close)
+	pl.serve(t)
 	u, err := db.CreateUser(ctx, "alice", []byte("x"), []int64{10, 20})
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +57,18 @@ func newPlatform(t *testing.T) *platform {
 		t.Fatal(err)
 	}
 	return pl
+}
+
+// serve runs the link's handler over pl.db.
+func (pl *platform) serve(t *testing.T) {
+	pl.p = link.NewPlatform(pl.db, nil)
+	pl.p.PollTimeout = 2 * time.Second
+	pl.p.WakeInterval = 20 * time.Millisecond
+	pl.p.Own = func(id int64) bool { return id == 1 }
+	mux := http.NewServeMux()
+	pl.p.Register(mux)
+	pl.srv = httptest.NewServer(mux)
+	t.Cleanup(pl.srv.Close)
 }
 
 func (pl *platform) do(t *testing.T, method, path, hub, secret, body string) (int, string) {

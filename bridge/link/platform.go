@@ -31,6 +31,9 @@ type PlatformStore interface {
 	TouchHub(ctx context.Context, id string, cursor int64, at time.Time) error
 	// Changes returns bridge.ErrCursorGone for a cursor it cannot resume.
 	Changes(ctx context.Context, hubID string, cursor int64) (*bridge.ChangeBatch, error)
+	// CheckCursor returns bridge.ErrCursorGone unless the change log
+	// holds the entry a hub's cursor and its tag name.
+	CheckCursor(ctx context.Context, cursor int64, tag string) error
 	Snapshot(ctx context.Context, hubID string) (*bridge.ChangeBatch, error)
 	ChangeSeq(ctx context.Context) (int64, error)
 	ChangedLocations(ctx context.Context, after, upto int64) ([]int64, error)
@@ -39,6 +42,9 @@ type PlatformStore interface {
 	// ENOTFOUND when none with that id was removed.
 	RemovedHubSecret(ctx context.Context, id string) ([]byte, error)
 }
+
+// maxCursorTag bounds the tag a hub sends with its cursor.
+const maxCursorTag = 64
 
 // Defaults of the platform's side.
 const (
@@ -114,7 +120,12 @@ func (p *Platform) Poll(ctx context.Context, hubID string, cursor int64) (*bridg
 	for {
 		seq, changed, ok := p.watch.wait(ctx, at)
 		if !ok {
-			return &bridge.ChangeBatch{Cursor: at}, nil // timed out: nothing for this hub
+			// Timed out: nothing for this hub, unless a change came in
+			// just now. The answer carries the tag of its cursor.
+			if ctx.Err() == context.DeadlineExceeded {
+				return p.store.Changes(context.WithoutCancel(ctx), hubID, at)
+			}
+			return &bridge.ChangeBatch{Cursor: b.Cursor, CursorTag: b.CursorTag}, nil
 		}
 		// Location 0 is the registry: a hub removed or given a new
 		// secret. This poll ends at once if it was its hub.
@@ -275,6 +286,20 @@ func (p *Platform) handleChanges(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusBadRequest, "cursor must be a change sequence (a number ≥ 0)", nil)
 		return
 	}
+	tag := r.URL.Query().Get("tag")
+	if len(tag) > maxCursorTag {
+		wire.WriteError(w, http.StatusBadRequest, "tag: too long", nil)
+		return
+	}
+	switch err := p.store.CheckCursor(r.Context(), cursor, tag); {
+	case errors.Is(err, bridge.ErrCursorGone):
+		wire.WriteError(w, http.StatusGone, fmt.Sprintf("cursor %d: %v", cursor, err), nil)
+		return
+	case err != nil:
+		p.logger.Error("hub link: checking a cursor", "hub", h.ID, "err", err)
+		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
+		return
+	}
 	// The cursor asked for is what the hub has stored: its acknowledgement.
 	if err := p.store.TouchHub(r.Context(), h.ID, cursor, p.now()); err != nil {
 		p.logger.Warn("hub link: recording a hub's call", "hub", h.ID, "err", err)
@@ -290,7 +315,7 @@ func (p *Platform) handleChanges(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, errHubChanged):
 		if p.authenticate(w, r) != nil { // unchanged after all: nothing new
-			wire.WriteJSON(w, http.StatusOK, &bridge.ChangeBatch{Cursor: cursor})
+			wire.WriteJSON(w, http.StatusOK, &bridge.ChangeBatch{Cursor: cursor, CursorTag: tag})
 		}
 		return
 	case errors.Is(err, bridge.ErrCursorGone):

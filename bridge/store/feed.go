@@ -6,9 +6,13 @@ package store
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"database/sql"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -45,14 +49,14 @@ func (db *DB) Changes(ctx context.Context, hubID string, cursor int64) (*bridge.
 		return nil, err
 	}
 	defer tx.Rollback()
-	newest, floor, err := newestChange(ctx, tx)
+	newest, floor, tag, err := newestChange(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
 	if cursor < floor || cursor > newest {
 		return nil, bridge.ErrCursorGone
 	}
-	b := &bridge.ChangeBatch{Cursor: newest}
+	b := &bridge.ChangeBatch{Cursor: newest, CursorTag: tag}
 	if cursor == newest {
 		return b, nil
 	}
@@ -146,16 +150,79 @@ func (db *DB) Changes(ctx context.Context, hubID string, cursor int64) (*bridge.
 	return b, nil
 }
 
-// newestChange returns the sequence of the newest change and the floor
-// below which the log was compacted. AUTOINCREMENT never reuses a
-// sequence, even once compaction emptied the log: the floor then is the
-// newest.
-func newestChange(ctx context.Context, tx *sql.Tx) (newest, floor int64, err error) {
-	var top sql.NullInt64
-	if err := tx.QueryRowContext(ctx, `SELECT (SELECT max(seq) FROM changes), (SELECT seq FROM change_floor WHERE id = 1)`).Scan(&top, &floor); err != nil {
-		return 0, 0, err
+// newestChange returns the sequence of the newest change, its tag, and
+// the floor below which the log was compacted. AUTOINCREMENT never reuses
+// a sequence, even once compaction emptied the log: the floor then is the
+// newest, with the tag of the entry it dropped last.
+func newestChange(ctx context.Context, tx *sql.Tx) (newest, floor int64, tag string, err error) {
+	var floorTag string
+	if err := tx.QueryRowContext(ctx, `SELECT seq, tag FROM change_floor WHERE id = 1`).Scan(&floor, &floorTag); err != nil {
+		return 0, 0, "", err
 	}
-	return max(top.Int64, floor), floor, nil
+	var e changeEntry
+	err = tx.QueryRowContext(ctx, `SELECT seq, kind, location_id, key, at FROM changes ORDER BY seq DESC LIMIT 1`).
+		Scan(&e.seq, &e.kind, &e.loc, &e.key, &e.at)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || (err == nil && e.seq <= floor):
+		return floor, floor, floorTag, nil
+	case err != nil:
+		return 0, 0, "", err
+	}
+	return e.seq, floor, e.tag(), nil
+}
+
+// changeEntry is one entry of the change log.
+type changeEntry struct {
+	seq, loc  int64
+	kind, key string
+	at        int64
+}
+
+// tag identifies the entry beyond its sequence: a platform restored from
+// a backup reuses the sequences past the backup for other entries, made at
+// other times. It is a digest of the entry's fields, so it needs no column
+// the triggers would have to fill.
+func (e changeEntry) tag() string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%d\x00%s\x00%d\x00%s\x00%d", e.seq, e.kind, e.loc, e.key, e.at))
+	return hex.EncodeToString(h[:8])
+}
+
+// CheckCursor returns bridge.ErrCursorGone unless the change log holds the
+// point (seq, tag) a hub is at: the entry at seq with that tag, or the
+// floor compaction left there.
+func (db *DB) CheckCursor(ctx context.Context, seq int64, tag string) error {
+	tx, err := db.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	_, floor, _, err := newestChange(ctx, tx)
+	if err != nil {
+		return err
+	}
+	var have string
+	switch e, err := entryAt(ctx, tx, seq); {
+	case err == nil:
+		have = e.tag()
+	case !errors.Is(err, sql.ErrNoRows):
+		return err
+	case seq == floor:
+		if err := tx.QueryRowContext(ctx, `SELECT tag FROM change_floor WHERE id = 1`).Scan(&have); err != nil {
+			return err
+		}
+	default:
+		return bridge.ErrCursorGone
+	}
+	if seq < floor || subtle.ConstantTimeCompare([]byte(have), []byte(tag)) != 1 {
+		return bridge.ErrCursorGone
+	}
+	return nil
+}
+
+func entryAt(ctx context.Context, tx *sql.Tx, seq int64) (changeEntry, error) {
+	e := changeEntry{seq: seq}
+	err := tx.QueryRowContext(ctx, `SELECT kind, location_id, key, at FROM changes WHERE seq = ?`, seq).Scan(&e.kind, &e.loc, &e.key, &e.at)
+	return e, err
 }
 
 // Snapshot returns every installation in the locations of hub hubID, with
@@ -166,11 +233,11 @@ func (db *DB) Snapshot(ctx context.Context, hubID string) (*bridge.ChangeBatch, 
 		return nil, err
 	}
 	defer tx.Rollback()
-	newest, _, err := newestChange(ctx, tx)
+	newest, _, tag, err := newestChange(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
-	b := &bridge.ChangeBatch{Cursor: newest, Snapshot: true}
+	b := &bridge.ChangeBatch{Cursor: newest, CursorTag: tag, Snapshot: true}
 	r := feedReader{tx: tx, hubID: hubID, now: db.now(), seen: map[string]bool{}, seenTok: map[string]bool{}}
 	if err := r.installationsWhere(ctx, b, `1`); err != nil {
 		return nil, err
@@ -279,12 +346,17 @@ func (db *DB) CompactChanges(ctx context.Context, before time.Time, keep int) (i
 	if !top.Valid {
 		return 0, nil
 	}
+	last, err := entryAt(ctx, tx, top.Int64)
+	if err != nil {
+		return 0, err
+	}
 	res, err := tx.ExecContext(ctx, `DELETE FROM changes WHERE seq <= ?`, top.Int64)
 	if err != nil {
 		return 0, err
 	}
 	n, _ := res.RowsAffected()
-	if _, err := tx.ExecContext(ctx, `UPDATE change_floor SET seq = max(seq, ?) WHERE id = 1`, top.Int64); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE change_floor SET seq = ?, tag = ? WHERE id = 1 AND seq < ?`,
+		top.Int64, last.tag(), top.Int64); err != nil {
 		return 0, err
 	}
 	return n, tx.Commit()

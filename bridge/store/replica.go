@@ -18,7 +18,7 @@ import (
 func (db *DB) ReplicaState(ctx context.Context) (bridge.ReplicaState, error) {
 	var s bridge.ReplicaState
 	var at int64
-	err := db.db.QueryRowContext(ctx, `SELECT cursor, synced_at, applied FROM replica_state WHERE id = 1`).Scan(&s.Cursor, &at, &s.Applied)
+	err := db.db.QueryRowContext(ctx, `SELECT cursor, cursor_tag, synced_at, applied FROM replica_state WHERE id = 1`).Scan(&s.Cursor, &s.CursorTag, &at, &s.Applied)
 	if errors.Is(err, sql.ErrNoRows) {
 		return bridge.ReplicaState{}, nil
 	}
@@ -90,9 +90,10 @@ func (db *DB) ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Tim
 	if !b.Empty() {
 		applied = 1
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO replica_state (id, cursor, synced_at, applied) VALUES (1, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET cursor = excluded.cursor, synced_at = excluded.synced_at, applied = applied + excluded.applied`,
-		b.Cursor, unix(at), applied); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO replica_state (id, cursor, cursor_tag, synced_at, applied) VALUES (1, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET cursor = excluded.cursor, cursor_tag = excluded.cursor_tag,
+			synced_at = excluded.synced_at, applied = applied + excluded.applied`,
+		b.Cursor, b.CursorTag, unix(at), applied); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
