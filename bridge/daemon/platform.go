@@ -16,6 +16,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/api"
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
@@ -44,6 +45,12 @@ func (d *Daemon) setUpHub(mux *http.ServeMux) error {
 	d.Link.Inventory = func() []bridge.RemoteLocation { return link.InventoryOf(d.Hub) }
 	d.Link.Applied = auth.Forget
 	auth.Sync = d.Link.SyncNow
+	// The platform keeps when each installation was last used, for its
+	// connected apps page: a hub reports the uses of its tokens there.
+	d.usage.Close()
+	d.usage = store.NewUsageWriter(d.Link, d.logger.With("component", "usage"))
+	d.OAuth.Used = d.usage.Touch
+	auth.SetUsed(d.usage.Touch)
 	if err := d.Link.Register(d.Metrics.Registry()); err != nil {
 		return err
 	}

@@ -51,6 +51,14 @@
 //	                                 only while the link is up, one at a time, at
 //	                                 most one per 200 ms (SyncNow).
 //
+//	PUT /api/hub/v1/usage            when the hub last accepted a token of each
+//	                                 installation (Usage), for the platform's
+//	                                 connected apps page: at most once a minute
+//	                                 per installation, and what could not be sent
+//	                                 once the link is back. 204; the platform
+//	                                 records only installations in the hub's
+//	                                 locations.
+//
 // A batch may name Locations the hub (re)gained: it carries their whole
 // state, and the hub drops what it held of them first. A hub drops a
 // location's replica itself when it gives the location up (before it

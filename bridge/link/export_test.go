@@ -20,3 +20,10 @@ func mustPrefixesInternal(ps ...string) []netip.Prefix {
 }
 
 var MustPrefixes = mustPrefixesInternal
+
+// PendingUsage is how many installations' uses h has not reported yet.
+func PendingUsage(h *Hub) int {
+	h.usage.mu.Lock()
+	defer h.usage.mu.Unlock()
+	return len(h.usage.pending)
+}

@@ -76,6 +76,7 @@ type Hub struct {
 	client   *http.Client
 
 	reported chan struct{} // an inventory change waits to be reported
+	usage    usageReports  // uses not yet reported (usage.go)
 	up       atomic.Bool
 	syncedAt atomic.Int64 // unix ms of the platform's last answer
 	// refused is the platform's last refusal of the inventory or the
@@ -234,6 +235,7 @@ func (h *Hub) session(ctx context.Context) error {
 	h.setRefused("")
 	h.up.Store(true)
 	h.logger.Info("platform link up", "platform", h.platform.String(), "hub", h.hubID)
+	h.reportUsage(ctx) // what was used while the link was down
 	for ctx.Err() == nil {
 		select {
 		case <-h.reported:
@@ -600,6 +602,10 @@ func (a *Authorizer) Authorize(ctx context.Context, token, installationID string
 // maxTokenLen bounds the tokens worth a sync: the platform's are far
 // shorter.
 const maxTokenLen = 512
+
+// SetUsed makes f hear of every token the check accepts, with the
+// installation and the time (a store.UsageWriter's Touch).
+func (a *Authorizer) SetUsed(f func(installationID string, at time.Time)) { a.check.Used = f }
 
 // Forget drops cached grants: call it when the replica changed.
 func (a *Authorizer) Forget() { a.check.ForgetGrants() }

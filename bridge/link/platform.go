@@ -91,6 +91,7 @@ func (p *Platform) Register(mux *http.ServeMux) {
 	mux.HandleFunc("PUT "+InventoryPath, p.handleInventory)
 	mux.HandleFunc("GET "+ChangesPath, p.handleChanges)
 	mux.HandleFunc("GET "+SnapshotPath, p.handleSnapshot)
+	mux.HandleFunc("PUT "+UsagePath, p.handleUsage)
 }
 
 // Poll is the long poll of GET /api/hub/v1/changes, for callers in

@@ -165,6 +165,32 @@ func (db *DB) MarkUsed(ctx context.Context, used map[string]time.Time) error {
 	return tx.Commit()
 }
 
+// MarkUsedAtHub records what hub hubID reports of when installations'
+// tokens were last used there, like MarkUsed, for the installations in
+// the hub's locations only: a hub cannot speak for another's. It returns
+// how many it recorded.
+func (db *DB) MarkUsedAtHub(ctx context.Context, hubID string, used map[string]time.Time) (int, error) {
+	if len(used) == 0 {
+		return 0, nil
+	}
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	n := 0
+	for id, at := range used {
+		res, err := tx.ExecContext(ctx, `UPDATE installations SET last_used_at = max(coalesce(last_used_at, 0), ?)
+			WHERE id = ? AND location_id IN (SELECT location_id FROM hub_locations WHERE hub_id = ?)`, unix(at), id, hubID)
+		if err != nil {
+			return 0, err
+		}
+		k, _ := res.RowsAffected()
+		n += int(k)
+	}
+	return n, tx.Commit()
+}
+
 // CountInstallations returns how many installations exist.
 func (db *DB) CountInstallations(ctx context.Context) (int, error) {
 	var n int

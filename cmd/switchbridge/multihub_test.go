@@ -268,6 +268,18 @@ func TestPlatformWithTwoHubs(t *testing.T) {
 	if !plug.On() {
 		t.Errorf("the MQTT plug on hub B was not switched on")
 	}
+	// The platform lists when the installation was last used: hub B
+	// reports the uses of its tokens.
+	instID := uri[strings.LastIndex(uri, "/")+1:]
+	waitFor(t, 10*time.Second, "the platform records hub B's use of the installation", func() bool {
+		r := runCLI(t, "", "installation", "list", "--config", m.platform.cfg)
+		for _, line := range strings.Split(r.stdout, "\n") {
+			if strings.HasPrefix(line, instID+" ") {
+				return !strings.HasSuffix(strings.TrimSpace(line), "never")
+			}
+		}
+		return false
+	})
 	if c, body := call(t, "GET", strings.Replace(uri, b.url, a.url, 1)+"/switches", token); c != http.StatusNotFound {
 		t.Errorf("hub A answered %d %s for hub B's installation, want 404", c, body)
 	}
