@@ -12,8 +12,11 @@
 // listener, and authenticates every request with HTTP Basic: its hub id and
 // the secret `switchbridge hub add` printed once (the platform keeps its
 // SHA-256 only and compares in constant time; failures are throttled per
-// hub id and client address, behind server.trusted_proxies). All bodies are JSON, decoded strictly (unknown fields
-// and trailing data are errors) and bounded.
+// hub id and client address, behind server.trusted_proxies). All bodies are JSON, one value each
+// (trailing data is an error), bounded, and read by a tolerant reader:
+// fields a side does not know are ignored, so a platform and its hubs can
+// be upgraded one at a time. A change an older side could not ignore
+// would take a new path (/api/hub/v2).
 //
 //	PUT /api/hub/v1/inventory        the hub's version and locations, each with
 //	                                 its switches (id, name, supported commands):

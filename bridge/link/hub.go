@@ -531,7 +531,7 @@ func (h *Hub) do(ctx context.Context, method, path string, body []byte, out any)
 		// One byte past the limit tells a body that is too large from one
 		// that is just at it.
 		lr := &io.LimitedReader{R: resp.Body, N: MaxBatchBytes + 1}
-		if err := decodeStrict(lr, out); err != nil {
+		if err := decodeOne(lr, out); err != nil {
 			if lr.N <= 0 {
 				err = fmt.Errorf("larger than %d bytes", MaxBatchBytes)
 			}

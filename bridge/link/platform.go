@@ -228,7 +228,7 @@ func (p *Platform) handleInventory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var inv Inventory
-	if err := decodeStrict(http.MaxBytesReader(w, r.Body, MaxInventoryBytes), &inv); err != nil {
+	if err := decodeOne(http.MaxBytesReader(w, r.Body, MaxInventoryBytes), &inv); err != nil {
 		p.logger.Warn("hub link: unreadable inventory", "hub", h.ID, "err", err)
 		wire.WriteError(w, http.StatusBadRequest, "unreadable inventory: "+err.Error(), nil)
 		return
@@ -256,6 +256,10 @@ func (p *Platform) handleInventory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.logger.Info("hub link: inventory", "hub", h.ID, "name", h.Name, "version", inv.Version, "locations", len(inv.Locations))
+	if v := Version(); inv.Version != v {
+		p.logger.Info("hub link: the hub runs another version than the platform; the link works across versions, but upgrade both when you can",
+			"hub", h.ID, "hub_version", inv.Version, "platform_version", v)
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

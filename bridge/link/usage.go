@@ -53,7 +53,7 @@ func (p *Platform) handleUsage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var u Usage
-	if err := decodeStrict(http.MaxBytesReader(w, r.Body, maxUsageBytes), &u); err != nil {
+	if err := decodeOne(http.MaxBytesReader(w, r.Body, maxUsageBytes), &u); err != nil {
 		wire.WriteError(w, http.StatusBadRequest, "unreadable usage report: "+err.Error(), nil)
 		return
 	}

@@ -34,11 +34,13 @@ type Inventory struct {
 	Locations []bridge.RemoteLocation `json:"locations"`
 }
 
-// decodeStrict reads exactly one JSON value from r into v: unknown fields
-// and anything after the value are errors.
-func decodeStrict(r io.Reader, v any) error {
+// decodeOne reads exactly one JSON value from r into v: anything after
+// the value is an error. Fields v does not know are ignored, so that a
+// platform and its hubs need not be upgraded together: a newer side may
+// add fields; a change an older side cannot ignore takes a new path
+// (/api/hub/v2).
+func decodeOne(r io.Reader, v any) error {
 	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
