@@ -222,7 +222,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		IdleTimeout: 2 * time.Minute,
 		// Headers hold a bearer token and a few cookies at most.
 		MaxHeaderBytes: 16 << 10,
-		ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+		ErrorLog:       newServerLog(logger),
 	}
 	if d.certs != nil {
 		d.server.TLSConfig = d.certs.TLSConfig()
@@ -239,7 +239,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 			WriteTimeout:   30 * time.Second,
 			IdleTimeout:    2 * time.Minute,
 			MaxHeaderBytes: 8 << 10,
-			ErrorLog:       slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+			ErrorLog:       newServerLog(logger),
 		}
 	}
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge/certs/certstest"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/logtest"
 )
 
 // newTLSFixture runs the flow tests' hub over TLS with a certificate of
@@ -168,5 +171,45 @@ func TestTLSBadKeyAtReload(t *testing.T) {
 	}
 	if s := newConnSerial(t, h, ca, g); s != 2 {
 		t.Errorf("after a good reload: serial %d, want 2", s)
+	}
+}
+
+// TestTLSHandshakeFailuresDoNotFloodTheLog: connections that fail their
+// TLS handshake (a port scanner, plain HTTP) are logged once a minute at
+// most, however many come; the hub goes on serving.
+func TestTLSHandshakeFailuresDoNotFloodTheLog(t *testing.T) {
+	ca := certstest.NewCA(t)
+	pair := ca.NewPair(t, 1)
+	logs := &logtest.Buffer{}
+	h := daemontest.StartWith(t, hubConfig, daemontest.Options{TLS: &pair, Roots: ca.Pool,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	const scans = 40
+	for i := range scans {
+		c, err := net.DialTimeout("tcp", h.Addr().String(), 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			io.WriteString(c, "GET / HTTP/1.0\r\n\r\n")
+		} else {
+			c.Write([]byte{0x16, 0x03, 0x01, 0x00, 0x05, 1, 2, 3, 4, 5}) // a broken ClientHello
+		}
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		io.Copy(io.Discard, c)
+		c.Close()
+	}
+	// The hub still serves over TLS.
+	c := daemontest.TLSClient(ca.Pool)
+	defer c.CloseIdleConnections()
+	resp, err := c.Get(h.URL + "/api/apps/endpoints")
+	if err != nil {
+		t.Fatalf("after the scans: %v", err)
+	}
+	resp.Body.Close()
+	if n := strings.Count(logs.String(), "TLS handshake failed"); n != 1 {
+		t.Errorf("%d log lines for %d failed handshakes, want 1:\n%s", n, scans, logs.String())
+	}
+	if strings.Contains(logs.String(), "http: TLS handshake error") {
+		t.Errorf("a handshake failure logged as it came:\n%s", logs.String())
 	}
 }
