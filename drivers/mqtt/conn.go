@@ -11,7 +11,8 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/eclipse/paho.mqtt.golang/packets"
+
+	"github.com/switchbridge/switchbridge/drivers/mqtt/internal/nostore"
 )
 
 // Timeouts of the broker connection. None of them is a config key: they
@@ -62,12 +63,13 @@ func (d *driver) connect(ctx context.Context, filters map[string]byte) error {
 	// again after a reconnect, clean session or not. A command is confirmed
 	// by its plug before its deadline or it failed; sent again after a
 	// broker restart it would switch the plug long after the client was
-	// told it failed. So nothing is kept (noStore): such a command's token
-	// never completes, and the command ends at its deadline. Emptying a
-	// kept store before each reconnect was not enough: a command published
-	// as the connection came back was found by paho's resend pass, which
-	// marks it as a duplicate while paho's writer sends it (a data race).
-	o.SetStore(noStore{})
+	// told it failed. So nothing is kept (nostore): such a command's
+	// token never completes, and the command ends at its deadline.
+	// Emptying a kept store before each reconnect was not enough: a
+	// command published as the connection came back was found by paho's
+	// resend pass, which marks it as a duplicate while paho's writer sends
+	// it (a data race).
+	o.SetStore(nostore.Store{})
 	o.SetReconnectingHandler(func(paho.Client, *paho.ClientOptions) {
 		d.obs.reconnect()
 		d.onDown()
@@ -262,16 +264,3 @@ func (t failedToken) Error() error                 { return t.err }
 func (d *driver) connected() bool {
 	return d.ready.Load() && !d.closed.Load() && d.c.IsConnectionOpen()
 }
-
-// noStore is a paho store that keeps nothing: paho then has nothing to
-// send again after a reconnect. Tokens complete from paho's own table of
-// message ids, not from the store.
-type noStore struct{}
-
-func (noStore) Open()                             {}
-func (noStore) Put(string, packets.ControlPacket) {}
-func (noStore) Get(string) packets.ControlPacket  { return nil }
-func (noStore) All() []string                     { return nil }
-func (noStore) Del(string)                        {}
-func (noStore) Close()                            {}
-func (noStore) Reset()                            {}

@@ -9,7 +9,8 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
-	"github.com/eclipse/paho.mqtt.golang/packets"
+
+	"github.com/switchbridge/switchbridge/drivers/mqtt/internal/nostore"
 )
 
 // Plug is what every simulator can be made to do.
@@ -111,7 +112,7 @@ func (s *sim) Start() {
 	// A report made as the connection broke is lost, as on a device, not
 	// kept and sent after the reconnect: paho's resending of a kept
 	// publish also races with its own writer.
-	o.SetStore(noStore{})
+	o.SetStore(nostore.Store{})
 	o.SetDefaultPublishHandler(func(_ paho.Client, m paho.Message) {
 		s.act.Lock()
 		defer s.act.Unlock()
@@ -243,15 +244,3 @@ func onOff(on bool, onText, offText string) string {
 	}
 	return offText
 }
-
-// noStore is a paho store that keeps nothing, so paho sends nothing again
-// after a reconnect.
-type noStore struct{}
-
-func (noStore) Open()                             {}
-func (noStore) Put(string, packets.ControlPacket) {}
-func (noStore) Get(string) packets.ControlPacket  { return nil }
-func (noStore) All() []string                     { return nil }
-func (noStore) Del(string)                        {}
-func (noStore) Close()                            {}
-func (noStore) Reset()                            {}
