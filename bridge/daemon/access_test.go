@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/crypto/bcrypt"
+
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
 	"github.com/switchbridge/switchbridge/bridge/store"
@@ -299,4 +301,57 @@ func TestRemovalsByAnotherProcessEndAccessAtOnce(t *testing.T) {
 	// What was not removed still works.
 	g := h.Authorize(t, f.app, "alice", "alice-pw", 2, "garage-light")
 	wantWorks(t, h, "an untouched installation", g)
+}
+
+// TestLoginSessionsEndWithTheirUser: a login session of a user who is
+// deleted does not pass to the next user created (who must not inherit
+// the deleted user's id), and changing a password ends that user's
+// sessions, whichever process changes it.
+func TestLoginSessionsEndWithTheirUser(t *testing.T) {
+	h := daemontest.Start(t, hubConfig)
+	ctx := context.Background()
+	alice := h.AddUser(t, "alice", "alice-pw", 1)
+	bob := h.AddUser(t, "bob", "bob-pw", 2) // the newest user
+	app := h.AddApp(t, alice, true, redirect)
+
+	bobs := h.NewBrowser()
+	bobs.ConnectedApps(t, "bob", "bob-pw")
+	other, err := store.Open(ctx, h.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if err := other.DeleteUser(ctx, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	carol := h.AddUser(t, "carol", "carol-pw", 2)
+	if carol.ID == bob.ID {
+		t.Fatalf("carol was given deleted bob's id %d", bob.ID)
+	}
+	g := h.Authorize(t, app, "carol", "carol-pw", 2, "garage-light")
+	p := bobs.Get(t, "/oauth/apps")
+	if !strings.Contains(p.Body, `name="return" value="apps"`) || strings.Contains(p.Body, g.InstallationID()) {
+		t.Errorf("deleted bob's session, after carol was added, shows:\n%s", p.Body)
+	}
+	if p := bobs.Post(t, "/oauth/apps/remove", url.Values{"installation": {g.InstallationID()}, "csrf": {"x"}}); p.StatusCode == http.StatusSeeOther {
+		if _, err := h.Store.Installation(ctx, g.InstallationID()); err != nil {
+			t.Errorf("deleted bob's session removed carol's installation")
+		}
+	}
+	wantWorks(t, h, "carol's installation", g)
+
+	// A password change ends the user's sessions.
+	alices := h.NewBrowser()
+	alices.ConnectedApps(t, "alice", "alice-pw")
+	hash, err := bcrypt.GenerateFromPassword([]byte("new-pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.SetPassword(ctx, "alice", hash); err != nil {
+		t.Fatal(err)
+	}
+	if p := alices.Get(t, "/oauth/apps"); !strings.Contains(p.Body, `name="return" value="apps"`) || strings.Contains(p.Body, "<h1>Connected apps</h1>") {
+		t.Errorf("alice's session outlived her password change:\n%s", p.Body)
+	}
+	h.NewBrowser().ConnectedApps(t, "alice", "new-pw")
 }

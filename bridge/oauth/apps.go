@@ -66,7 +66,7 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	user, err := s.users.UserByID(ctx, sess.userID)
+	user, err := s.sessionUser(ctx, sess)
 	if err != nil {
 		// The user was deleted while logged in.
 		s.sessions.end(id)
@@ -180,7 +180,7 @@ func (s *Server) readAppsForm(w http.ResponseWriter, r *http.Request) (p appsFor
 // page tells no one whose installations exist.
 func (s *Server) ownInstallation(w http.ResponseWriter, r *http.Request, sess *session, id string) (*bridge.User, *bridge.Installation, *bridge.App, bool) {
 	ctx := r.Context()
-	user, err := s.users.UserByID(ctx, sess.userID)
+	user, err := s.sessionUser(ctx, sess)
 	if err != nil {
 		s.sessions.setFlash(w, "Please log in again.", s.secure())
 		http.Redirect(w, r, appsPage, http.StatusSeeOther)

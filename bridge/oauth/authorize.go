@@ -36,7 +36,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		s.render(w, http.StatusOK, "login", pageData{App: app, Req: req, CSRF: s.sessions.loginCSRF(w, r, secure), Error: flash})
 		return
 	}
-	user, err := s.users.UserByID(r.Context(), sess.userID)
+	user, err := s.sessionUser(r.Context(), sess)
 	if err != nil {
 		s.sessions.end(id)
 		s.render(w, http.StatusOK, "login", pageData{App: app, Req: req, CSRF: s.sessions.loginCSRF(w, r, secure), Error: "Please log in again."})

@@ -106,11 +106,11 @@ func (s *Server) handleConsent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ctx := r.Context()
-	user, err := s.users.UserByID(ctx, sess.userID)
+	user, err := s.sessionUser(ctx, sess)
 	if bridge.ErrorCode(err) == bridge.ENOTFOUND {
 		// The owner deleted the user while they were logged in.
 		s.sessions.end(p.sessionID)
-		s.errorPage(w, http.StatusForbidden, "You are no longer a user of this hub.")
+		s.errorPage(w, http.StatusForbidden, "Your login has ended (the user was removed, or its password changed). Log in again.")
 		return
 	}
 	if err != nil {

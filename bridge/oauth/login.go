@@ -75,7 +75,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.throttle.succeed(keys)
-	nid, _ := s.sessions.start(id, user.ID)
+	nid, _ := s.sessions.start(id, user)
 	setCookie(w, sessionCookie, nid, sessionLifetime, s.secure())
 	http.Redirect(w, r, back, http.StatusSeeOther)
 }

@@ -1,6 +1,7 @@
 package oauth
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
 // Sessions exist only for users who logged in: a visitor who has not
@@ -33,9 +36,12 @@ const (
 )
 
 type session struct {
-	userID  int64
-	csrf    string
-	expires time.Time
+	userID int64
+	// password is a digest of the user's password hash at login: a
+	// password changed since ends the session (sessionUser).
+	password []byte
+	csrf     string
+	expires  time.Time
 }
 
 type sessions struct {
@@ -147,10 +153,11 @@ func wellFormedSecret(v string) bool {
 
 // start makes a logged-in session (replacing old, when given: a login
 // rotates the id so a planted cookie cannot ride it) and returns its id.
-func (s *sessions) start(old string, userID int64) (string, *session) {
+func (s *sessions) start(old string, user *bridge.User) (string, *session) {
 	id := NewSecret()
 	now := s.now()
-	sess := &session{userID: userID, csrf: NewSecret(), expires: now.Add(sessionLifetime)}
+	userID := user.ID
+	sess := &session{userID: userID, password: passwordDigest(user.PasswordHash), csrf: NewSecret(), expires: now.Add(sessionLifetime)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if old != "" {
@@ -237,4 +244,24 @@ func (s *sessions) takeFlash(w http.ResponseWriter, r *http.Request, secure bool
 
 func csrfOK(sess *session, presented string) bool {
 	return sess != nil && presented != "" && subtle.ConstantTimeCompare([]byte(sess.csrf), []byte(presented)) == 1
+}
+
+// passwordDigest stands for a password hash in a session.
+func passwordDigest(hash []byte) []byte {
+	d := sha256.Sum256(hash)
+	return d[:16]
+}
+
+// sessionUser returns the user of a logged-in session: ENOTFOUND when the
+// user was deleted, or changed their password since this login (user
+// passwd ends every session of the user, in any process).
+func (s *Server) sessionUser(ctx context.Context, sess *session) (*bridge.User, error) {
+	u, err := s.users.UserByID(ctx, sess.userID)
+	if err != nil {
+		return nil, err
+	}
+	if subtle.ConstantTimeCompare(passwordDigest(u.PasswordHash), sess.password) != 1 {
+		return nil, bridge.Errorf(bridge.ENOTFOUND, "the user's password changed since this login")
+	}
+	return u, nil
 }

@@ -173,10 +173,10 @@ func TestUserSessionsAreCapped(t *testing.T) {
 	ss := newSessions()
 	clock := time.Unix(1_000_000, 0)
 	ss.now = func() time.Time { clock = clock.Add(time.Second); return clock }
-	bob, _ := ss.start("", 2)
+	bob, _ := ss.start("", &bridge.User{ID: 2})
 	var ids []string
 	for range maxUserSessions + 5 {
-		id, _ := ss.start("", 1)
+		id, _ := ss.start("", &bridge.User{ID: 1})
 		ids = append(ids, id)
 	}
 	count := 0

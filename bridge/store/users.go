@@ -9,7 +9,8 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 )
 
-// CreateUser adds a user. ECONFLICT when the name is taken.
+// CreateUser adds a user, with an id no user had before (migration
+// 0012). ECONFLICT when the name is taken.
 func (db *DB) CreateUser(ctx context.Context, name string, passwordHash []byte, locations []int64) (*bridge.User, error) {
 	now := db.now()
 	tx, err := db.db.BeginTx(ctx, nil)
@@ -17,7 +18,8 @@ func (db *DB) CreateUser(ctx context.Context, name string, passwordHash []byte, 
 		return nil, err
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `INSERT INTO users (name, password_hash, created_at) VALUES (?, ?, ?)`, name, passwordHash, unix(now))
+	res, err := tx.ExecContext(ctx, `INSERT INTO users (id, name, password_hash, created_at)
+		VALUES ((SELECT value + 1 FROM id_high_water WHERE name = 'users'), ?, ?, ?)`, name, passwordHash, unix(now))
 	if err != nil {
 		if isUnique(err) {
 			return nil, bridge.Errorf(bridge.ECONFLICT, "user %q exists already", name)
