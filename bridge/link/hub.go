@@ -50,6 +50,10 @@ const (
 	syncTimeout     = 2 * time.Second
 )
 
+// inventoryRetry is how often a hub reports an inventory the platform
+// refused again, the operator having perhaps fixed the other side.
+const inventoryRetry = time.Minute
+
 // Back-off between attempts to reach the platform.
 const (
 	minBackoff = time.Second
@@ -228,21 +232,48 @@ func (h *Hub) Run(ctx context.Context) {
 }
 
 // session reports the inventory and follows the changes until an error.
+//
+// An inventory the platform refuses (409: a location another hub holds;
+// 400: past the limits) does not end the session: the platform keeps the
+// locations it last accepted from this hub, and the hub goes on following
+// their changes (a revocation must still reach it), trying the inventory
+// again every inventoryRetry and after every reload.
 func (h *Hub) session(ctx context.Context) error {
-	if err := h.putInventory(ctx); err != nil {
+	var retryAt time.Time // when to report a refused inventory again; zero when accepted
+	report := func() error {
+		err := h.putInventory(ctx)
+		var se *statusError
+		switch {
+		case err == nil:
+			h.setRefused("")
+			retryAt = time.Time{}
+			return nil
+		case errors.As(err, &se) && !se.Removed && (se.Status == http.StatusConflict || se.Status == http.StatusBadRequest):
+			h.logger.Error("the platform refused this hub: "+se.Message+"; following the changes of the locations it last accepted from this hub, and trying again every minute",
+				"platform", h.platform.String(), "status", se.Status)
+			retryAt = time.Now().Add(inventoryRetry)
+			return nil
+		}
 		return err
 	}
-	h.setRefused("")
+	if err := report(); err != nil {
+		return err
+	}
 	h.up.Store(true)
 	h.logger.Info("platform link up", "platform", h.platform.String(), "hub", h.hubID)
 	h.reportUsage(ctx) // what was used while the link was down
 	for ctx.Err() == nil {
 		select {
 		case <-h.reported:
-			if err := h.putInventory(ctx); err != nil {
+			if err := report(); err != nil {
 				return err
 			}
 		default:
+			if !retryAt.IsZero() && time.Now().After(retryAt) {
+				if err := report(); err != nil {
+					return err
+				}
+			}
 		}
 		st, err := h.store.ReplicaState(ctx)
 		if err != nil {
