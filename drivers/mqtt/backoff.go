@@ -16,6 +16,13 @@ const (
 	// stableAfter is how long a connection must have lived for the next
 	// outage to be treated as a new one, retried at once.
 	stableAfter = 10 * time.Second
+	// briefLife is how long a connection must have lived to count as one
+	// that served, even if not for stableAfter: after it the first retry
+	// waits firstRetry, however many such outages came before (a broker
+	// restarted every few seconds). A connection that ended sooner died
+	// young (a second client with the hub's id, a broker that drops the
+	// hub at once), and the waits after such deaths grow.
+	briefLife = 2 * time.Second
 	// firstRetry is the wait after the first failed attempt.
 	firstRetry = 250 * time.Millisecond
 	// refusedMax caps the wait while the broker's host refuses the
@@ -53,6 +60,8 @@ func (b *backoff) attempt(now time.Time) time.Duration {
 		// failure set the delay.
 	case now.Sub(b.started) >= stableAfter:
 		b.delay = 0 // a connection that lived: a new outage
+	case now.Sub(b.started) >= briefLife:
+		b.delay = firstRetry // it served a while: the broker went away again
 	default:
 		b.delay = grow(b.delay, maxReconnectInterval) // it died young
 	}

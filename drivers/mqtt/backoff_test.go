@@ -37,9 +37,9 @@ func TestBackoff(t *testing.T) {
 		{0, 500 * ms, nil},
 		{20 * time.Second, 0, refused}, // a later outage starts afresh too
 		{0, 250 * ms, nil},
-		{2 * time.Second, 500 * ms, nil},    // died young (another client with the hub's id)
-		{3 * time.Second, time.Second, nil}, // and again: it grows
-		{3 * time.Second, 2 * time.Second, denied},
+		{500 * ms, 500 * ms, nil},    // died young (another client with the hub's id)
+		{500 * ms, time.Second, nil}, // and again: it grows
+		{500 * ms, 2 * time.Second, denied},
 		{0, 4 * time.Second, timeout},
 		{0, 8 * time.Second, denied},
 		{0, 16 * time.Second, denied},
@@ -47,6 +47,15 @@ func TestBackoff(t *testing.T) {
 		{0, 30 * time.Second, refused}, // capped at 30 s for failures a retry does not cure
 		{0, time.Second, refused},      // the broker now refuses fast: back to at most 1 s
 		{0, time.Second, nil},
+		// Outages a few seconds apart: each connection served 6 s, and
+		// each first retry waits 250 ms however many came before.
+		{6 * time.Second, 250 * ms, refused},
+		{0, 500 * ms, refused},
+		{0, time.Second, nil},
+		{6 * time.Second, 250 * ms, refused},
+		{0, 500 * ms, nil},
+		{6 * time.Second, 250 * ms, nil},
+		{6 * time.Second, 250 * ms, nil},
 		{time.Hour, 0, nil},
 	}
 	var b backoff

@@ -29,17 +29,27 @@ func (c *connections) connected(_ string, up bool) {
 
 // TestReconnectAfterEachOutage: the broker is killed for a second three
 // times, 12 s apart (the hub's connection lives longer than stableAfter
-// between them). After each outage the hub connects again within 2 s of
-// the broker accepting connections, as after the first: paho's own
-// back-off carried over from one outage to the next and grew to 30 s.
+// between them), and three times 5 s apart (it does not). After each
+// outage the hub connects again within 2 s of the broker accepting
+// connections, as after the first: paho's own back-off carried over from
+// one outage to the next and grew to 30 s, and outages closer than
+// stableAfter made ours grow too.
 func TestReconnectAfterEachOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("three broker outages 12 s apart take about 40 s")
 	}
 	t.Parallel()
+	for _, apart := range []time.Duration{12 * time.Second, 5 * time.Second} {
+		t.Run(apart.String()+" apart", func(t *testing.T) {
+			t.Parallel()
+			reconnectAfterOutages(t, apart)
+		})
+	}
+}
+
+func reconnectAfterOutages(t *testing.T, apart time.Duration) {
 	const (
 		outages = 3
-		apart   = 12 * time.Second
 		outage  = time.Second
 		bound   = 2 * time.Second // the requirement
 	)
