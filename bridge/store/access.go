@@ -31,7 +31,7 @@ func (db *DB) AccessGeneration(ctx context.Context) (int64, error) {
 	w.mu.Unlock()
 	var n int64
 	if err := db.generationStmt.QueryRowContext(ctx).Scan(&n); err != nil {
-		return 0, err
+		return 0, db.note(err)
 	}
 	if fresh {
 		// hdr was read before the query: should a commit have come in

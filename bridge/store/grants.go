@@ -216,7 +216,7 @@ func (db *DB) Token(ctx context.Context, hash []byte) (*bridge.AccessToken, erro
 		return nil, bridge.ErrTokenUnknown
 	}
 	if err != nil {
-		return nil, err
+		return nil, db.note(err)
 	}
 	t.ExpiresAt = fromUnix(expires)
 	t.Revoked = revoked.Valid
@@ -243,7 +243,7 @@ func (db *DB) TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGrant, 
 		return nil, bridge.ErrTokenUnknown
 	}
 	if err != nil {
-		return nil, err
+		return nil, db.note(err)
 	}
 	g.ExpiresAt = fromUnix(expires)
 	g.Revoked = revoked.Valid

@@ -67,7 +67,7 @@ func (db *DB) Installation(ctx context.Context, id string) (*bridge.Installation
 		return nil, bridge.Errorf(bridge.ENOTFOUND, "no installation %q", id)
 	}
 	if err != nil {
-		return nil, err
+		return nil, db.note(err)
 	}
 	in.CreatedAt, in.UpdatedAt = fromUnix(created), fromUnix(updated)
 	if used.Valid {
@@ -75,17 +75,17 @@ func (db *DB) Installation(ctx context.Context, id string) (*bridge.Installation
 	}
 	rows, err := db.installationSwitchesStmt.QueryContext(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, db.note(err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var s string
 		if err := rows.Scan(&s); err != nil {
-			return nil, err
+			return nil, db.note(err)
 		}
 		in.SwitchIDs = append(in.SwitchIDs, s)
 	}
-	return in, rows.Err()
+	return in, db.note(rows.Err())
 }
 
 const (

@@ -197,7 +197,7 @@ func (r *Replica) TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGra
 		return nil, bridge.ErrTokenUnknown
 	}
 	if err != nil {
-		return nil, err
+		return nil, r.db.note(err)
 	}
 	g.ExpiresAt = fromUnix(expires)
 	in.UpdatedAt = fromUnix(updated)
@@ -223,7 +223,7 @@ func (r *Replica) Installation(ctx context.Context, id string) (*bridge.Installa
 		return nil, bridge.Errorf(bridge.ENOTFOUND, "no installation %q on this hub", id)
 	}
 	if err != nil {
-		return nil, err
+		return nil, r.db.note(err)
 	}
 	in.UpdatedAt = fromUnix(updated)
 	in.CreatedAt = in.UpdatedAt

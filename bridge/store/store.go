@@ -38,7 +38,19 @@ type DB struct {
 	access accessCache
 	// replicaGen counts the platform's batches a hub's replica applied.
 	replicaGen atomic.Int64
+
+	// path is the database file; damage the first error SQLite gave a
+	// query of the hot paths for a damaged file (note), which Ping then
+	// reports; checked is when quick_check last ran (unix ms).
+	path    string
+	damage  atomic.Pointer[DamagedError]
+	checked atomic.Int64
 }
+
+// quickCheckEvery is how often Ping runs quick_check: the watchdog's
+// health check then notices a page damaged while the hub runs, even one no
+// request has read yet, within this plus the watchdog's interval.
+const quickCheckEvery = 10 * time.Minute
 
 // FileName is the database's name inside the data directory.
 const FileName = "switchbridge.db"
@@ -115,11 +127,12 @@ func OpenFile(ctx context.Context, path string) (*DB, error) {
 		return nil, err
 	}
 	sdb.SetMaxOpenConns(4)
-	db := &DB{db: sdb, now: time.Now, access: accessCache{path: path + "-shm"}}
+	db := &DB{db: sdb, now: time.Now, access: accessCache{path: path + "-shm"}, path: path}
 	if err := db.checkIntegrity(ctx, path); err != nil {
 		sdb.Close()
 		return nil, err
 	}
+	db.checked.Store(time.Now().UnixMilli())
 	if err := db.migrate(ctx); err != nil {
 		sdb.Close()
 		return nil, damaged(fmt.Errorf("opening %s: %w", path, err), path)
@@ -193,8 +206,36 @@ func chmodPrivate(p string) error {
 // while every request fails. Counting walks each table's pages, which a
 // hub's few thousand rows make cheap (see BenchmarkOpen).
 func (db *DB) Ping(ctx context.Context) error {
+	if d := db.damage.Load(); d != nil {
+		return d
+	}
 	var n int64
-	return db.db.QueryRowContext(ctx, pingQuery).Scan(&n)
+	if err := db.db.QueryRowContext(ctx, pingQuery).Scan(&n); err != nil {
+		return db.note(err)
+	}
+	if time.Since(time.UnixMilli(db.checked.Load())) < quickCheckEvery {
+		return nil
+	}
+	err := db.checkIntegrity(ctx, db.path)
+	var d *DamagedError
+	if errors.As(err, &d) {
+		db.damage.CompareAndSwap(nil, d)
+		return d
+	}
+	if err == nil {
+		db.checked.Store(time.Now().UnixMilli())
+	}
+	return err
+}
+
+// note records err when SQLite gave it for a damaged file, so that Ping
+// (the watchdog's health check) fails from then on: a hub that answers 500
+// to every request must not report itself healthy. It returns err.
+func (db *DB) note(err error) error {
+	if c := sqliteCode(err); c == sqliteCorrupt || c == sqliteNotADB {
+		db.damage.CompareAndSwap(nil, &DamagedError{Path: db.path, Detail: err.Error()})
+	}
+	return err
 }
 
 const pingQuery = `SELECT (SELECT count(*) FROM users) + (SELECT count(*) FROM user_locations) +

@@ -104,7 +104,7 @@ func (db *DB) MemberOf(ctx context.Context, id, loc int64) (bool, error) {
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
-	return err == nil, err
+	return err == nil, db.note(err)
 }
 
 const selectMember = `SELECT 1 FROM user_locations WHERE user_id = ? AND location_id = ?`

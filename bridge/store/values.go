@@ -16,7 +16,7 @@ const saveSwitchValue = `INSERT INTO switch_states (switch_id, value, updated_at
 // SaveSwitchValue stores a switch's last known value.
 func (db *DB) SaveSwitchValue(ctx context.Context, switchID string, v bridge.Value, at time.Time) error {
 	_, err := db.saveValueStmt.ExecContext(ctx, switchID, string(v), unix(at))
-	return err
+	return db.note(err)
 }
 
 // SwitchValue is one switch's value at a time, for SaveSwitchValues.
