@@ -44,6 +44,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAuthorizeRequest$$' -fuzztime $(FUZZTIME) ./bridge/oauth
 	$(GO) test -run '^$$' -fuzz '^FuzzParsers$$' -fuzztime $(FUZZTIME) ./drivers/mqtt
 	$(GO) test -run '^$$' -fuzz '^FuzzEmbeddedBroker$$' -fuzztime $(FUZZTIME) ./drivers/mqtt
+	$(GO) test -run '^$$' -fuzz '^FuzzDaemonBroker$$' -fuzztime $(FUZZTIME) ./bridge/daemon
 
 # The cross-compiled targets must build, and the Pi binaries must run:
 # the ARMv6 (Pi Zero, Pi 1) and arm64 builds serve the demo under qemu-user.
