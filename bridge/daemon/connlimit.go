@@ -6,9 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/oauth"
 )
 
 // limitListener caps the connections open at once. A burst of clients
@@ -18,10 +22,18 @@ import (
 // keep tens of megabytes for minutes. Past the cap a connection gets a
 // short 503 and is closed, by a goroutine of its own so accepting never
 // waits on a slow client.
+//
+// One client address (IPv6 by its /64) may hold at most maxPerAddr of the
+// places, so that one device on the LAN (a misbehaving client, a
+// neighbour) cannot take them all and lock every other client out; a
+// reverse proxy in server.trusted_proxies speaks for many clients and is
+// exempt.
 type limitListener struct {
 	net.Listener
-	max    int64
-	logger *slog.Logger
+	max        int64
+	maxPerAddr int
+	trusted    []netip.Prefix
+	logger     *slog.Logger
 	// tls, when the hub serves HTTPS, is what a rejected connection is
 	// answered over: a 503 in plain text would reach a TLS client as a
 	// failed handshake, not as "try again".
@@ -30,9 +42,11 @@ type limitListener struct {
 	onOpen, onClose, onReject func()
 
 	open      atomic.Int64
-	rejecting atomic.Int64 // goroutines answering 503 right now
-	rejected  atomic.Int64 // since the last warning
-	lastWarn  atomic.Int64 // unix nanoseconds
+	mu        sync.Mutex
+	byAddr    map[string]int // places held per client address key
+	rejecting atomic.Int64   // goroutines answering 503 right now
+	rejected  atomic.Int64   // since the last warning
+	lastWarn  atomic.Int64   // unix nanoseconds
 }
 
 // tooManyBody is the 503's body: plain text, since the request was not
@@ -64,35 +78,86 @@ const (
 	warnEvery = time.Minute
 )
 
-func newLimitListener(ln net.Listener, max int, logger *slog.Logger) *limitListener {
-	return &limitListener{Listener: ln, max: int64(max), logger: logger}
+// perAddrShare is the share of the places one client address may hold:
+// a quarter, and at least minPerAddr (a browser opens six connections to
+// a host).
+const (
+	perAddrShare = 4
+	minPerAddr   = 8
+)
+
+func newLimitListener(ln net.Listener, limit int, logger *slog.Logger) *limitListener {
+	return &limitListener{Listener: ln, max: int64(limit), maxPerAddr: max(limit/perAddrShare, minPerAddr),
+		logger: logger, byAddr: map[string]int{}}
 }
 
-// Accept returns the next connection within the cap, answering those past
-// it on the way.
+// Accept returns the next connection within the caps, answering those
+// past them on the way.
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
-		if l.open.Add(1) <= l.max {
-			if l.onOpen != nil {
-				l.onOpen()
-			}
-			return &limitedConn{Conn: c, l: l}, nil
+		if l.open.Add(1) > l.max {
+			l.open.Add(-1)
+			l.reject(c, "too many connections: answering 503 past server.max_connections")
+			continue
 		}
-		l.open.Add(-1)
-		l.reject(c)
+		key, ok := l.hold(c)
+		if !ok {
+			l.open.Add(-1)
+			l.reject(c, "too many connections from one address: answering 503 past its share of server.max_connections")
+			continue
+		}
+		if l.onOpen != nil {
+			l.onOpen()
+		}
+		return &limitedConn{Conn: c, l: l, key: key}, nil
+	}
+}
+
+// hold takes a place for c's address within maxPerAddr and returns its key
+// ("" for an address not counted: a trusted proxy, or none).
+func (l *limitListener) hold(c net.Conn) (string, bool) {
+	ap, err := netip.ParseAddrPort(c.RemoteAddr().String())
+	if err != nil {
+		return "", true
+	}
+	a := ap.Addr().Unmap()
+	for _, p := range l.trusted {
+		if p.Contains(a) {
+			return "", true
+		}
+	}
+	key := oauth.AddrKey(a)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byAddr[key] >= l.maxPerAddr {
+		return "", false
+	}
+	l.byAddr[key]++
+	return key, true
+}
+
+// release gives back a place held for key.
+func (l *limitListener) release(key string) {
+	if key == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byAddr[key]--; l.byAddr[key] <= 0 {
+		delete(l.byAddr, key)
 	}
 }
 
 // reject answers c with 503 and closes it, in the background.
-func (l *limitListener) reject(c net.Conn) {
+func (l *limitListener) reject(c net.Conn, why string) {
 	if l.onReject != nil {
 		l.onReject()
 	}
-	l.warn()
+	l.warn(why, c.RemoteAddr().String())
 	if l.rejecting.Add(1) > maxRejecting {
 		l.rejecting.Add(-1)
 		c.Close()
@@ -146,16 +211,17 @@ func readHead(c net.Conn) bool {
 	return false
 }
 
-// warn logs the connections rejected, at most once per warnEvery.
-func (l *limitListener) warn() {
+// warn logs the connections rejected, at most once per warnEvery, with
+// the reason and the address of the last.
+func (l *limitListener) warn(why, remote string) {
 	l.rejected.Add(1)
 	now := time.Now().UnixNano()
 	last := l.lastWarn.Load()
 	if now-last < int64(warnEvery) || !l.lastWarn.CompareAndSwap(last, now) {
 		return
 	}
-	l.logger.Warn("too many connections: answering 503 past server.max_connections",
-		"max_connections", l.max, "rejected", l.rejected.Swap(0))
+	l.logger.Warn(why, "max_connections", l.max, "max_per_address", l.maxPerAddr, "remote", remote,
+		"rejected", l.rejected.Swap(0))
 }
 
 // limitedConn gives its place back when closed, once however often Close
@@ -163,12 +229,14 @@ func (l *limitListener) warn() {
 type limitedConn struct {
 	net.Conn
 	l      *limitListener
+	key    string // the client address's key, "" when not counted
 	closed atomic.Bool
 }
 
 func (c *limitedConn) Close() error {
 	if c.closed.CompareAndSwap(false, true) {
 		c.l.open.Add(-1)
+		c.l.release(c.key)
 		if c.l.onClose != nil {
 			c.l.onClose()
 		}

@@ -180,3 +180,64 @@ func TestConnectionCapOverTLS(t *testing.T) {
 		t.Errorf("TLS client past the cap: %d %q, want 503 saying too many connections", resp.StatusCode, body)
 	}
 }
+
+// dialFrom connects to addr from the loopback address from (any of
+// 127.0.0.0/8 is this machine).
+func dialFrom(t *testing.T, from, addr string) *keptConn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &keptConn{Conn: c, r: bufio.NewReader(c)}
+}
+
+// TestConnectionShareOfOneAddress: one client address holds at most a
+// quarter of server.max_connections (here 32 of 128) with keep-alive
+// connections; past it that address gets 503, while another address is
+// still served, and a place given back is free again.
+func TestConnectionShareOfOneAddress(t *testing.T) {
+	const max, share = 128, 32
+	h := startCapped(t, max)
+	addr := h.Addr().String()
+	var kept []*keptConn
+	for i := 0; i < share; i++ {
+		c := dialFrom(t, "127.0.0.2", addr)
+		if resp, _ := c.get(t); resp.StatusCode != http.StatusOK {
+			t.Fatalf("connection %d within the address's share: %d", i, resp.StatusCode)
+		}
+		kept = append(kept, c)
+	}
+	if resp, body := dialFrom(t, "127.0.0.2", addr).get(t); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "too many connections") {
+		t.Errorf("one past the address's share: %d %q, want 503", resp.StatusCode, body)
+	}
+	if resp, _ := dialFrom(t, "127.0.0.3", addr).get(t); resp.StatusCode != http.StatusOK {
+		t.Errorf("another address while the first holds its share: %d, want 200", resp.StatusCode)
+	}
+	kept[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		resp, _ := dialFrom(t, "127.0.0.2", addr).get(t)
+		if resp.StatusCode == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the address's place given back is not free again: %d", resp.StatusCode)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestTrustedProxyHasNoShare: a reverse proxy in server.trusted_proxies
+// speaks for many clients and may hold more than one address's share.
+func TestTrustedProxyHasNoShare(t *testing.T) {
+	h := daemontest.StartWith(t, cappedHub, daemontest.Options{Server: "  max_connections: 32\n  trusted_proxies: [127.0.0.4/32]"})
+	addr := h.Addr().String()
+	for i := 0; i < 12; i++ { // past the share of 8
+		if resp, _ := dialFrom(t, "127.0.0.4", addr).get(t); resp.StatusCode != http.StatusOK {
+			t.Fatalf("connection %d from the trusted proxy: %d", i, resp.StatusCode)
+		}
+	}
+}

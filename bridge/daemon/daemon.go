@@ -140,6 +140,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		return nil, fmt.Errorf("server.listen %s: %w", cfg.Server.Listen, err)
 	}
 	limited := newLimitListener(ln, cfg.Server.MaxConnections, logger)
+	limited.trusted = cfg.Server.TrustedProxies.List()
 	d.ln = limited
 	if cfg.Server.MetricsListen != "off" {
 		d.metricsLn, err = net.Listen("tcp", cfg.Server.MetricsListen)

@@ -57,6 +57,10 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	return client
 }
 
+// AddrKey is the key of a client address for per-client limits: an IPv4
+// address as it is, an IPv6 address by its /64.
+func AddrKey(a netip.Addr) string { return addrKey(a) }
+
 // addrKey is the throttling key of an address: an IPv4 address as it is,
 // an IPv6 address by its /64, since one home or one host is usually given a
 // whole /64 and can pick any address in it.
