@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+	"golang.org/x/oauth2"
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
@@ -37,11 +39,23 @@ func wantWorks(t *testing.T, h *daemontest.Harness, what string, g daemontest.Gr
 	wantStatus(t, h, what, http.MethodGet, h.URL+"/api/apps/endpoints", g.Token.AccessToken, http.StatusOK)
 }
 
+// wantStopped checks that a grant's access token is refused everywhere
+// and that its refresh token gets no new one.
 func wantStopped(t *testing.T, h *daemontest.Harness, what string, g daemontest.Grant) {
 	t.Helper()
 	wantStatus(t, h, what, http.MethodGet, g.URI+"/switches", g.Token.AccessToken, http.StatusUnauthorized)
 	wantStatus(t, h, what, http.MethodPut, g.URI+"/switches/on", g.Token.AccessToken, http.StatusUnauthorized)
 	wantStatus(t, h, what, http.MethodGet, h.URL+"/api/apps/endpoints", g.Token.AccessToken, http.StatusUnauthorized)
+	if g.Token.RefreshToken == "" || g.Config == nil {
+		t.Fatalf("%s: the grant has no refresh token to try", what)
+	}
+	stale := &oauth2.Token{AccessToken: g.Token.AccessToken, RefreshToken: g.Token.RefreshToken, Expiry: time.Now().Add(-time.Minute)}
+	tok, err := g.Config.TokenSource(context.Background(), stale).Token()
+	var re *oauth2.RetrieveError
+	// invalid_client when the app itself is gone.
+	if !errors.As(err, &re) || (re.ErrorCode != "invalid_grant" && re.ErrorCode != "invalid_client") {
+		t.Errorf("%s: refreshing answered %v (token %v), want invalid_grant", what, err, tok != nil)
+	}
 }
 
 func TestConnectedAppsPageRemove(t *testing.T) {

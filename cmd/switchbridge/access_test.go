@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/oauth2"
 
@@ -25,6 +27,16 @@ func wantToken(t *testing.T, h *daemontest.Harness, what string, g daemontest.Gr
 		if p := h.Call(t, http.MethodGet, uri, g.Token.AccessToken); p.StatusCode != status {
 			t.Errorf("%s: GET %s answered %d %s, want %d", what, uri, p.StatusCode, p.Body, status)
 		}
+	}
+	if works {
+		return // a refresh would rotate the grant's tokens
+	}
+	// The refresh token of a grant taken back gets no new token either.
+	stale := &oauth2.Token{AccessToken: g.Token.AccessToken, RefreshToken: g.Token.RefreshToken, Expiry: time.Now().Add(-time.Minute)}
+	_, err := g.Config.TokenSource(context.Background(), stale).Token()
+	var re *oauth2.RetrieveError
+	if g.Token.RefreshToken == "" || !errors.As(err, &re) || (re.ErrorCode != "invalid_grant" && re.ErrorCode != "invalid_client") {
+		t.Errorf("%s: refreshing answered %v, want invalid_grant (invalid_client once the app is gone)", what, err)
 	}
 }
 

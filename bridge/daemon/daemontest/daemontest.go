@@ -403,6 +403,9 @@ func mustQuery(tb testing.TB, u string) url.Values {
 type Grant struct {
 	Token *oauth2.Token
 	URI   string
+	// Config is the app's client configuration the grant was made with,
+	// to refresh its token.
+	Config *oauth2.Config
 }
 
 // Authorize runs the whole flow for app as user: authorization request,
@@ -420,7 +423,7 @@ func (h *Harness) Authorize(tb testing.TB, a App, user, password string, locatio
 	if len(eps) != 1 {
 		tb.Fatalf("discovery returned %d records, want 1", len(eps))
 	}
-	return Grant{Token: tok, URI: eps[0].URI}
+	return Grant{Token: tok, URI: eps[0].URI, Config: cfg}
 }
 
 // Code runs the authorization for app as user up to the code the consent
