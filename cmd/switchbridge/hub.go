@@ -194,6 +194,6 @@ func (c *cli) hubRemove(ctx context.Context, args []string) error {
 	if err != nil {
 		return errors.New(bridge.ErrorMessage(err))
 	}
-	fmt.Fprintf(c.stdout, "hub %s removed; %d installations in its locations uninstalled\n", pos[0], n)
+	fmt.Fprintf(c.stdout, "hub %s removed; %s in its locations uninstalled\n", pos[0], plural(n, "installation"))
 	return nil
 }

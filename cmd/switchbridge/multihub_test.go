@@ -419,7 +419,7 @@ func TestPlatformWithTwoHubs(t *testing.T) {
 	// Removing hub B uninstalls what is installed in its locations, and
 	// hub B stops serving them within seconds.
 	tok4, ep4 := cliGrant()
-	if r := runCLI(t, "", "hub", "remove", b.hubID, "--config", m.platform.cfg); r.code != 0 || !strings.Contains(r.stdout, "1 installations in its locations uninstalled") {
+	if r := runCLI(t, "", "hub", "remove", b.hubID, "--config", m.platform.cfg); r.code != 0 || !strings.Contains(r.stdout, "1 installation in its locations uninstalled") {
 		t.Errorf("hub remove: %+v", r)
 	}
 	waitFor(t, 5*time.Second, "the removed hub stops serving", func() bool {
