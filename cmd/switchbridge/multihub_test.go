@@ -181,7 +181,9 @@ func TestPlatformWithTwoHubs(t *testing.T) {
     name: Barn
     switches:
       - {id: barn-light, name: Barn light, driver: virtual}
-      - {id: pump, name: Pump, driver: mqtt, profile: tasmota, topic: barnplug}`, fmt.Sprintf("mqtt:\n  broker: %s\n", broker.URL))
+      - {id: pump, name: Pump, driver: mqtt, profile: tasmota, topic: barnplug}
+      - {id: chime, name: Chime, driver: virtual, commands: [on]}
+      - {id: dud, name: Dud, driver: virtual, fail: true}`, fmt.Sprintf("mqtt:\n  broker: %s\n", broker.URL))
 	a.start(t)
 	b.start(t)
 	waitFor(t, 15*time.Second, "both hubs report their inventory", func() bool {
@@ -280,6 +282,28 @@ func TestPlatformWithTwoHubs(t *testing.T) {
 		}
 		return false
 	})
+	// The error answers at hub B are those of a single daemon: 501 when a
+	// selected switch lacks the command (nothing is switched), 502 naming
+	// the switch that failed.
+	r2 := runCLI(t, "", "app", "create", "--name", "Second", "--redirect-uri", "https://second.example/cb", "--owner", "alice", "--publish", "--json", "--config", m.platform.cfg)
+	var app2 map[string]string
+	if err := json.Unmarshal([]byte(r2.stdout), &app2); err != nil {
+		t.Fatalf("app create: %+v", r2)
+	}
+	r3 := runCLI(t, "", "install", "--client-id", app2["client_id"], "--user", "alice", "--location", "20", "--switch", "chime", "--switch", "dud", "--json", "--config", m.platform.cfg)
+	var g2 struct{ Token, Endpoint string }
+	if err := json.Unmarshal([]byte(r3.stdout), &g2); r3.code != 0 || err != nil || !strings.HasPrefix(g2.Endpoint, b.url) {
+		t.Fatalf("install into hub B: %+v", r3)
+	}
+	if c, body := call(t, "PUT", g2.Endpoint+"/switches/off", g2.Token); c != http.StatusNotImplemented || !strings.Contains(body, `"id":"chime"`) {
+		t.Errorf("PUT off at hub B with a switch lacking off: %d %s, want 501 naming chime", c, body)
+	}
+	if c, body := call(t, "PUT", g2.Endpoint+"/switches/on", g2.Token); c != http.StatusBadGateway || !strings.Contains(body, `"dud"`) {
+		t.Errorf("PUT on at hub B with a failing switch: %d %s, want 502 naming dud", c, body)
+	}
+	if c, body := call(t, "PUT", g2.Endpoint+"/switches/toggle", g2.Token); c != http.StatusBadRequest {
+		t.Errorf("PUT toggle at hub B: %d %s, want 400", c, body)
+	}
 	if c, body := call(t, "GET", strings.Replace(uri, b.url, a.url, 1)+"/switches", token); c != http.StatusNotFound {
 		t.Errorf("hub A answered %d %s for hub B's installation, want 404", c, body)
 	}
@@ -419,7 +443,7 @@ func TestPlatformWithTwoHubs(t *testing.T) {
 	// Removing hub B uninstalls what is installed in its locations, and
 	// hub B stops serving them within seconds.
 	tok4, ep4 := cliGrant()
-	if r := runCLI(t, "", "hub", "remove", b.hubID, "--config", m.platform.cfg); r.code != 0 || !strings.Contains(r.stdout, "1 installation in its locations uninstalled") {
+	if r := runCLI(t, "", "hub", "remove", b.hubID, "--config", m.platform.cfg); r.code != 0 || !strings.Contains(r.stdout, "2 installations in its locations uninstalled") {
 		t.Errorf("hub remove: %+v", r)
 	}
 	waitFor(t, 5*time.Second, "the removed hub stops serving", func() bool {
