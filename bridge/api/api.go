@@ -226,7 +226,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 		problem.Write(w)
 		return problem.Status
 	}
-	g, err := h.auth.Authorize(r.Context(), tok, id)
+	ctx := r.Context()
+	if inQuery {
+		ctx = bearer.FromQuery(ctx)
+	}
+	g, err := h.auth.Authorize(ctx, tok, id)
 	switch bridge.ErrorCode(err) {
 	case "":
 	case bridge.EUNAUTHORIZED:

@@ -5,6 +5,7 @@
 package bearer
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -103,4 +104,19 @@ func WriteError(w http.ResponseWriter, status int, code, desc string) {
 		body["error"] = "unauthorized"
 	}
 	json.NewEncoder(w).Encode(body)
+}
+
+type queryKey struct{}
+
+// FromQuery marks ctx as carrying a request whose token came in the query
+// string: the token check then counts a use only for a legacy app, the
+// only kind whose request is answered (InQuery).
+func FromQuery(ctx context.Context) context.Context {
+	return context.WithValue(ctx, queryKey{}, true)
+}
+
+// InQuery reports whether FromQuery marked ctx.
+func InQuery(ctx context.Context) bool {
+	v, _ := ctx.Value(queryKey{}).(bool)
+	return v
 }

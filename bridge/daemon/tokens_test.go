@@ -353,3 +353,46 @@ func TestLegacyApp(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryTokenOfAnAppNotLegacyIsNoUse: a token sent in the query string
+// for an app that is not legacy is answered 400 and does not count as a
+// use on the connected apps page; the same token in the header does.
+func TestQueryTokenOfAnAppNotLegacyIsNoUse(t *testing.T) {
+	f := newFixture(t)
+	h := f.hub
+	ctx := context.Background()
+	in := &bridge.Installation{ClientID: f.app.ClientID, UserID: f.alice.ID, LocationID: 1, SwitchIDs: []string{"kitchen"}}
+	if err := h.Store.Install(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	token := oauth.NewSecret()
+	if err := h.Store.CreateToken(ctx, oauth.Hash(token), in.ID, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	lastUsed := func() time.Time {
+		got, err := h.Store.Installation(ctx, in.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.LastUsedAt
+	}
+	uri := h.URL + "/api/apps/installations/" + in.ID
+	for _, u := range []string{uri + "/switches?access_token=" + token, h.URL + "/api/apps/endpoints?access_token=" + token} {
+		if p := h.CallAuth(t, "GET", u, ""); p.StatusCode != http.StatusBadRequest {
+			t.Fatalf("GET %s: %d %s, want 400", u, p.StatusCode, p.Body)
+		}
+	}
+	// A use is written behind the request within milliseconds.
+	time.Sleep(300 * time.Millisecond)
+	if at := lastUsed(); !at.IsZero() {
+		t.Errorf("requests answered 400 were recorded as a use at %v", at)
+	}
+	if p := h.Call(t, "GET", uri+"/switches", token); p.StatusCode != http.StatusOK {
+		t.Fatalf("the token in the header: %d %s", p.StatusCode, p.Body)
+	}
+	for deadline := time.Now().Add(5 * time.Second); lastUsed().IsZero(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the accepted request was not recorded as a use")
+		}
+	}
+}

@@ -60,7 +60,11 @@ func (s *Server) discoveryGrant(w http.ResponseWriter, r *http.Request) (*bridge
 		problem.Write(w)
 		return nil, false
 	}
-	g, err := s.grant(r.Context(), tok)
+	ctx := r.Context()
+	if inQuery {
+		ctx = bearer.FromQuery(ctx)
+	}
+	g, err := s.grant(ctx, tok)
 	switch code := bridge.ErrorCode(err); {
 	case err == nil:
 	case code == bridge.ENOTFOUND:

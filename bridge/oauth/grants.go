@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/bearer"
 )
 
 // Authorize implements bridge.Authorizer for the installation API.
@@ -40,7 +41,7 @@ func (s *Server) grant(ctx context.Context, token string) (*bridge.Grant, error)
 		if !now.Before(g.ExpiresAt) {
 			return nil, bridge.Errorf(bridge.EUNAUTHORIZED, "the access token expired")
 		}
-		s.used(g.InstallationID, now)
+		s.used(ctx, g, now)
 		return g, nil
 	}
 	gen := s.grants.generation()
@@ -67,13 +68,15 @@ func (s *Server) grant(ctx context.Context, token string) (*bridge.Grant, error)
 		LocationID: in.LocationID, SwitchIDs: in.SwitchIDs, ExpiresAt: t.ExpiresAt, Legacy: t.Legacy,
 	}
 	s.grants.put(hash, g, now, gen, access)
-	s.used(g.InstallationID, now)
+	s.used(ctx, g, now)
 	return g, nil
 }
 
-// used tells Used, when set, that an installation's token was accepted.
-func (s *Server) used(installationID string, at time.Time) {
-	if s.Used != nil {
-		s.Used(installationID, at)
+// used tells Used, when set, that an installation's token was accepted,
+// unless it came in the query string for an app that is not legacy: that
+// request is answered 400, and is no use of the app.
+func (s *Server) used(ctx context.Context, g *bridge.Grant, at time.Time) {
+	if s.Used != nil && (g.Legacy || !bearer.InQuery(ctx)) {
+		s.Used(g.InstallationID, at)
 	}
 }
