@@ -169,7 +169,7 @@ confirm_timeout: 3s`,
 }
 
 // TestProfileTopics pins each profile's topics and payloads to the
-// firmware's (devices.md sections 1-4).
+// firmware's, as each firmware documents them.
 func TestProfileTopics(t *testing.T) {
 	tests := []struct {
 		opts      string
@@ -229,8 +229,8 @@ func TestProfileTopics(t *testing.T) {
 	}
 }
 
-// TestShellyRPCReplier pins the Shelly RPC frames (devices.md section 2,
-// Gen2) its replier makes and reads.
+// TestShellyRPCReplier pins the Shelly RPC frames (Gen2 firmware) its
+// replier makes and reads.
 func TestShellyRPCReplier(t *testing.T) {
 	p, err := buildPlug(drivers.Spec{ID: "x", Options: mustNode(t, "{profile: shelly-rpc, prefix: shellyplus1-x, switch: 1}")})
 	if err != nil {

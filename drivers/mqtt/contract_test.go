@@ -18,7 +18,7 @@ type simulator func(t *testing.T, broker string) (mqtttest.Plug, string)
 // simulators holds one simulator per registered profile: the contract test
 // runs each profile against its own, and fails for a profile that has none.
 // A simulator lives in mqtttest and sends what the firmware sends
-// (devices.md), not what the driver expects.
+// (as the firmware documents it), not what the driver expects.
 var simulators = map[string]simulator{
 	"tasmota": func(t *testing.T, url string) (mqtttest.Plug, string) {
 		return mqtttest.NewTasmota(t, url, mqtttest.TasmotaOptions{Topic: "contract"}), "topic: contract"
@@ -51,7 +51,7 @@ func TestProfilesHaveSimulators(t *testing.T) {
 	}
 	for _, p := range profiles {
 		if _, ok := simulators[p.name]; !ok {
-			t.Errorf("profile %s has no simulator: add one for its firmware to mqtttest, following devices.md, and list it in simulators (contract_test.go)", p.name)
+			t.Errorf("profile %s has no simulator: add one for its firmware to mqtttest, sending what the firmware documents it sends, and list it in simulators (contract_test.go)", p.name)
 		}
 	}
 	for name := range simulators {

@@ -6,7 +6,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 )
 
-// esphome is an ESPHome node's MQTT switch (devices.md section 4):
+// esphome is an ESPHome node's MQTT switch:
 //
 //	profile: esphome   prefix: livingroom   object_id: lamp   (command_topic, state_topic override)
 type esphome struct {

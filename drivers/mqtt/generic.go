@@ -8,7 +8,7 @@ import (
 )
 
 // generic is a switch that follows Home Assistant's MQTT switch
-// conventions (devices.md section 5), for firmware without a profile:
+// conventions, for firmware without a profile:
 //
 //	profile: generic   state_topic: x/state   command_topic: x/set (absent: read-only)
 //	                   payload_on: ON  payload_off: OFF  state_on/state_off (default: the payloads)

@@ -9,7 +9,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 )
 
-// shellyGen1 is a relay of a classic Shelly (devices.md section 2, Gen1):
+// shellyGen1 is a relay of a classic Shelly (Gen1 firmware's MQTT API):
 //
 //	profile: shelly-gen1   device_id: shelly1-328900   relay: 0
 type shellyGen1 struct {
@@ -46,7 +46,7 @@ func (o *shellyGen1) plug(c *checker) *plug {
 }
 
 // shellyRPC is a switch of a Gen2+ Shelly (Plus, Pro) spoken to over MQTT
-// RPC (devices.md section 2, Gen2): a replier, whose requests go to
+// RPC (Gen2 firmware's MQTT RPC): a replier, whose requests go to
 // <prefix>/rpc and whose answers come to <src>/rpc.
 //
 //	profile: shelly-rpc    prefix: shellyplus1-a8032ab12345   switch: 0

@@ -9,7 +9,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 )
 
-// tasmota is a Tasmota device's relay (devices.md section 1):
+// tasmota is a Tasmota device's relay:
 //
 //	profile: tasmota   topic: tasmota_1A2B3C   relay: 2 (POWER2; 0 or absent: POWER)
 //	                   full_topic: "%prefix%/%topic%/"  prefixes: [cmnd, stat, tele]

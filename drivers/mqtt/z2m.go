@@ -7,8 +7,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 )
 
-// zigbee2MQTT is a Zigbee switch behind a Zigbee2MQTT bridge (devices.md
-// section 3):
+// zigbee2MQTT is a Zigbee switch behind a Zigbee2MQTT bridge:
 //
 //	profile: zigbee2mqtt   friendly_name: hall/lamp   base_topic: zigbee2mqtt   endpoint: l1
 type zigbee2MQTT struct {
