@@ -13,19 +13,15 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/api"
 	"github.com/switchbridge/switchbridge/bridge/certs"
 	"github.com/switchbridge/switchbridge/bridge/config"
-	"github.com/switchbridge/switchbridge/bridge/democlient"
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/metrics"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
@@ -283,113 +279,6 @@ func logReplay(logger *slog.Logger, path string, rep *store.JournalReport) {
 	}
 }
 
-// Reload applies the locations, switches and driver settings (the
-// drivers' sections) of a new config without stopping the HTTP servers: commands in flight finish;
-// a driver whose settings and switches did not change keeps running as it
-// is (its GPIO lines stay claimed, its broker connection up); the others
-// are closed and opened anew; then the hub switches tables. If the
-// new drivers fail to open, the old config's drivers are opened again and
-// the error is returned. Sections that need a restart (server, data_dir,
-// oauth, log, demo) are left as they were, with a warning when they changed.
-func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
-	for name, changed := range map[string]bool{
-		"server":   cfg.Server != d.Config.Server,
-		"data_dir": cfg.DataDir != d.Config.DataDir,
-		"oauth":    cfg.OAuth != d.Config.OAuth,
-		"log":      cfg.Log != d.Config.Log,
-		"platform": (cfg.Platform == nil) != (d.Config.Platform == nil) || (cfg.Platform != nil && *cfg.Platform != *d.Config.Platform),
-		"demo":     (cfg.Demo == nil) != (d.Config.Demo == nil) || (cfg.Demo != nil && *cfg.Demo != *d.Config.Demo),
-	} {
-		if changed {
-			d.logger.Warn("reload: this section changed but takes effect only after a restart", "section", name)
-		}
-	}
-	env := d.env
-	env.Reload = true
-	next, err := drivers.Build(cfg, d.reg, env)
-	if err != nil {
-		return err
-	}
-	return d.Hub.Exclusive(func() error {
-		kept := next.KeepUnchanged(d.drivers)
-		switches, err := next.OpenReplacing(ctx, d.drivers)
-		if err == nil {
-			err = d.Hub.Replace(cfg.BridgeLocations(), switches)
-			if err != nil {
-				next.Close()
-			}
-		}
-		if err != nil {
-			d.drivers.Close() // what OpenReplacing had not closed yet
-			// Back to the config that worked, even if the reload was
-			// interrupted (a SIGTERM cancels ctx): the hub must not be left
-			// on closed devices.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-			defer cancel()
-			// The running drivers' own config: its sections are the
-			// settings they run with, whichever reload brought them.
-			prev := d.drivers.Config()
-			old, berr := drivers.Build(prev, d.reg, env)
-			if berr == nil {
-				sws, oerr := old.Open(rctx)
-				if oerr == nil {
-					rerr := d.Hub.Replace(prev.BridgeLocations(), sws)
-					if rerr == nil {
-						d.drivers = old
-						return fmt.Errorf("reload failed, kept the previous switches: %w", err)
-					}
-					old.Close()
-					oerr = rerr
-				}
-				berr = oerr
-			}
-			// Neither config opens: no switch is served (commands answer
-			// 404 naming them) rather than commands reaching closed devices.
-			// d.drivers stays the previous set, all closed, so the next
-			// reload that fails rolls back to the same config again.
-			d.Hub.Replace(prev.BridgeLocations(), nil)
-			return fmt.Errorf("reload failed and the previous switches could not be reopened (%v): %w", berr, err)
-		}
-		d.drivers = next
-		d.Config.Locations = cfg.Locations
-		d.Config.Sections = cfg.Sections
-		if d.Link != nil {
-			d.Link.InventoryChanged()
-		}
-		d.logger.Info("reloaded switches and locations", "switches", len(switches), "locations", len(cfg.Locations), "drivers_kept", kept)
-		return nil
-	})
-}
-
-// ReloadCertificates reads server.tls's files again (SIGHUP); new
-// connections get the new certificate, established ones keep theirs. When
-// the files do not load, the previous certificate stays in service and the
-// error says why. Without server.tls it does nothing.
-func (d *Daemon) ReloadCertificates() error {
-	if d.certs == nil {
-		return nil
-	}
-	return d.certs.Reload()
-}
-
-// refuseTransferEncoding answers 400 to a request with a Transfer-Encoding
-// and closes its connection. net/http accepts Content-Length together with
-// Transfer-Encoding (the chunked body wins), which a proxy in front may
-// read the other way: the request smuggling RFC 9112 §6.1 says to treat as
-// an error. Go drops the Content-Length before a handler can see both, so
-// every transfer-coded request is refused: the hub's requests are small
-// forms and bodiless calls, which every client sends with a Content-Length.
-func refuseTransferEncoding(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if len(r.TransferEncoding) > 0 {
-			w.Header().Set("Connection", "close")
-			http.Error(w, "Transfer-Encoding is not accepted: send the body with a Content-Length", http.StatusBadRequest)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // isLoopback reports whether a listener is bound to loopback only.
 func isLoopback(a net.Addr) bool {
 	tcp, ok := a.(*net.TCPAddr)
@@ -417,72 +306,6 @@ func (d *Daemon) Healthy(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return d.Store.Ping(ctx)
-}
-
-// Serve serves HTTP until ctx is done, then shuts down gracefully: it stops
-// accepting, lets requests in flight finish within the config's shutdown
-// timeout, and returns. It returns a non-nil error only when serving failed.
-func (d *Daemon) Serve(ctx context.Context) error {
-	errc := make(chan error, 1)
-	if d.server.TLSConfig != nil {
-		// The certificate comes from TLSConfig.GetCertificate, not files.
-		go func() { errc <- d.server.ServeTLS(d.ln, "", "") }()
-	} else {
-		go func() { errc <- d.server.Serve(d.ln) }()
-	}
-	merrc := make(chan error, 1)
-	if d.metricsServer != nil {
-		go func() { merrc <- d.metricsServer.Serve(d.metricsLn) }()
-	}
-	go settle(ctx)
-	select {
-	case err := <-errc:
-		if d.metricsServer != nil {
-			d.metricsServer.Close()
-		}
-		return err
-	case err := <-merrc:
-		d.server.Close()
-		return fmt.Errorf("metrics listener: %w", err)
-	case <-ctx.Done():
-	}
-	d.logger.Info("shutting down: finishing requests in flight", "timeout_seconds", d.Config.Server.ShutdownTimeout.Std().Seconds())
-	// A fresh timeout, not the cancelled ctx: requests in flight get their time.
-	sctx, cancel := context.WithTimeout(context.Background(), d.Config.Server.ShutdownTimeout.Std())
-	defer cancel()
-	if d.metricsServer != nil {
-		go d.metricsServer.Shutdown(sctx)
-	}
-	err := d.server.Shutdown(sctx)
-	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		return serr
-	}
-	if err != nil {
-		d.server.Close()
-		return fmt.Errorf("shutting down: requests still running after %s: %w", d.Config.Server.ShutdownTimeout.Std(), err)
-	}
-	return nil
-}
-
-// settleAfter is how long after it starts serving the hub hands back the
-// memory its start-up used: by then the drivers have connected and the
-// devices' first reports are in.
-const settleAfter = time.Second
-
-// settle returns the heap that start-up (the config, the migrations, the
-// drivers' first reports) left behind to the system, once: the runtime
-// would keep most of it for minutes, and on a Pi Zero's 512 MB an idle hub
-// should hold only what it uses. About 3 MB of the idle RSS with 100
-// switches (BenchmarkFootprint); the collection it forces takes a
-// millisecond or two, after READY=1.
-func settle(ctx context.Context) {
-	t := time.NewTimer(settleAfter)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		debug.FreeOSMemory()
-	case <-ctx.Done():
-	}
 }
 
 // Close releases everything: drivers, pending state writes, the store.
@@ -529,71 +352,4 @@ func (d *Daemon) prune(ctx context.Context) {
 		case <-t.C:
 		}
 	}
-}
-
-func (d *Daemon) handleRoot(w http.ResponseWriter, r *http.Request) {
-	if d.DemoURL != "" {
-		http.Redirect(w, r, "/demo/", http.StatusFound)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintln(w, "switchbridge hub. Clients start at /oauth/authorize; see the README.")
-}
-
-// DemoClientID is the client id of the demo app.
-const DemoClientID = "switchbridge-demo"
-
-// setUpDemo makes sure the demo user (member of every location) and the
-// published demo app exist, gives the app a fresh secret that only this
-// process knows, and mounts the demo client.
-func (d *Daemon) setUpDemo(ctx context.Context, mux *http.ServeMux) error {
-	demo := d.Config.Demo
-	hash, err := bcrypt.GenerateFromPassword([]byte(demo.Password), bcrypt.DefaultCost)
-	if err != nil {
-		return err
-	}
-	var all []int64
-	for _, l := range d.Config.Locations {
-		all = append(all, l.ID)
-	}
-	user, err := d.Store.UserByName(ctx, demo.User)
-	switch bridge.ErrorCode(err) {
-	case "":
-		if err := d.Store.SetPassword(ctx, demo.User, hash); err != nil {
-			return err
-		}
-	case bridge.ENOTFOUND:
-		if user, err = d.Store.CreateUser(ctx, demo.User, hash, all); err != nil {
-			return err
-		}
-	default:
-		return err
-	}
-	redirect := d.publicURL + democlient.CallbackPath
-	secret := oauth.NewSecret()
-	_, err = d.Store.App(ctx, DemoClientID)
-	switch bridge.ErrorCode(err) {
-	case "":
-		if err := d.Store.SetAppSecret(ctx, DemoClientID, oauth.Hash(secret)); err != nil {
-			return err
-		}
-		if err := d.Store.SetAppRedirectURIs(ctx, DemoClientID, []string{redirect}); err != nil {
-			return err
-		}
-	case bridge.ENOTFOUND:
-		err = d.Store.CreateApp(ctx, &bridge.App{ClientID: DemoClientID, Name: "Demo client", SecretHash: oauth.Hash(secret),
-			RedirectURIs: []string{redirect}, OwnerID: user.ID, Published: true})
-		if err != nil {
-			return err
-		}
-	default:
-		return err
-	}
-	c := democlient.New(democlient.Options{
-		ClientID: DemoClientID, ClientSecret: secret, AuthURL: d.publicURL, RedirectURL: redirect,
-		Logger: d.logger.With("component", "demo"),
-	})
-	c.Register(mux)
-	d.DemoURL = d.publicURL + "/demo/"
-	return nil
 }
