@@ -285,6 +285,8 @@ func (h *Hub) session(ctx context.Context) error {
 			}
 			continue
 		}
+		// Uses a failed report kept go out between polls.
+		h.reportUsage(ctx)
 		err = h.poll(ctx, st)
 		var se *statusError
 		if errors.As(err, &se) && se.Status == http.StatusGone && !se.Removed {

@@ -273,7 +273,7 @@ func TestPlatformWithTwoHubs(t *testing.T) {
 	// The platform lists when the installation was last used: hub B
 	// reports the uses of its tokens.
 	instID := uri[strings.LastIndex(uri, "/")+1:]
-	waitFor(t, 10*time.Second, "the platform records hub B's use of the installation", func() bool {
+	waitFor(t, 30*time.Second, "the platform records hub B's use of the installation", func() bool {
 		r := runCLI(t, "", "installation", "list", "--config", m.platform.cfg)
 		for _, line := range strings.Split(r.stdout, "\n") {
 			if strings.HasPrefix(line, instID+" ") {

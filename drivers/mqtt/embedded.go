@@ -188,6 +188,16 @@ type hubListener struct {
 	closed     atomic.Bool
 	done       chan struct{} // closed by Close: ends a wait between accepts
 	acceptLog  logLimiter
+
+	// The connections being served, each by a serveConn goroutine: Close
+	// closes them and waits for those goroutines. mochi's Close waits on
+	// its count of clients (Listeners.ClientsWg) right after this
+	// listener's Close, and each connection adds itself to that count on
+	// its own goroutine; a connection still on its way there would race
+	// with that wait (the race detector reports it) and outlive it.
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
 }
 
 // Backoff between failed accepts, as net/http's Server does.
@@ -198,7 +208,7 @@ const (
 
 func newHubListener(ln net.Listener, log *slog.Logger, recovered func(net.Conn, any), disconnect func()) *hubListener {
 	return &hubListener{ln: ln, log: log, recovered: recovered, disconnect: disconnect, done: make(chan struct{}),
-		acceptLog: logLimiter{every: refusalLogEvery}}
+		acceptLog: logLimiter{every: refusalLogEvery}, conns: map[net.Conn]struct{}{}}
 }
 
 func (l *hubListener) ID() string              { return "switchbridge" }
@@ -233,15 +243,26 @@ func (l *hubListener) Serve(establish listeners.EstablishFn) {
 			continue
 		}
 		pause = 0
+		l.mu.Lock()
 		if l.closed.Load() {
+			l.mu.Unlock()
 			c.Close()
 			return
 		}
+		l.conns[c] = struct{}{}
+		l.wg.Add(1)
+		l.mu.Unlock()
 		go l.serveConn(establish, c)
 	}
 }
 
 func (l *hubListener) serveConn(establish listeners.EstablishFn, c net.Conn) {
+	defer func() {
+		l.mu.Lock()
+		delete(l.conns, c)
+		l.mu.Unlock()
+		l.wg.Done()
+	}()
 	defer func() {
 		if v := recover(); v != nil {
 			l.recovered(c, v)
@@ -259,11 +280,22 @@ func (l *hubListener) serveConn(establish listeners.EstablishFn, c net.Conn) {
 // CloseFn, which can deadlock (see disconnectAll); the broker has this one
 // listener, so its clients are all the broker's clients.
 func (l *hubListener) Close(listeners.CloseFn) {
-	if l.closed.CompareAndSwap(false, true) {
+	l.mu.Lock()
+	first := l.closed.CompareAndSwap(false, true)
+	l.mu.Unlock()
+	if first {
 		close(l.done)
 		l.disconnect()
 	}
 	l.ln.Close()
+	// Connections still in their handshake are not clients yet: closing
+	// them ends their goroutines too.
+	l.mu.Lock()
+	for c := range l.conns {
+		c.Close()
+	}
+	l.mu.Unlock()
+	l.wg.Wait()
 }
 
 // guardedListener bounds the connections open at once (one over the bound

@@ -212,7 +212,9 @@ func TestEmbeddedBrokerAcceptFailuresLogged(t *testing.T) {
 // clients' read lock twice; a client leaving in between (Clients.Delete
 // waiting for the write lock) left both stuck for good, so a hub could
 // hang on reload or shutdown. The window is narrow, so each round lines up
-// many departures with the close; the test bounds every round.
+// many departures with the close; the test bounds every round. Clients
+// also keep arriving meanwhile, which raced with mochi's wait for its
+// clients at close.
 func TestEmbeddedBrokerCloseWhileClientsLeave(t *testing.T) {
 	const rounds, clients = 8, 48
 	log := slog.New(slog.NewTextHandler(&logLines{}, nil))
@@ -264,6 +266,27 @@ func TestEmbeddedBrokerCloseWhileClientsLeave(t *testing.T) {
 				default:
 					b.srv.Clients.Delete("gone")
 				}
+			}
+		}()
+		// New clients arrive as it closes, some still in their handshake
+		// when it does: mochi's close waits on its count of clients, which
+		// each adds itself to on its own goroutine.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				c, err := net.DialTimeout("tcp", b.dialAddr, time.Second)
+				if err != nil {
+					continue // closed: keep trying until the close returned
+				}
+				c.Write(mqttConnect(4, fmt.Sprintf("late%d-%d", round, i), "", ""))
+				c.Close()
 			}
 		}()
 		closed := make(chan struct{})
