@@ -102,22 +102,19 @@ func parseLifetime(v string) (time.Duration, error) {
 
 func (c *cli) appPublish(ctx context.Context, args []string) error {
 	f := newFlags("app publish")
-	pos, err := f.parse(args)
+	arg, err := f.parseOne(args, "one CLIENT_ID")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("app publish takes one CLIENT_ID")
 	}
 	db, err := openStore(ctx, *f.config)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := db.PublishApp(ctx, pos[0]); err != nil {
+	if err := db.PublishApp(ctx, arg); err != nil {
 		return errors.New(bridge.ErrorMessage(err))
 	}
-	fmt.Fprintf(c.stdout, "app %s published\n", pos[0])
+	fmt.Fprintf(c.stdout, "app %s published\n", arg)
 	return nil
 }
 
@@ -219,12 +216,9 @@ func (c *cli) appList(ctx context.Context, args []string) error {
 func (c *cli) appRotateSecret(ctx context.Context, args []string) error {
 	f := newFlags("app rotate-secret")
 	asJSON := f.Bool("json", false, "print JSON")
-	pos, err := f.parse(args)
+	arg, err := f.parseOne(args, "one CLIENT_ID")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("app rotate-secret takes one CLIENT_ID")
 	}
 	db, err := openStore(ctx, *f.config)
 	if err != nil {
@@ -232,37 +226,34 @@ func (c *cli) appRotateSecret(ctx context.Context, args []string) error {
 	}
 	defer db.Close()
 	secret := oauth.NewSecret()
-	if err := db.SetAppSecret(ctx, pos[0], oauth.Hash(secret)); err != nil {
+	if err := db.SetAppSecret(ctx, arg, oauth.Hash(secret)); err != nil {
 		return errors.New(bridge.ErrorMessage(err))
 	}
 	if *asJSON {
-		return json.NewEncoder(c.stdout).Encode(map[string]string{"client_id": pos[0], "client_secret": secret})
+		return json.NewEncoder(c.stdout).Encode(map[string]string{"client_id": arg, "client_secret": secret})
 	}
-	fmt.Fprintf(c.stdout, "client_id:     %s\nclient_secret: %s\n(the old secret no longer works; the new one is shown only now)\n", pos[0], secret)
+	fmt.Fprintf(c.stdout, "client_id:     %s\nclient_secret: %s\n(the old secret no longer works; the new one is shown only now)\n", arg, secret)
 	return nil
 }
 
 func (c *cli) appDelete(ctx context.Context, args []string) error {
 	f := newFlags("app delete")
-	pos, err := f.parse(args)
+	arg, err := f.parseOne(args, "one CLIENT_ID")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("app delete takes one CLIENT_ID")
 	}
 	db, err := openStore(ctx, *f.config)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	ins, err := db.FindInstallations(ctx, store.InstallationFilter{ClientID: pos[0]})
+	ins, err := db.FindInstallations(ctx, store.InstallationFilter{ClientID: arg})
 	if err != nil {
 		return err
 	}
-	if err := db.DeleteApp(ctx, pos[0]); err != nil {
+	if err := db.DeleteApp(ctx, arg); err != nil {
 		return errors.New(bridge.ErrorMessage(err))
 	}
-	fmt.Fprintf(c.stdout, "app %s deleted; %s uninstalled, their tokens no longer work\n", pos[0], plural(len(ins), "installation"))
+	fmt.Fprintf(c.stdout, "app %s deleted; %s uninstalled, their tokens no longer work\n", arg, plural(len(ins), "installation"))
 	return nil
 }

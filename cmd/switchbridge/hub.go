@@ -157,12 +157,9 @@ func orDash(s string) string {
 func (c *cli) hubRotateSecret(ctx context.Context, args []string) error {
 	f := newFlags("hub rotate-secret")
 	asJSON := f.Bool("json", false, "print JSON")
-	pos, err := f.parse(args)
+	arg, err := f.parseOne(args, "one hub ID")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("hub rotate-secret takes one hub ID")
 	}
 	db, err := openPlatformStore(ctx, *f.config)
 	if err != nil {
@@ -170,30 +167,27 @@ func (c *cli) hubRotateSecret(ctx context.Context, args []string) error {
 	}
 	defer db.Close()
 	secret := oauth.NewSecret()
-	if err := db.SetHubSecret(ctx, pos[0], oauth.Hash(secret)); err != nil {
+	if err := db.SetHubSecret(ctx, arg, oauth.Hash(secret)); err != nil {
 		return errors.New(bridge.ErrorMessage(err))
 	}
-	return c.printHubSecret(pos[0], secret, *asJSON)
+	return c.printHubSecret(arg, secret, *asJSON)
 }
 
 func (c *cli) hubRemove(ctx context.Context, args []string) error {
 	f := newFlags("hub remove")
-	pos, err := f.parse(args)
+	arg, err := f.parseOne(args, "one hub ID")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("hub remove takes one hub ID")
 	}
 	db, err := openPlatformStore(ctx, *f.config)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	n, err := db.RemoveHub(ctx, pos[0])
+	n, err := db.RemoveHub(ctx, arg)
 	if err != nil {
 		return errors.New(bridge.ErrorMessage(err))
 	}
-	fmt.Fprintf(c.stdout, "hub %s removed; %s in its locations uninstalled\n", pos[0], plural(n, "installation"))
+	fmt.Fprintf(c.stdout, "hub %s removed; %s in its locations uninstalled\n", arg, plural(n, "installation"))
 	return nil
 }

@@ -160,21 +160,18 @@ func lastUsed(t time.Time) string {
 
 func (c *cli) installationDelete(ctx context.Context, args []string) error {
 	f := newFlags("installation delete")
-	pos, err := f.parse(args)
+	arg, err := f.parseOne(args, "one installation ID (see installation list)")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("installation delete takes one installation ID (see installation list)")
 	}
 	db, err := openStore(ctx, *f.config)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := db.Uninstall(ctx, pos[0]); err != nil {
+	if err := db.Uninstall(ctx, arg); err != nil {
 		return errors.New(bridge.ErrorMessage(err))
 	}
-	fmt.Fprintf(c.stdout, "installation %s deleted; its tokens no longer work\n", pos[0])
+	fmt.Fprintf(c.stdout, "installation %s deleted; its tokens no longer work\n", arg)
 	return nil
 }

@@ -167,6 +167,19 @@ func newFlags(name string) *flags {
 	return &flags{FlagSet: fs, config: fs.String("config", DefaultConfig, "config file")}
 }
 
+// parseOne parses args of a command that takes exactly one positional
+// argument, described by what ("one NAME"), and returns it.
+func (f *flags) parseOne(args []string, what string) (string, error) {
+	pos, err := f.parse(args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 {
+		return "", usageErr("%s takes %s", f.Name(), what)
+	}
+	return pos[0], nil
+}
+
 // parse parses args and returns the positional arguments, wherever they were.
 func (f *flags) parse(args []string) ([]string, error) {
 	var pos []string

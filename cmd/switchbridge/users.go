@@ -26,17 +26,14 @@ func (c *cli) userAdd(ctx context.Context, args []string) error {
 	f := newFlags("user add")
 	var locs locationIDs
 	f.Var(&locs, "location", "location id the user belongs to (repeatable)")
-	pos, err := f.parse(args)
+	arg, err := f.parseOne(args, "one NAME")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("user add takes one NAME")
 	}
 	if len(locs) == 0 {
 		return usageErr("user add needs at least one --location ID")
 	}
-	name := pos[0]
+	name := arg
 	if err := validName(name); err != nil {
 		return err
 	}
@@ -146,47 +143,41 @@ func (c *cli) userList(ctx context.Context, args []string) error {
 
 func (c *cli) userPasswd(ctx context.Context, args []string) error {
 	f := newFlags("user passwd")
-	pos, err := f.parse(args)
+	arg, err := f.parseOne(args, "one NAME")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("user passwd takes one NAME")
 	}
 	db, err := openStore(ctx, *f.config)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if _, err := db.UserByName(ctx, pos[0]); err != nil {
+	if _, err := db.UserByName(ctx, arg); err != nil {
 		return errors.New(bridge.ErrorMessage(err))
 	}
-	hash, err := c.newPasswordHash("New password for " + pos[0])
+	hash, err := c.newPasswordHash("New password for " + arg)
 	if err != nil {
 		return err
 	}
-	if err := db.SetPassword(ctx, pos[0], hash); err != nil {
+	if err := db.SetPassword(ctx, arg, hash); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "password of %s changed\n", pos[0])
+	fmt.Fprintf(c.stdout, "password of %s changed\n", arg)
 	return nil
 }
 
 func (c *cli) userDelete(ctx context.Context, args []string) error {
 	f := newFlags("user delete")
-	pos, err := f.parse(args)
+	arg, err := f.parseOne(args, "one NAME")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("user delete takes one NAME")
 	}
 	db, err := openStore(ctx, *f.config)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	u, err := db.UserByName(ctx, pos[0])
+	u, err := db.UserByName(ctx, arg)
 	if err != nil {
 		return errors.New(bridge.ErrorMessage(err))
 	}
@@ -194,11 +185,11 @@ func (c *cli) userDelete(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := db.DeleteUser(ctx, pos[0]); err != nil {
+	if err := db.DeleteUser(ctx, arg); err != nil {
 		return errors.New(bridge.ErrorMessage(err))
 	}
 	fmt.Fprintf(c.stdout, "user %s deleted; %s uninstalled, their tokens no longer work (a login in progress ends at its next page)\n",
-		pos[0], plural(len(ins), "installation"))
+		arg, plural(len(ins), "installation"))
 	return nil
 }
 
@@ -207,12 +198,9 @@ func (c *cli) userLocations(ctx context.Context, args []string) error {
 	var add, remove locationIDs
 	f.Var(&add, "add", "a location id to add the user to (repeatable)")
 	f.Var(&remove, "remove", "a location id to remove the user from, uninstalling what they installed there (repeatable)")
-	pos, err := f.parse(args)
+	arg, err := f.parseOne(args, "one NAME")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageErr("user locations takes one NAME")
 	}
 	cfg, db, err := openConfigStore(ctx, *f.config)
 	if err != nil {
@@ -228,7 +216,7 @@ func (c *cli) userLocations(ctx context.Context, args []string) error {
 			return fmt.Errorf("location %d is neither in %s nor held by a hub of this platform", l, cfg.File)
 		}
 	}
-	name := pos[0]
+	name := arg
 	if _, err := db.UserByName(ctx, name); err != nil {
 		return errors.New(bridge.ErrorMessage(err))
 	}
