@@ -12,38 +12,6 @@ import (
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
 
-// mqttFrame frames an MQTT packet body with its first byte and remaining
-// length.
-func mqttFrame(first byte, body []byte) []byte {
-	out := []byte{first}
-	for n := len(body); ; {
-		b := byte(n % 128)
-		n /= 128
-		if n > 0 {
-			b |= 0x80
-		}
-		out = append(out, b)
-		if n == 0 {
-			break
-		}
-	}
-	return append(out, body...)
-}
-
-func mqttStr(s string) []byte { return append([]byte{byte(len(s) >> 8), byte(len(s))}, s...) }
-
-// mqttLogin is a CONNECT with a login at protocol level 4 (3.1.1) or 5.
-func mqttLogin(level byte, clientID, user, pass string) []byte {
-	body := append(mqttStr("MQTT"), level, 0xC2, 0, 30)
-	if level == 5 {
-		body = append(body, 0)
-	}
-	body = append(body, mqttStr(clientID)...)
-	body = append(body, mqttStr(user)...)
-	body = append(body, mqttStr(pass)...)
-	return mqttFrame(0x10, body)
-}
-
 // FuzzDaemonBroker sends arbitrary bytes to the embedded broker of a
 // running daemon (MQTT 5 on, where mochi's decoders have panicked), raw or
 // after a valid MQTT 3.1.1 or 5 login. Whatever the bytes, the daemon must
@@ -71,13 +39,13 @@ locations:
 		after5
 	)
 	f.Add(byte(raw), []byte{0x10, 0xFF, 0xFF, 0xFF, 0x7F})
-	f.Add(byte(raw), mqttLogin(5, "x", "plug", "s3cret"))
-	f.Add(byte(after311), mqttFrame(0x82, append([]byte{0, 1}, append(mqttStr("cmnd/tas1/#"), 1)...)))
-	f.Add(byte(after311), mqttFrame(0x31, append(mqttStr("cmnd/tas1/POWER"), "ON"...)))
+	f.Add(byte(raw), mqtttest.Connect(5, "x", "plug", "s3cret"))
+	f.Add(byte(after311), mqtttest.Packet(0x82, append([]byte{0, 1}, append(mqtttest.String("cmnd/tas1/#"), 1)...)))
+	f.Add(byte(after311), mqtttest.Packet(0x31, append(mqtttest.String("cmnd/tas1/POWER"), "ON"...)))
 	// A SUBSCRIBE whose property length (4) is shorter than its user
 	// property: mochi v2.7.9 reads past the packet and panics.
-	f.Add(byte(after5), mqttFrame(0x82, []byte{0, 1, 4, 0x26, 0, 1, 'a', 0, 1, 'b'}))
-	f.Add(byte(after5), mqttFrame(0x82, []byte{0, 1, 0, 0, 1, 'a'})) // a filter without its options byte
+	f.Add(byte(after5), mqtttest.Packet(0x82, []byte{0, 1, 4, 0x26, 0, 1, 'a', 0, 1, 'b'}))
+	f.Add(byte(after5), mqtttest.Packet(0x82, []byte{0, 1, 0, 0, 1, 'a'})) // a filter without its options byte
 
 	f.Fuzz(func(t *testing.T, mode byte, data []byte) {
 		if len(data) > 1<<16 {
@@ -86,9 +54,9 @@ locations:
 		var login []byte
 		switch mode % 3 {
 		case after311:
-			login = mqttLogin(4, "fuzz", "plug", "s3cret")
+			login = mqtttest.Connect(4, "fuzz", "plug", "s3cret")
 		case after5:
-			login = mqttLogin(5, "fuzz", "plug", "s3cret")
+			login = mqtttest.Connect(5, "fuzz", "plug", "s3cret")
 		}
 		c, err := net.DialTimeout("tcp", mqttAddr, 2*time.Second)
 		if err != nil {

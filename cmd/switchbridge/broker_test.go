@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
 
 // TestDaemonSurvivesHostileBrokerClients runs the real daemon with its
@@ -86,32 +88,8 @@ locations:
 	}
 }
 
-func mqttString(s string) []byte { return append([]byte{byte(len(s) >> 8), byte(len(s))}, s...) }
-
-// packet frames body with its first byte and remaining length.
-func packet(first byte, body []byte) []byte {
-	out := []byte{first}
-	for n := len(body); ; {
-		b := byte(n % 128)
-		if n /= 128; n > 0 {
-			b |= 0x80
-		}
-		out = append(out, b)
-		if n == 0 {
-			break
-		}
-	}
-	return append(out, body...)
-}
-
-// connectPacket is a clean-session CONNECT with a login, at protocol level
-// 4 (3.1.1) or 5.
-func connectPacket(level byte, clientID, user, pass string) []byte {
-	b := append(mqttString("MQTT"), level, 0xC2, 0, 30)
-	if level == 5 {
-		b = append(b, 0) // no properties
-	}
-	b = append(b, mqttString(clientID)...)
-	b = append(b, mqttString(user)...)
-	return packet(0x10, append(b, mqttString(pass)...))
-}
+// The raw packet builders, under the names these tests use.
+var (
+	packet        = mqtttest.Packet
+	connectPacket = mqtttest.Connect
+)

@@ -53,44 +53,12 @@ func openDriver(t testing.TB, mqttSection string, switches ...string) *driver {
 
 // ---- raw MQTT, for what paho will not send
 
-func mqttString(s string) []byte { return append([]byte{byte(len(s) >> 8), byte(len(s))}, s...) }
-
-// mqttPacket frames body with its first byte and remaining length.
-func mqttPacket(first byte, body []byte) []byte {
-	out := []byte{first}
-	n := len(body)
-	for {
-		b := byte(n % 128)
-		n /= 128
-		if n > 0 {
-			b |= 0x80
-		}
-		out = append(out, b)
-		if n == 0 {
-			break
-		}
-	}
-	return append(out, body...)
-}
-
-// mqttConnect is a CONNECT (clean session, keepalive 30 s) at protocol
-// level 4 (3.1.1) or 5, with a login when user is not empty.
-func mqttConnect(level byte, clientID, user, pass string) []byte {
-	flags := byte(0x02)
-	if user != "" {
-		flags |= 0xC0
-	}
-	body := append(mqttString("MQTT"), level, flags, 0, 30)
-	if level == 5 {
-		body = append(body, 0) // no properties
-	}
-	body = append(body, mqttString(clientID)...)
-	if user != "" {
-		body = append(body, mqttString(user)...)
-		body = append(body, mqttString(pass)...)
-	}
-	return mqttPacket(0x10, body)
-}
+// The raw packet builders, under the names these tests use.
+var (
+	mqttString  = mqtttest.String
+	mqttPacket  = mqtttest.Packet
+	mqttConnect = mqtttest.Connect
+)
 
 // malformedSubscribe is an MQTT 5 SUBSCRIBE whose property length (4) is
 // shorter than its one user property, which runs on into the topic filter:
