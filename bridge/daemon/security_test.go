@@ -551,3 +551,95 @@ func TestPKCEOnlyApp(t *testing.T) {
 	_, err = cfg.Exchange(context.Background(), plain)
 	assertOAuthError(t, err, "invalid_grant")
 }
+
+// TestPasswordSprayFromOneAddressIsSlowed: one address failing across many
+// user names is slowed for every name, the right password of another user
+// included; another address is not.
+func TestPasswordSprayFromOneAddressIsSlowed(t *testing.T) {
+	h := daemontest.StartWithServer(t, "  trusted_proxies: [127.0.0.1]\n", hubConfig)
+	alice := h.AddUser(t, "alice", "alice-pw", 1)
+	h.AddUser(t, "bob", "bob-pw", 1)
+	app := h.AddApp(t, alice, true, redirect)
+	authURL := h.OAuthConfig(app).AuthCodeURL("s")
+	via := func(xff string) *daemontest.Browser {
+		return h.NewBrowser(daemontest.WithHeader("X-Forwarded-For", xff))
+	}
+	const addrFree = 10 // the address's allowance across names
+	for i := range addrFree {
+		if body := tryLogin(t, via("198.51.100.7"), authURL, fmt.Sprintf("user%d", i), "guess"); !strings.Contains(body, wrongPw) {
+			t.Fatalf("guess %d: %.300s", i, body)
+		}
+	}
+	if body := tryLogin(t, via("198.51.100.7"), authURL, "bob", "bob-pw"); !strings.Contains(body, throttled) {
+		t.Errorf("after %d names failed from one address, another user's login from it is not slowed:\n%.300s", addrFree, body)
+	}
+	if body := tryLogin(t, via("198.51.100.8"), authURL, "bob", "bob-pw"); !strings.Contains(body, consented) {
+		t.Errorf("bob from another address is slowed:\n%.300s", body)
+	}
+}
+
+// TestManyAddressesGuessingOneUser: one guess each from many addresses
+// uses up the user name's allowance: logins as alice from browsers that
+// never logged in as her then wait, but the browser she logged in from
+// before gets in at once, even from an attacking address.
+func TestManyAddressesGuessingOneUser(t *testing.T) {
+	h := daemontest.StartWithServer(t, "  trusted_proxies: [127.0.0.1]\n", hubConfig)
+	alice := h.AddUser(t, "alice", "alice-pw", 1)
+	h.AddUser(t, "bob", "bob-pw", 1)
+	app := h.AddApp(t, alice, true, redirect)
+	authURL := h.OAuthConfig(app).AuthCodeURL("s")
+	via := func(xff string) *daemontest.Browser {
+		return h.NewBrowser(daemontest.WithHeader("X-Forwarded-For", xff))
+	}
+	// Alice's browser, at home: a successful login leaves a device cookie.
+	home := via("203.0.113.5")
+	if body := tryLogin(t, home, authURL, "alice", "alice-pw"); !strings.Contains(body, consented) {
+		t.Fatalf("alice's first login:\n%.300s", body)
+	}
+	loginURL := mustParse(t, h.URL+"/oauth/login")
+	var device []*http.Cookie
+	for _, c := range home.Jar.Cookies(loginURL) {
+		if strings.HasSuffix(c.Name, "_device") {
+			device = append(device, c)
+		}
+	}
+	if len(device) != 1 {
+		t.Errorf("no device cookie after a login: %v", home.Jar.Cookies(loginURL))
+	}
+
+	const userFree, addresses = 10, 30
+	checked := 0
+	for i := range addresses {
+		switch body := tryLogin(t, via(fmt.Sprintf("198.51.100.%d", i+1)), authURL, "alice", "guess"); {
+		case strings.Contains(body, wrongPw):
+			checked++
+		case !strings.Contains(body, throttled):
+			t.Fatalf("guess %d: %.300s", i, body)
+		}
+	}
+	if checked != userFree {
+		t.Errorf("%d addresses got %d password checks for one user, want %d", addresses, checked, userFree)
+	}
+	if body := tryLogin(t, via("192.0.2.50"), authURL, "alice", "alice-pw"); !strings.Contains(body, throttled) {
+		t.Errorf("a browser that never logged in as alice is not slowed once her name's allowance is spent")
+	}
+	if body := tryLogin(t, via("192.0.2.51"), authURL, "bob", "bob-pw"); !strings.Contains(body, consented) {
+		t.Errorf("bob is slowed by the guesses at alice:\n%.300s", body)
+	}
+	// Her browser later (its session gone, the device cookie kept), even
+	// from one of the attacking addresses.
+	again := via("198.51.100.1")
+	again.Jar.SetCookies(loginURL, device)
+	if body := tryLogin(t, again, authURL, "alice", "alice-pw"); !strings.Contains(body, consented) {
+		t.Errorf("alice is locked out of the browser she logged in from before:\n%.300s", body)
+	}
+	// The device cookie is alice's only: it does not help a guess at bob.
+	thief := via("198.51.100.2")
+	thief.Jar.SetCookies(loginURL, device)
+	for range 5 { // bob's allowance at one address
+		tryLogin(t, thief, authURL, "bob", "guess")
+	}
+	if body := tryLogin(t, thief, authURL, "bob", "bob-pw"); !strings.Contains(body, throttled) {
+		t.Errorf("alice's device cookie exempts logins as bob")
+	}
+}

@@ -31,6 +31,13 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	f, id, back, clientID := p.f, p.sessionID, p.back, p.clientID()
 	name := f.Get("username")
 	keys := newLoginKeys(name, s.clientKey(r))
+	if cookie(r, deviceCookie, s.secure()) != "" {
+		// A browser the user logged in from before: only its own
+		// allowance counts (device.go).
+		if u, err := s.users.UserByName(r.Context(), name); err == nil {
+			keys = keys.fromDevice(s.device(r, u))
+		}
+	}
 	if wait := s.throttle.wait(s.now(), keys); wait > 0 {
 		s.logger.Warn("login refused: too many failed logins", "client_id", clientID, "retry_after_seconds", int(wait.Seconds()+1))
 		s.throttled(w, r, back, wait)
@@ -59,8 +66,8 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	if err != nil {
 		if s.throttle.fail(s.now(), keys) {
-			s.logger.Warn("many failed logins for one user name from several addresses: someone is guessing its password; "+
-				"each address now gets one free try", "failures_per_hour", userAttack)
+			s.logger.Warn("many failed logins for one user name: someone may be guessing its password; "+
+				"logins as that user now wait, except from browsers the user logged in from before", "failures", userFree)
 		}
 		s.observe("authorization_denied", "bad_login")
 		// The typed name is logged only when it is a user: a password typed
@@ -75,6 +82,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.throttle.succeed(keys)
+	s.rememberDevice(w, r, user)
 	nid, _ := s.sessions.start(id, user)
 	setCookie(w, sessionCookie, nid, sessionLifetime, s.secure())
 	http.Redirect(w, r, back, http.StatusSeeOther)

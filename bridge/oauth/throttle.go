@@ -9,42 +9,42 @@ import (
 )
 
 // Login throttling slows password guessing without handing anyone a way to
-// lock a user out. A lock on the user name alone is such a way: five wrong
-// passwords from anywhere would keep the real user out from everywhere.
-// So failures count against three keys, and only the first two ever make
-// a login wait:
+// lock a user out of a browser they use. A lock on the user name alone is
+// such a way: wrong passwords from anywhere would keep the real user out
+// from everywhere. So failures count against four keys:
 //
 //   - the (user name, address) pair: pairFree failures are free, then each
 //     further try must wait a delay that doubles with every failure, from
 //     firstDelay up to maxDelay. An attacker at one address gets a few
-//     guesses an hour; the user at any other address is not slowed at all.
+//     guesses an hour at one name.
 //   - the address, across all names: addrFree failures, then the same
 //     delays. It stops one address spraying guesses over many names. It
-//     can only slow people who share the attacker's address (a household
-//     behind one NAT, or everyone behind a reverse proxy not listed in
-//     server.trusted_proxies), which is why its allowance is higher.
-//   - the user name, across all addresses: when more than userAttack
-//     failures for one name arrive within userWindow (someone is guessing
-//     from many addresses), every pair of that name gets only
-//     pairFreeUnderAttack free failures instead of pairFree. A pair that has
-//     not failed still gets its try at once, so the user from a clean
-//     address is never kept out: a cap that refused clean addresses too
-//     would be the lockout weapon again. The price is that an attacker
-//     with many addresses gets about one guess per address per delay;
-//     the hub logs the attack so the owner can act.
+//     also slows people who share the attacker's address (a household
+//     behind one NAT), except in browsers they have logged in from before.
+//   - the user name, across all addresses: userFree failures, then the same
+//     delays, so many addresses guessing one password get about one guess
+//     per delay between them, not one per address.
+//   - a device: a browser in which the user has logged in before carries a
+//     device cookie for that user (device.go, the OWASP "device cookie"
+//     pattern). Its logins as that user count only against the device key,
+//     with deviceFree free failures, and never against the three keys
+//     above: whatever an attacker does elsewhere, the user's own browser
+//     keeps its own allowance. A stolen cookie is worth deviceFree guesses
+//     and then the same delays.
 //
 // An address is the client's, behind trusted proxies (clientAddr), and an
-// IPv6 client counts by its /64. A correct password clears its pair.
+// IPv6 client counts by its /64. A correct password clears the pair, the
+// name's count and the device's.
 const (
-	pairFree            = 5
-	pairFreeUnderAttack = 1
-	addrFree            = 30
-	firstDelay          = 30 * time.Second
-	maxDelay            = 15 * time.Minute
-	userAttack          = 100
-	userWindow          = time.Hour
-	forgetAfter         = 24 * time.Hour // a key without failures for this long starts over
-	maxThrottled        = 10000
+	pairFree    = 5
+	addrFree    = 10
+	userFree    = 10
+	deviceFree  = 5
+	firstDelay  = 30 * time.Second
+	maxDelay    = 15 * time.Minute
+	forgetAfter = 24 * time.Hour // a key without failures for this long starts over
+	// maxThrottled bounds the table; the least recently failed key goes first.
+	maxThrottled = 10000
 
 	maxBcryptJobs = 2 // bcrypt is slow on a Pi; more at once only queues on the CPU
 	// maxBcryptQueue bounds the logins waiting for a password check: more
@@ -66,21 +66,42 @@ type throttle struct {
 type failures struct {
 	count int
 	last  time.Time
-	// For a user name: the failures since windowStart.
-	window      int
-	windowStart time.Time
 }
 
 // loginKeys are a login's throttling keys: its user name (case-folded, as
-// names are looked up) and its client address key.
-type loginKeys struct{ name, addr string }
+// names are looked up), its client address key, and the id of the
+// browser's valid device cookie for that user ("" when it has none).
+type loginKeys struct{ name, addr, device string }
 
-func (k loginKeys) pair() string     { return "pair:" + k.name + "\x00" + k.addr }
-func (k loginKeys) nameKey() string  { return "name:" + k.name }
-func (k loginKeys) addrOnly() string { return "addr:" + k.addr }
+func (k loginKeys) pair() string      { return "pair:" + k.name + "\x00" + k.addr }
+func (k loginKeys) nameKey() string   { return "name:" + k.name }
+func (k loginKeys) addrOnly() string  { return "addr:" + k.addr }
+func (k loginKeys) deviceKey() string { return "device:" + k.device }
 
 func newLoginKeys(name, addr string) loginKeys {
 	return loginKeys{name: strings.ToLower(name), addr: addr}
+}
+
+// fromDevice returns the keys of the same login from a browser whose
+// device cookie for the user has this id.
+func (k loginKeys) fromDevice(id string) loginKeys {
+	k.device = id
+	return k
+}
+
+// budget is a key and its free failures.
+type budget struct {
+	key  string
+	free int
+}
+
+// budgets are the keys a login counts against: its device's alone when it
+// has one, else the pair, the address and the name.
+func (k loginKeys) budgets() []budget {
+	if k.device != "" {
+		return []budget{{k.deviceKey(), deviceFree}}
+	}
+	return []budget{{k.pair(), pairFree}, {k.addrOnly(), addrFree}, {k.nameKey(), userFree}}
 }
 
 func newThrottle() *throttle {
@@ -101,54 +122,40 @@ func delay(count, free int) time.Duration {
 func (t *throttle) wait(now time.Time, k loginKeys) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	free := pairFree
-	if t.underAttackLocked(now, k) {
-		free = pairFreeUnderAttack
-	}
 	var longest time.Duration
-	for _, c := range []struct {
-		key  string
-		free int
-	}{{k.pair(), free}, {k.addrOnly(), addrFree}} {
-		f, ok := t.keys[c.key]
+	for _, b := range k.budgets() {
+		f, ok := t.keys[b.key]
 		if !ok || now.Sub(f.last) > forgetAfter {
 			continue
 		}
-		if until := f.last.Add(delay(f.count, c.free)); now.Before(until) {
+		if until := f.last.Add(delay(f.count, b.free)); now.Before(until) {
 			longest = max(longest, until.Sub(now))
 		}
 	}
 	return longest
 }
 
-func (t *throttle) underAttackLocked(now time.Time, k loginKeys) bool {
-	f, ok := t.keys[k.nameKey()]
-	return ok && now.Sub(f.windowStart) < userWindow && f.window >= userAttack
-}
-
-// fail counts a failed login. It reports whether this failure put the user
-// name under attack, so the caller can log it once.
-func (t *throttle) fail(now time.Time, k loginKeys) (attackStarted bool) {
+// fail counts a failed login. It reports whether this failure used up the
+// user name's allowance across addresses, so the caller can log it once.
+func (t *throttle) fail(now time.Time, k loginKeys) (nameSpent bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.keys) >= maxThrottled-3 {
 		t.evictLocked(now)
 	}
-	for _, key := range []string{k.pair(), k.addrOnly(), k.nameKey()} {
-		f := t.keys[key]
+	for _, b := range k.budgets() {
+		f := t.keys[b.key]
 		if f == nil || now.Sub(f.last) > forgetAfter {
 			f = &failures{}
-			t.keys[key] = f
+			t.keys[b.key] = f
 		}
 		f.count++
 		f.last = now
+		if b.key == k.nameKey() && f.count == userFree {
+			nameSpent = true
+		}
 	}
-	n := t.keys[k.nameKey()]
-	if now.Sub(n.windowStart) >= userWindow {
-		n.window, n.windowStart = 0, now
-	}
-	n.window++
-	return n.window == userAttack
+	return nameSpent
 }
 
 // evictLocked makes room: first what is forgotten anyway, then the quarter
@@ -177,13 +184,18 @@ func (t *throttle) evictLocked(now time.Time) {
 	}
 }
 
-// succeed forgets the failures of the pair after a correct login. The
-// address and the name keep theirs: an attacker who logs in to an account
-// of their own must not wipe out their address's record.
+// succeed forgets the failures of the pair, the name and the device after
+// a correct login: only someone who knows the password can clear them. The
+// address keeps its record: an attacker who logs in to an account of
+// their own must not wipe out their address's failures.
 func (t *throttle) succeed(k loginKeys) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.keys, k.pair())
+	delete(t.keys, k.nameKey())
+	if k.device != "" {
+		delete(t.keys, k.deviceKey())
+	}
 }
 
 // checkOutcome is how a bounded password check went.

@@ -32,12 +32,6 @@ func TestThrottleSchedule(t *testing.T) {
 	if w := th.wait(now.Add(firstDelay), k); w != 2*firstDelay {
 		t.Errorf("second delay = %s, want %s", w, 2*firstDelay)
 	}
-	for th.keys[k.addrOnly()].count < addrFree-1 { // short of the address allowance
-		th.fail(now.Add(firstDelay), k)
-	}
-	if w := th.wait(now.Add(firstDelay), k); w != maxDelay {
-		t.Errorf("delay grows past its cap: %s", w)
-	}
 	// Only this pair waits: the same user from another address, and
 	// another user from this address, do not.
 	if w := th.wait(now.Add(firstDelay), newLoginKeys("alice", "192.0.2.2")); w != 0 {
@@ -46,10 +40,21 @@ func TestThrottleSchedule(t *testing.T) {
 	if w := th.wait(now.Add(firstDelay), newLoginKeys("bob", "192.0.2.1")); w != 0 {
 		t.Errorf("bob from the attacker's address waits %s before the address allowance is used", w)
 	}
-	// A correct login clears the pair; failures are forgotten after a while.
+	for th.keys[k.pair()].count < pairFree+6 {
+		th.fail(now.Add(firstDelay), k)
+	}
+	if w := th.wait(now.Add(firstDelay), k); w != maxDelay {
+		t.Errorf("delay grows past its cap: %s", w)
+	}
+	// A correct login clears the pair and the name, not the address (an
+	// attacker logging in to an account of their own); failures are
+	// forgotten after a while.
 	th.succeed(k)
-	if w := th.wait(now.Add(firstDelay), k); w != 0 {
-		t.Errorf("pair still waiting after a success: %s", w)
+	if th.keys[k.pair()] != nil || th.keys[k.nameKey()] != nil {
+		t.Errorf("pair or name still counted after a success")
+	}
+	if w := th.wait(now.Add(firstDelay), newLoginKeys("bob", "192.0.2.1")); w == 0 {
+		t.Errorf("a success cleared the address's failures")
 	}
 	other := newLoginKeys("carol", "192.0.2.9")
 	for i := 0; i < pairFree-1; i++ {
@@ -77,34 +82,68 @@ func TestThrottleAddressSpray(t *testing.T) {
 	}
 }
 
-// TestThrottleUnderAttack: failures for one name from many addresses cut
-// every pair's allowance to one, but an address that has not failed still
-// gets its try at once.
-func TestThrottleUnderAttack(t *testing.T) {
+// TestThrottleUserBudget: failures for one name from many addresses, one
+// each, use up the name's allowance: then every address without a device
+// cookie waits, and other names do not.
+func TestThrottleUserBudget(t *testing.T) {
 	th := newThrottle()
 	now := time.Unix(1_000_000, 0)
-	started := 0
-	for i := 0; i < userAttack; i++ {
+	spent := 0
+	for i := 0; i < userFree; i++ {
+		if w := th.wait(now, newLoginKeys("alice", fmt.Sprintf("198.51.100.%d", i))); w != 0 {
+			t.Fatalf("guess %d from a fresh address waits %s", i, w)
+		}
 		if th.fail(now, newLoginKeys("alice", fmt.Sprintf("198.51.100.%d", i))) {
-			started++
+			spent++
 		}
 	}
-	if started != 1 {
-		t.Errorf("the attack was reported %d times, want once", started)
+	if spent != 1 {
+		t.Errorf("the spent allowance was reported %d times, want once", spent)
 	}
-	if w := th.wait(now, newLoginKeys("alice", "198.51.100.1")); w != firstDelay {
-		t.Errorf("an attacking address with one failure waits %s, want %s", w, firstDelay)
+	if w := th.wait(now, newLoginKeys("Alice", "203.0.113.1")); w != firstDelay {
+		t.Errorf("a fresh address waits %s once the name's allowance is spent, want %s", w, firstDelay)
 	}
-	if w := th.wait(now, newLoginKeys("alice", "203.0.113.1")); w != 0 {
-		t.Errorf("alice from a clean address waits %s under attack", w)
+	if w := th.wait(now, newLoginKeys("alice", "203.0.113.1").fromDevice("dev1")); w != 0 {
+		t.Errorf("alice's own browser waits %s", w)
 	}
 	if w := th.wait(now, newLoginKeys("bob", "198.51.100.1")); w != 0 {
-		t.Errorf("another name is slowed by alice's attack: %s", w)
+		t.Errorf("another name is slowed by alice's: %s", w)
 	}
-	// The attack ends with its window.
-	later := now.Add(userWindow)
-	if w := th.wait(later, newLoginKeys("alice", "198.51.100.1")); w != 0 {
-		t.Errorf("after the window, one failure still waits %s", w)
+	if w := th.wait(now.Add(forgetAfter+time.Second), newLoginKeys("alice", "203.0.113.1")); w != 0 {
+		t.Errorf("a day later, the name still waits %s", w)
+	}
+	// A correct password (only the user knows it) clears the name's count.
+	th.succeed(newLoginKeys("alice", "203.0.113.1"))
+	if w := th.wait(now, newLoginKeys("alice", "203.0.113.1")); w != 0 {
+		t.Errorf("after alice logged in, the name still waits %s", w)
+	}
+}
+
+// TestThrottleDevice: a browser's device cookie has an allowance of its
+// own; its failures do not reach the pair, the address or the name, and
+// nobody else's reach it.
+func TestThrottleDevice(t *testing.T) {
+	th := newThrottle()
+	now := time.Unix(1_000_000, 0)
+	k := newLoginKeys("alice", "192.0.2.1")
+	for i := 0; i < addrFree+userFree; i++ { // the pair, the address and the name all spent
+		th.fail(now, newLoginKeys("alice", fmt.Sprintf("192.0.2.%d", i%2)))
+	}
+	dev := k.fromDevice("dev1")
+	if w := th.wait(now, dev); w != 0 {
+		t.Fatalf("the user's browser waits %s at the attacker's address", w)
+	}
+	for i := 0; i < deviceFree; i++ {
+		th.fail(now, dev) // a stolen cookie
+	}
+	if w := th.wait(now, dev); w != firstDelay {
+		t.Errorf("a device past its allowance waits %s, want %s", w, firstDelay)
+	}
+	if w := th.wait(now, k.fromDevice("dev2")); w != 0 {
+		t.Errorf("another device of the user waits %s", w)
+	}
+	if n := th.keys[newLoginKeys("bob", "192.0.2.7").addrOnly()]; n != nil {
+		t.Errorf("device failures counted against an address")
 	}
 }
 
