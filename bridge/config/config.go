@@ -104,6 +104,24 @@ type TLS struct {
 	// fullchain.pem); KeyFile its private key (privkey.pem).
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
+	// HSTSMaxAge is the max-age of the Strict-Transport-Security header
+	// the hub sends when it serves HTTPS itself; nil: DefaultHSTSMaxAge,
+	// 0: no header.
+	HSTSMaxAge *Duration `yaml:"hsts_max_age"`
+}
+
+// DefaultHSTSMaxAge is modest on purpose: a browser that saw the header
+// refuses plain HTTP to the host for that long, so a hub moved back to
+// plain HTTP (or behind a proxy on another port) is out of reach for at
+// most a week, while a user who logs in now and then stays protected.
+const DefaultHSTSMaxAge = 7 * 24 * time.Hour
+
+// HSTS returns the Strict-Transport-Security max-age to send, 0 for none.
+func (t TLS) HSTS() time.Duration {
+	if t.HSTSMaxAge == nil {
+		return DefaultHSTSMaxAge
+	}
+	return t.HSTSMaxAge.Std()
 }
 
 // Enabled reports whether the config asks for TLS.
@@ -426,6 +444,9 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 		c.TLSLine = n.Line
 		if c.Server.TLS.CertFile == "" || c.Server.TLS.KeyFile == "" {
 			ps.Add(n, "server.tls needs both cert_file and key_file")
+		}
+		if h := c.Server.TLS.HSTSMaxAge; h != nil && (*h < 0 || h.Std()%time.Second != 0) {
+			ps.Add(line("server", "tls", "hsts_max_age"), "server.tls.hsts_max_age must be whole seconds, 0 or more (0s: no Strict-Transport-Security), not %s", h.Std())
 		}
 	}
 	if c.Server.CommandTimeout < 0 || c.Server.ShutdownTimeout < 0 {

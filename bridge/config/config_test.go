@@ -229,6 +229,15 @@ func TestTLSKeys(t *testing.T) {
 	if cfg, err := config.Parse([]byte("server:\n  public_url: HTTPS://hub.example\n  tls: {cert_file: c, key_file: k}\n"+base), "x.yaml"); err != nil || cfg.AdvertisedURL("") != "HTTPS://hub.example" {
 		t.Errorf("https public_url in capitals refused: %v", err)
 	}
+	if cfg.Server.TLS.HSTS() != config.DefaultHSTSMaxAge {
+		t.Errorf("HSTS max-age by default = %s, want %s", cfg.Server.TLS.HSTS(), config.DefaultHSTSMaxAge)
+	}
+	for v, want := range map[string]time.Duration{"0s": 0, "24h": 24 * time.Hour} {
+		cfg, err := config.Parse([]byte("server:\n  tls: {cert_file: c, key_file: k, hsts_max_age: "+v+"}\n"+base), "x.yaml")
+		if err != nil || cfg.Server.TLS.HSTS() != want {
+			t.Errorf("hsts_max_age %s: %v, %v", v, cfg.Server.TLS.HSTS(), err)
+		}
+	}
 	if cfg, err := config.Parse([]byte(base), "x.yaml"); err != nil || cfg.Server.TLS.Enabled() || cfg.TLSLine != 0 {
 		t.Errorf("no tls section: enabled %v, line %d, %v", cfg.Server.TLS.Enabled(), cfg.TLSLine, err)
 	}
@@ -240,6 +249,8 @@ func TestTLSKeys(t *testing.T) {
 		"server:\n  tls: {key_file: k}\n":                                                    `x.yaml:2: server.tls needs both cert_file and key_file`,
 		"server:\n  tls:\n":                                                                  `x.yaml:2: server.tls needs both cert_file and key_file`,
 		"server:\n  tls: {cert_file: c, key_file: k, ca_file: x}\n":                          `x.yaml:2: unknown key "ca_file" in server.tls`,
+		"server:\n  tls: {cert_file: c, key_file: k, hsts_max_age: -1s}\n":                   `server.tls.hsts_max_age must be whole seconds, 0 or more`,
+		"server:\n  tls: {cert_file: c, key_file: k, hsts_max_age: 1500ms}\n":                `server.tls.hsts_max_age must be whole seconds, 0 or more`,
 	} {
 		_, err := config.Parse([]byte(src+base), "x.yaml")
 		if err == nil || !strings.Contains(err.Error(), want) {

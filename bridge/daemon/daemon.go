@@ -206,6 +206,9 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	// Instrument wraps the mux itself: it reads the matched route pattern
 	// from the request the mux was given.
 	d.handler = refuseTransferEncoding(d.Metrics.Instrument(mux))
+	if d.certs != nil && cfg.Server.TLS.HSTS() > 0 {
+		d.handler = strictTransportSecurity(d.handler, cfg.Server.TLS.HSTS())
+	}
 
 	d.server = &http.Server{
 		Handler: d.handler,

@@ -27,6 +27,20 @@ func refuseTransferEncoding(next http.Handler) http.Handler {
 	})
 }
 
+// strictTransportSecurity tells browsers to reach the hub over HTTPS only,
+// for maxAge (RFC 6797), on every answer of the TLS listener: a browser
+// that was once on the hub's https address then never sends the login
+// form or its cookies over plain HTTP, even when a neighbour on the LAN
+// redirects it there. Without includeSubDomains: the hub speaks for its
+// own host name only, not for the other hosts of a home domain.
+func strictTransportSecurity(next http.Handler, maxAge time.Duration) http.Handler {
+	v := fmt.Sprintf("max-age=%d", int64(maxAge/time.Second))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Strict-Transport-Security", v)
+		next.ServeHTTP(w, r)
+	})
+}
+
 // Serve serves HTTP until ctx is done, then shuts down gracefully: it stops
 // accepting, lets requests in flight finish within the config's shutdown
 // timeout, and returns. It returns a non-nil error only when serving failed.

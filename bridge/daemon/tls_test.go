@@ -213,3 +213,37 @@ func TestTLSHandshakeFailuresDoNotFloodTheLog(t *testing.T) {
 		t.Errorf("a handshake failure logged as it came:\n%s", logs.String())
 	}
 }
+
+// TestHSTS: a hub serving HTTPS itself tells browsers to stay on HTTPS
+// (Strict-Transport-Security, a week unless server.tls.hsts_max_age says
+// otherwise; 0s sends none), on its pages and its API alike; a plain-HTTP
+// hub sends no such header (RFC 6797 §7.2: it would be ignored).
+func TestHSTS(t *testing.T) {
+	ca := certstest.NewCA(t)
+	pair := ca.NewPair(t, 1)
+	header := func(h *daemontest.Harness, path string) string {
+		t.Helper()
+		resp, err := h.Client.Get(h.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.Header.Get("Strict-Transport-Security")
+	}
+	for _, c := range []struct{ keys, want string }{
+		{"", "max-age=604800"},
+		{"hsts_max_age: 1h", "max-age=3600"},
+		{"hsts_max_age: 0s", ""},
+	} {
+		h := daemontest.StartWith(t, hubConfig, daemontest.Options{TLS: &pair, Roots: ca.Pool, TLSKeys: c.keys})
+		for _, path := range []string{"/oauth/apps", "/api/apps/endpoints", "/no-such-page"} {
+			if got := header(h, path); got != c.want {
+				t.Errorf("tls {%s}: %s sends Strict-Transport-Security %q, want %q", c.keys, path, got, c.want)
+			}
+		}
+		h.Stop()
+	}
+	if got := header(daemontest.Start(t, hubConfig), "/oauth/apps"); got != "" {
+		t.Errorf("a plain-HTTP hub sends Strict-Transport-Security %q", got)
+	}
+}

@@ -66,6 +66,8 @@ type Options struct {
 	// then trusts Roots.
 	TLS   *certstest.Pair
 	Roots *x509.CertPool
+	// TLSKeys are more keys of server.tls, e.g. "hsts_max_age: 1h".
+	TLSKeys string
 	// Logger receives the hub's log, as in production; nil discards it.
 	Logger *slog.Logger
 }
@@ -144,7 +146,11 @@ func StartWith(tb testing.TB, body string, o Options) *Harness {
 		server = strings.TrimRight(o.Server, "\n") + "\n"
 	}
 	if o.TLS != nil {
-		server += fmt.Sprintf("  tls: {cert_file: %q, key_file: %q}\n", o.TLS.CertFile, o.TLS.KeyFile)
+		more := ""
+		if o.TLSKeys != "" {
+			more = ", " + o.TLSKeys
+		}
+		server += fmt.Sprintf("  tls: {cert_file: %q, key_file: %q%s}\n", o.TLS.CertFile, o.TLS.KeyFile, more)
 	}
 	text := fmt.Sprintf("server:\n  listen: 127.0.0.1:0\n  metrics_listen: %s\n%sdata_dir: %q\n%s", metricsListen, server, o.DataDir, body)
 	cfg, err := config.Parse([]byte(text), "test.yaml")
