@@ -126,6 +126,13 @@ type Checker interface {
 	Check() (warnings []config.Problem, err error)
 }
 
+// SecretFiler is implemented by a driver whose settings name files that
+// hold secrets (an MQTT client key), so that check-config and serve warn
+// when other users can read them, as they do for the config's own.
+type SecretFiler interface {
+	SecretFiles() []config.SecretFile
+}
+
 // Listener is implemented by a driver that opens a listener of its own (the
 // embedded MQTT broker), so that check-config and serve check its address
 // against this machine as they check server.listen, before anything binds.
@@ -329,6 +336,17 @@ func Build(cfg *config.Config, reg Registry, env Env) (*Set, error) {
 // to it: its sections are the drivers' settings now running, whatever
 // else has changed since.
 func (s *Set) Config() *config.Config { return s.cfg }
+
+// SecretFiles returns the secret files the drivers' settings name.
+func (s *Set) SecretFiles() []config.SecretFile {
+	var out []config.SecretFile
+	for _, name := range s.order {
+		if f, ok := s.drivers[name].(SecretFiler); ok {
+			out = append(out, f.SecretFiles()...)
+		}
+	}
+	return out
+}
 
 // Warnings returns the drivers' warnings about the config, in line order.
 func (s *Set) Warnings() []config.Problem {

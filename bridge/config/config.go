@@ -58,6 +58,9 @@ type Config struct {
 	// TLSLine is the line of server.tls, for problems found with its files
 	// after the config is read (check-config).
 	TLSLine int `yaml:"-"`
+	// secretLines are the lines of the keys naming secret files, for
+	// warnings about their modes (SecretFiles).
+	secretLines map[string]int
 }
 
 // Section is one top-level key of the config kept raw.
@@ -484,6 +487,7 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 		ps.Add(line("locations"), "no locations: configure at least one location with its switches")
 	}
 	c.validatePlatform(ps, doc)
+	c.noteSecretLines(doc)
 	locIDs := map[int64]int{}
 	swIDs := map[string]int{}
 	locNodes := find(doc, "locations")

@@ -126,6 +126,11 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	if err != nil {
 		return nil, err
 	}
+	// A key or secret other users can read is used, with a warning (as
+	// Mosquitto does; config.ExposedSecrets says why not a refusal).
+	for _, p := range config.ExposedSecrets(append(cfg.SecretFiles(), d.drivers.SecretFiles()...)) {
+		logger.Warn(p.Msg, "config", cfg.File, "line", p.Line)
+	}
 	// A driver's own listener (the embedded broker) is checked against
 	// this machine as server.listen is, before anything binds.
 	if err := d.drivers.CheckListens(cfg.File); err != nil {

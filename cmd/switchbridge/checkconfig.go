@@ -47,7 +47,8 @@ func (c *cli) checkConfig(args []string) error {
 		return err
 	}
 	// Warnings do not fail the check: the config works as it is.
-	for _, w := range set.Warnings() {
+	warnings := append(set.Warnings(), config.ExposedSecrets(append(cfg.SecretFiles(), set.SecretFiles()...))...)
+	for _, w := range warnings {
 		if w.Line > 0 {
 			fmt.Fprintf(c.stderr, "%s:%d: warning: %s\n", cfg.File, w.Line, w.Msg)
 		} else {

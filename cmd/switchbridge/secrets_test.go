@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/certs/certstest"
+)
+
+// TestSecretFilesReadableByOthersWarn: a TLS key and a platform secret
+// file that every user can read are reported by check-config, at their
+// lines, and logged by serve, which still starts (a warning, as Mosquitto
+// gives); with the group's read access only, neither says a word.
+func TestSecretFilesReadableByOthersWarn(t *testing.T) {
+	ca := certstest.NewCA(t)
+	pair := ca.NewPair(t, 1)
+	dir := t.TempDir()
+	cfg, addr := writeTLSConfig(t, dir, pair.CertFile, pair.KeyFile)
+	secret := filepath.Join(dir, "hub.secret")
+	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := os.ReadFile(cfg)
+	secretLine := strings.Count(string(body), "\n") + 4
+	body = fmt.Appendf(body, "platform:\n  url: http://%s\n  hub_id: hub-1\n  secret_file: %s\n", freePort(t), secret)
+	if err := os.WriteFile(cfg, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	chmod := func(mode os.FileMode) {
+		for _, f := range []string{pair.KeyFile, secret} {
+			if err := os.Chmod(f, mode); err != nil { // not the umask's say
+				t.Fatal(err)
+			}
+		}
+	}
+	const exposed = "can be read by every user of this machine"
+
+	chmod(0o644)
+	r := runCLI(t, "", "check-config", "--config", cfg)
+	for _, want := range []string{
+		fmt.Sprintf("%s:4: warning: server.tls.key_file %s %s (mode 0644)", cfg, pair.KeyFile, exposed),
+		fmt.Sprintf("%s:%d: warning: platform.secret_file %s %s (mode 0644)", cfg, secretLine, secret, exposed),
+	} {
+		if r.code != 0 || !strings.Contains(r.stderr, want) {
+			t.Errorf("check-config with 0644 secrets: %+v\nwant exit 0 and %q", r, want)
+		}
+	}
+	p := startDaemon(t, cfg, addr)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		log := p.stderr.String()
+		if strings.Contains(log, "server.tls.key_file "+pair.KeyFile+" "+exposed) && strings.Contains(log, "platform.secret_file "+secret+" "+exposed) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not warn of both files:\n%s", log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	chmod(0o640)
+	if r := runCLI(t, "", "check-config", "--config", cfg); r.code != 0 || strings.Contains(r.stderr, exposed) {
+		t.Errorf("check-config with 0640 secrets: %+v", r)
+	}
+}
