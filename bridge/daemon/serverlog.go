@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
 // handshakeLogEvery is how often at most a failed TLS handshake is logged.
@@ -51,6 +53,6 @@ func (s *serverLog) Write(p []byte) (int, error) {
 	s.last, s.held = now, 0
 	s.mu.Unlock()
 	s.log.Warn("a TLS handshake failed (a port scanner, plain HTTP to the TLS port, or a client that does not trust the certificate); logged at most once a minute",
-		"handshake", rest, "failures_not_logged", held)
+		"handshake", bridge.Untrusted(rest), "failures_not_logged", held)
 	return len(p), nil
 }

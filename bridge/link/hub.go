@@ -210,7 +210,7 @@ func (h *Hub) Run(ctx context.Context) {
 		case errors.As(err, &se) && se.Removed:
 			h.removedByPlatform(ctx, se.Message)
 		case errors.As(err, &se) && (se.Status == http.StatusConflict || se.Status == http.StatusUnauthorized || se.Status == http.StatusBadRequest):
-			h.logger.Error("the platform refused this hub: "+se.Message+"; serving the installations and tokens the replica holds",
+			h.logger.Error("the platform refused this hub: "+bridge.Untrusted(se.Message).String()+"; serving the installations and tokens the replica holds",
 				"platform", h.platform.String(), "status", se.Status)
 		case wasUp:
 			h.logger.Warn("platform link lost: serving the installations and tokens the replica holds until it is back",
@@ -249,7 +249,7 @@ func (h *Hub) session(ctx context.Context) error {
 			retryAt = time.Time{}
 			return nil
 		case errors.As(err, &se) && !se.Removed && (se.Status == http.StatusConflict || se.Status == http.StatusBadRequest):
-			h.logger.Error("the platform refused this hub: "+se.Message+"; following the changes of the locations it last accepted from this hub, and trying again every minute",
+			h.logger.Error("the platform refused this hub: "+bridge.Untrusted(se.Message).String()+"; following the changes of the locations it last accepted from this hub, and trying again every minute",
 				"platform", h.platform.String(), "status", se.Status)
 			retryAt = time.Now().Add(inventoryRetry)
 			return nil

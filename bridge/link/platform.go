@@ -194,7 +194,7 @@ func (p *Platform) authenticate(w http.ResponseWriter, r *http.Request) *bridge.
 			hash = dummyHash // same work as a known hub
 		}
 		if oauth.SecretMatches(secret, hash) && rerr == nil {
-			p.logger.Warn("hub link: a removed hub called; told it was removed", "hub", id, "peer", addr)
+			p.logger.Warn("hub link: a removed hub called; told it was removed", "hub", bridge.Untrusted(id), "peer", addr)
 			w.Header().Set(RemovedHeader, "1")
 			wire.WriteError(w, http.StatusGone, "this hub was removed from the platform (hub remove): it must serve no installation of the platform; hub add registers it anew", nil)
 			return nil
@@ -217,7 +217,7 @@ var dummyHash = oauth.Hash("no such hub")
 
 func (p *Platform) refuse(w http.ResponseWriter, addr, id, why string) {
 	p.fails.fail(id, addr, p.now())
-	p.logger.Warn("hub link: refused a hub's credentials", "hub", id, "peer", addr, "reason", why)
+	p.logger.Warn("hub link: refused a hub's credentials", "hub", bridge.Untrusted(id), "peer", addr, "reason", why)
 	w.Header().Set("WWW-Authenticate", `Basic realm="switchbridge hubs"`)
 	wire.WriteError(w, http.StatusUnauthorized, "the hub's credentials were refused: "+why+" (hub rotate-secret prints a new one)", nil)
 }
@@ -229,12 +229,12 @@ func (p *Platform) handleInventory(w http.ResponseWriter, r *http.Request) {
 	}
 	var inv Inventory
 	if err := decodeOne(http.MaxBytesReader(w, r.Body, MaxInventoryBytes), &inv); err != nil {
-		p.logger.Warn("hub link: unreadable inventory", "hub", h.ID, "err", err)
+		p.logger.Warn("hub link: unreadable inventory", "hub", h.ID, "err", bridge.Untrusted(err.Error()))
 		wire.WriteError(w, http.StatusBadRequest, "unreadable inventory: "+err.Error(), nil)
 		return
 	}
 	if err := CheckInventory(&inv); err != nil {
-		p.logger.Warn("hub link: inventory refused", "hub", h.ID, "name", h.Name, "err", err)
+		p.logger.Warn("hub link: inventory refused", "hub", h.ID, "name", h.Name, "err", bridge.Untrusted(err.Error()))
 		wire.WriteError(w, http.StatusBadRequest, err.Error(), nil)
 		return
 	}
@@ -255,10 +255,10 @@ func (p *Platform) handleInventory(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
 		return
 	}
-	p.logger.Info("hub link: inventory", "hub", h.ID, "name", h.Name, "version", inv.Version, "locations", len(inv.Locations))
+	p.logger.Info("hub link: inventory", "hub", h.ID, "name", h.Name, "version", bridge.Untrusted(inv.Version), "locations", len(inv.Locations))
 	if v := Version(); inv.Version != v {
 		p.logger.Info("hub link: the hub runs another version than the platform; the link works across versions, but upgrade both when you can",
-			"hub", h.ID, "hub_version", inv.Version, "platform_version", v)
+			"hub", h.ID, "hub_version", bridge.Untrusted(inv.Version), "platform_version", v)
 	}
 	w.WriteHeader(http.StatusNoContent)
 }

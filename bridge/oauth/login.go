@@ -39,7 +39,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if wait := s.throttle.wait(s.now(), keys); wait > 0 {
-		s.logger.Warn("login refused: too many failed logins", "client_id", clientID, "retry_after_seconds", int(wait.Seconds()+1))
+		s.logger.Warn("login refused: too many failed logins", "client_id", bridge.Untrusted(clientID), "retry_after_seconds", int(wait.Seconds()+1))
 		s.throttled(w, r, back, wait)
 		return
 	}
@@ -56,7 +56,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	case gaveUp:
 		return // the client went away while waiting for a turn
 	case queueFull:
-		s.logger.Warn("login refused: too many logins waiting for a password check", "client_id", clientID)
+		s.logger.Warn("login refused: too many logins waiting for a password check", "client_id", bridge.Untrusted(clientID))
 		s.throttled(w, r, back, busyRetry)
 		return
 	}
@@ -73,9 +73,9 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		// The typed name is logged only when it is a user: a password typed
 		// into the name field must not end up in the log.
 		if _, uerr := s.users.UserByName(r.Context(), f.Get("username")); uerr == nil {
-			s.logger.Info("login failed", "user", f.Get("username"), "client_id", clientID)
+			s.logger.Info("login failed", "user", bridge.Untrusted(f.Get("username")), "client_id", bridge.Untrusted(clientID))
 		} else {
-			s.logger.Info("login failed for an unknown user name", "client_id", clientID)
+			s.logger.Info("login failed for an unknown user name", "client_id", bridge.Untrusted(clientID))
 		}
 		s.sessions.setFlash(w, "Unknown user or wrong password.", s.secure())
 		http.Redirect(w, r, back, http.StatusSeeOther)

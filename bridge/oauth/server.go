@@ -130,6 +130,6 @@ func (s *Server) clientKey(r *http.Request) string {
 }
 
 func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
-	s.logger.Error("oauth request failed", "path", r.URL.Path, "err", err)
+	s.logger.Error("oauth request failed", "path", bridge.Untrusted(r.URL.Path), "err", err)
 	s.errorPage(w, http.StatusInternalServerError, "Something went wrong on the hub. Try again; if it keeps failing, the hub's log says why.")
 }

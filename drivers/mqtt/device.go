@@ -193,7 +193,7 @@ func (dev *device) gaveUp(ctx context.Context, w *waiter, timeout time.Duration)
 	hint := w.hint
 	dev.mu.Unlock()
 	if hint != "" {
-		dev.d.log.Warn("command not confirmed; the firmware rejected a command meanwhile", "switch", dev.id, "answer", hint)
+		dev.d.log.Warn("command not confirmed; the firmware rejected a command meanwhile", "switch", dev.id, "answer", bridge.Untrusted(hint))
 		err = fmt.Errorf("%w; meanwhile %s", err, hint)
 	}
 	return err
@@ -284,7 +284,7 @@ func (dev *device) apply(r report, force bool) {
 	dev.mu.Unlock()
 
 	if why != was && why != "" && dev.d.ready.Load() {
-		dev.d.log.Warn("switch unavailable", "switch", dev.id, "reason", why)
+		dev.d.log.Warn("switch unavailable", "switch", dev.id, "reason", bridge.Untrusted(why))
 	} else if why != was && why == "" && !force {
 		dev.d.log.Info("switch available again", "switch", dev.id)
 	}
@@ -292,7 +292,7 @@ func (dev *device) apply(r report, force bool) {
 		go dev.d.resync(dev) // not from here: this goroutine must never wait on the client
 	}
 	if r.rejected != "" && len(keep) == 0 {
-		dev.d.log.Debug("firmware rejected a command or query", "switch", dev.id, "answer", r.rejected)
+		dev.d.log.Debug("firmware rejected a command or query", "switch", dev.id, "answer", bridge.Untrusted(r.rejected))
 	}
 	if force || r.value != "" || r.avail != availUnknown || r.bridge != availUnknown {
 		dev.d.notify(dev.id, st)

@@ -21,6 +21,8 @@ import (
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/listeners"
 	"github.com/mochi-mqtt/server/v2/packets"
+
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
 // Bounds of the embedded broker that are not config keys. Each caps what one
@@ -483,7 +485,7 @@ func (h *authHook) boundSessions(cl *mochi.Client, user string) {
 		}
 	}
 	if ok, held := h.refusals.allow(); ok {
-		h.log.Warn("MQTT login keeps too many sessions; dropped its oldest", "login", user, "client", cl.ID,
+		h.log.Warn("MQTT login keeps too many sessions; dropped its oldest", "login", bridge.Untrusted(user), "client", bridge.Untrusted(cl.ID),
 			"dropped", len(drop), "bound", bound, "refusals_not_logged", held)
 	}
 }
@@ -549,8 +551,8 @@ func (h *authHook) mayRetain(topic string, payload []byte) bool {
 // the journal.
 func (h *authHook) refused(cl *mochi.Client, user, why string) {
 	if ok, held := h.refusals.allow(); ok {
-		h.log.Warn("MQTT client refused", "login", user, "client", cl.ID, "remote", cl.Net.Remote,
-			"reason", why, "refusals_not_logged", held)
+		h.log.Warn("MQTT client refused", "login", bridge.Untrusted(user), "client", bridge.Untrusted(cl.ID), "remote", cl.Net.Remote,
+			"reason", bridge.Untrusted(why), "refusals_not_logged", held)
 	}
 }
 
