@@ -14,7 +14,8 @@ import (
 // TestSecretFilesReadableByOthersWarn: a TLS key and a platform secret
 // file that every user can read are reported by check-config, at their
 // lines, and logged by serve, which still starts (a warning, as Mosquitto
-// gives); with the group's read access only, neither says a word.
+// gives); with the group's read access only, neither says a word. A
+// driver's secret file (the MQTT client key) is checked too.
 func TestSecretFilesReadableByOthersWarn(t *testing.T) {
 	ca := certstest.NewCA(t)
 	pair := ca.NewPair(t, 1)
@@ -64,5 +65,26 @@ func TestSecretFilesReadableByOthersWarn(t *testing.T) {
 	chmod(0o640)
 	if r := runCLI(t, "", "check-config", "--config", cfg); r.code != 0 || strings.Contains(r.stderr, exposed) {
 		t.Errorf("check-config with 0640 secrets: %+v", r)
+	}
+
+	// A driver's secret file: the MQTT client key for an ssl:// broker.
+	mq := filepath.Join(dir, "mqtt.yaml")
+	os.Chmod(pair.KeyFile, 0o604)
+	os.WriteFile(mq, fmt.Appendf(nil, `server:
+  listen: %s
+  metrics_listen: "off"
+data_dir: %s
+mqtt:
+  broker: ssl://127.0.0.1:8883
+  tls: {cert: %q, key: %q}
+locations:
+  - id: 1
+    name: Home
+    switches:
+      - {id: tas, name: Plug, driver: mqtt, profile: tasmota, topic: tas1}
+`, addr, filepath.Join(dir, "data2"), pair.CertFile, pair.KeyFile), 0o600)
+	want := fmt.Sprintf("warning: mqtt.tls.key %s %s (mode 0604)", pair.KeyFile, exposed)
+	if r := runCLI(t, "", "check-config", "--config", mq); r.code != 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("check-config with a 0604 MQTT client key: %+v\nwant %q", r, want)
 	}
 }
