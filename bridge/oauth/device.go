@@ -75,8 +75,8 @@ func parseDeviceCookie(v string) []deviceEntry {
 		}
 		uid, err1 := strconv.ParseInt(p[0], 10, 64)
 		exp, err2 := strconv.ParseInt(p[1], 10, 64)
-		if err1 != nil || err2 != nil || p[2] == "" || p[3] == "" {
-			continue
+		if err1 != nil || err2 != nil || !base64URL(p[2]) || !base64URL(p[3]) {
+			continue // not made by the hub, and not to be sent back
 		}
 		out = append(out, deviceEntry{uid, exp, p[2], p[3]})
 		if len(out) == maxDeviceUsers {
@@ -84,6 +84,21 @@ func parseDeviceCookie(v string) []deviceEntry {
 		}
 	}
 	return out
+}
+
+// base64URL reports whether s is a short unpadded base64url string, as the
+// hub's ids and signatures are: anything else in a cookie is dropped, not
+// echoed back into the next Set-Cookie.
+func base64URL(s string) bool {
+	if s == "" || len(s) > 64 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // device returns the id of the request's device cookie for the user, ""
