@@ -108,9 +108,9 @@ type TLS struct {
 	CertFile string `yaml:"cert_file"`
 	KeyFile  string `yaml:"key_file"`
 	// HSTSMaxAge is the max-age of the Strict-Transport-Security header
-	// the hub sends when it serves HTTPS itself; nil: DefaultHSTSMaxAge,
-	// 0: no header.
-	HSTSMaxAge *Duration `yaml:"hsts_max_age"`
+	// the hub sends when it serves HTTPS itself; DefaultHSTSMaxAge when
+	// the key is left out, 0 for no header.
+	HSTSMaxAge Duration `yaml:"hsts_max_age"`
 }
 
 // DefaultHSTSMaxAge is modest on purpose: a browser that saw the header
@@ -120,12 +120,7 @@ type TLS struct {
 const DefaultHSTSMaxAge = 7 * 24 * time.Hour
 
 // HSTS returns the Strict-Transport-Security max-age to send, 0 for none.
-func (t TLS) HSTS() time.Duration {
-	if t.HSTSMaxAge == nil {
-		return DefaultHSTSMaxAge
-	}
-	return t.HSTSMaxAge.Std()
-}
+func (t TLS) HSTS() time.Duration { return t.HSTSMaxAge.Std() }
 
 // Enabled reports whether the config asks for TLS.
 func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
@@ -448,8 +443,10 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 		if c.Server.TLS.CertFile == "" || c.Server.TLS.KeyFile == "" {
 			ps.Add(n, "server.tls needs both cert_file and key_file")
 		}
-		if h := c.Server.TLS.HSTSMaxAge; h != nil && (*h < 0 || h.Std()%time.Second != 0) {
-			ps.Add(line("server", "tls", "hsts_max_age"), "server.tls.hsts_max_age must be whole seconds, 0 or more (0s: no Strict-Transport-Security), not %s", h.Std())
+		if n := find(doc, "server", "tls", "hsts_max_age"); n == nil {
+			c.Server.TLS.HSTSMaxAge = Duration(DefaultHSTSMaxAge)
+		} else if h := c.Server.TLS.HSTSMaxAge.Std(); h < 0 || h%time.Second != 0 {
+			ps.Add(n, "server.tls.hsts_max_age must be whole seconds, 0 or more (0s: no Strict-Transport-Security), not %s", h)
 		}
 	}
 	if c.Server.CommandTimeout < 0 || c.Server.ShutdownTimeout < 0 {

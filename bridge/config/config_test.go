@@ -223,7 +223,7 @@ func TestTLSKeys(t *testing.T) {
 	if got := cfg.AdvertisedURL(""); got != "https://127.0.0.1:8443" {
 		t.Errorf("advertised URL with tls and no public_url = %s, want https://127.0.0.1:8443", got)
 	}
-	if cfg.Server.TLS != (config.TLS{CertFile: "/etc/ssl/hub.pem", KeyFile: "/etc/ssl/hub.key"}) || cfg.TLSLine != 4 {
+	if cfg.Server.TLS != (config.TLS{CertFile: "/etc/ssl/hub.pem", KeyFile: "/etc/ssl/hub.key", HSTSMaxAge: config.Duration(config.DefaultHSTSMaxAge)}) || cfg.TLSLine != 4 {
 		t.Errorf("tls = %+v at line %d", cfg.Server.TLS, cfg.TLSLine)
 	}
 	if cfg, err := config.Parse([]byte("server:\n  public_url: HTTPS://hub.example\n  tls: {cert_file: c, key_file: k}\n"+base), "x.yaml"); err != nil || cfg.AdvertisedURL("") != "HTTPS://hub.example" {
@@ -233,9 +233,16 @@ func TestTLSKeys(t *testing.T) {
 		t.Errorf("HSTS max-age by default = %s, want %s", cfg.Server.TLS.HSTS(), config.DefaultHSTSMaxAge)
 	}
 	for v, want := range map[string]time.Duration{"0s": 0, "24h": 24 * time.Hour} {
-		cfg, err := config.Parse([]byte("server:\n  tls: {cert_file: c, key_file: k, hsts_max_age: "+v+"}\n"+base), "x.yaml")
+		src := []byte("server:\n  tls: {cert_file: c, key_file: k, hsts_max_age: " + v + "}\n" + base)
+		cfg, err := config.Parse(src, "x.yaml")
 		if err != nil || cfg.Server.TLS.HSTS() != want {
 			t.Errorf("hsts_max_age %s: %v, %v", v, cfg.Server.TLS.HSTS(), err)
+			continue
+		}
+		// A reload compares server sections with ==: the same text must
+		// give the same value, or every SIGHUP would warn that it changed.
+		if again, _ := config.Parse(src, "x.yaml"); again.Server != cfg.Server {
+			t.Errorf("hsts_max_age %s: the same server section read twice differs", v)
 		}
 	}
 	if cfg, err := config.Parse([]byte(base), "x.yaml"); err != nil || cfg.Server.TLS.Enabled() || cfg.TLSLine != 0 {
