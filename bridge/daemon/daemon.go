@@ -63,6 +63,15 @@ type Daemon struct {
 	stopBg context.CancelFunc
 }
 
+// warnExposedSecrets logs each secret file other users can read. Such a
+// file is used anyway, as Mosquitto does (config.ExposedSecrets says why
+// not a refusal).
+func (d *Daemon) warnExposedSecrets(cfg *config.Config, set *drivers.Set) {
+	for _, p := range config.ExposedSecrets(append(cfg.SecretFiles(), set.SecretFiles()...)) {
+		d.logger.Warn(p.Msg, "config", cfg.File, "line", p.Line)
+	}
+}
+
 // Open starts everything short of serving: it opens the store (failing when
 // the data dir is not writable), checks the drivers' config, binds the
 // listener (failing when the port is taken), then opens the drivers. On
@@ -126,11 +135,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	if err != nil {
 		return nil, err
 	}
-	// A key or secret other users can read is used, with a warning (as
-	// Mosquitto does; config.ExposedSecrets says why not a refusal).
-	for _, p := range config.ExposedSecrets(append(cfg.SecretFiles(), d.drivers.SecretFiles()...)) {
-		logger.Warn(p.Msg, "config", cfg.File, "line", p.Line)
-	}
+	d.warnExposedSecrets(cfg, d.drivers)
 	// A driver's own listener (the embedded broker) is checked against
 	// this machine as server.listen is, before anything binds.
 	if err := d.drivers.CheckListens(cfg.File); err != nil {

@@ -36,6 +36,9 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 	if err != nil {
 		return err
 	}
+	// Again at each reload: a renewal hook that installs a key with the
+	// wrong mode ends with one.
+	d.warnExposedSecrets(cfg, next)
 	return d.Hub.Exclusive(func() error {
 		kept := next.KeepUnchanged(d.drivers)
 		switches, err := next.OpenReplacing(ctx, d.drivers)

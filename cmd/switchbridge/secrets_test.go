@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // TestSecretFilesReadableByOthersWarn: a TLS key and a platform secret
 // file that every user can read are reported by check-config, at their
 // lines, and logged by serve, which still starts (a warning, as Mosquitto
-// gives); with the group's read access only, neither says a word. A
+// gives), and again at each reload; with the group's read access only, neither says a word. A
 // driver's secret file (the MQTT client key) is checked too.
 func TestSecretFilesReadableByOthersWarn(t *testing.T) {
 	ca := certstest.NewCA(t)
@@ -51,16 +52,24 @@ func TestSecretFilesReadableByOthersWarn(t *testing.T) {
 		}
 	}
 	p := startDaemon(t, cfg, addr)
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		log := p.stderr.String()
-		if strings.Contains(log, "server.tls.key_file "+pair.KeyFile+" "+exposed) && strings.Contains(log, "platform.secret_file "+secret+" "+exposed) {
-			break
+	warned := func(times int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			log := p.stderr.String()
+			if strings.Count(log, "server.tls.key_file "+pair.KeyFile+" "+exposed) >= times &&
+				strings.Count(log, "platform.secret_file "+secret+" "+exposed) >= times {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("serve did not warn of both files (%d times):\n%s", times, log)
+			}
+			time.Sleep(20 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve did not warn of both files:\n%s", log)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	warned(1)
+	// Again at a reload (a renewal hook's SIGHUP).
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	warned(2)
 
 	chmod(0o640)
 	if r := runCLI(t, "", "check-config", "--config", cfg); r.code != 0 || strings.Contains(r.stderr, exposed) {
