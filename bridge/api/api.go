@@ -197,8 +197,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := r.PathValue("id")
 	status := h.serve(w, r, id)
-	logLine(h.logger, slog.LevelInfo, "api request", slog.Any("method", bridge.Untrusted(r.Method)), slog.Any("path", bridge.Untrusted(appPath(r))),
-		slog.Any("installation", bridge.Untrusted(id)), slog.Int("status", status), slog.Float64("duration_seconds", time.Since(start).Seconds()))
+	logLine(h.logger, slog.LevelInfo, "api request", slog.String("method", bridge.Untrusted(r.Method).String()),
+		slog.String("path", bridge.Untrusted(appPath(r)).String()), slog.String("installation", bridge.Untrusted(id).String()), slog.Int("status", status), slog.Float64("duration_seconds", time.Since(start).Seconds()))
 }
 
 // logLine is Logger.LogAttrs without the caller's program counter, which
