@@ -6,9 +6,9 @@ package main
 // its next request.
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -21,54 +21,40 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
-func (c *cli) install(ctx context.Context, args []string) error {
-	f := newFlags("install")
-	clientID := f.String("client-id", "", "the app's client id")
-	userName := f.String("user", "", "the developer's user name (the app's owner)")
-	loc := f.Int64("location", 0, "location id")
-	asJSON := f.Bool("json", false, "print JSON")
+func install(fs *flag.FlagSet) func(*invocation) error {
+	clientID := fs.String("client-id", "", "the app's client `ID`")
+	userName := fs.String("user", "", "the developer's user `NAME` (the app's owner)")
+	var loc locationID
+	fs.Var(&loc, "location", "the location `ID`")
+	asJSON := fs.Bool("json", false, "print JSON")
 	var switches stringList
-	f.Var(&switches, "switch", "a switch id (repeatable)")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
+	fs.Var(&switches, "switch", "a switch `ID` (repeatable)")
+	return func(c *invocation) error {
+		return c.install(*clientID, *userName, int64(loc), switches, *asJSON)
 	}
-	switch {
-	case len(pos) > 0:
-		return usageErr("install takes no arguments")
-	case *clientID == "" || *userName == "" || *loc <= 0:
-		return usageErr("install needs --client-id, --user and --location")
-	case len(switches) == 0:
-		return usageErr("install needs at least one --switch")
-	}
-	cfg, err := loadConfig(*f.config)
-	if err != nil {
-		return err
-	}
+}
+
+func (c *invocation) install(clientID, userName string, loc int64, switches []string, asJSON bool) error {
+	ctx, cfg, db := c.ctx, c.cfg, c.db
 	// The configured locations, for the install rules; no driver is opened.
 	locations, err := bridge.NewHub(cfg.BridgeLocations(), nil)
 	if err != nil {
 		return err
 	}
-	db, err := store.Open(ctx, cfg.DataDir)
+	app, err := db.App(ctx, clientID)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	app, err := db.App(ctx, *clientID)
+	user, err := db.UserByName(ctx, userName)
 	if err != nil {
-		return errors.New(bridge.ErrorMessage(err))
-	}
-	user, err := db.UserByName(ctx, *userName)
-	if err != nil {
-		return errors.New(bridge.ErrorMessage(err))
+		return err
 	}
 	// The hubs' locations too, with the config's first.
 	issuer := oauth.NewIssuer(db, link.NewDirectory(db, locations))
 	issuer.TokenLifetime = cfg.OAuth.TokenLifetime.Std()
-	in, tok, err := issuer.InstallForDeveloper(ctx, oauth.InstallRequest{App: app, User: user, LocationID: *loc, SwitchIDs: switches})
+	in, tok, err := issuer.InstallForDeveloper(ctx, oauth.InstallRequest{App: app, User: user, LocationID: loc, SwitchIDs: switches})
 	if errors.Is(err, oauth.ErrUnknownLocation) {
-		return fmt.Errorf("location %d is not in %s", *loc, cfg.File)
+		return fmt.Errorf("location %d is not in %s, nor held by a hub of this platform", loc, cfg.File)
 	}
 	if err != nil {
 		return err
@@ -82,44 +68,36 @@ func (c *cli) install(ctx context.Context, args []string) error {
 		}
 	}
 	endpoint := base + wire.InstallationPath(in.ID)
-	if *asJSON {
+	if asJSON {
 		return json.NewEncoder(c.stdout).Encode(map[string]string{"token": tok.Token, "endpoint": endpoint, "expires_at": tok.ExpiresAt.UTC().Format(time.RFC3339)})
 	}
 	fmt.Fprintf(c.stdout, "API token:    %s\nAPI endpoint: %s\n(expires %s)\n", tok.Token, endpoint, tok.ExpiresAt.Format("2006-01-02 15:04 MST"))
 	return nil
 }
 
-func (c *cli) installationList(ctx context.Context, args []string) error {
-	f := newFlags("installation list")
-	userName := f.String("user", "", "only this user's installations")
-	clientID := f.String("app", "", "only installations of this app (client id)")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErr("installation list takes no arguments; filter with --user NAME or --app CLIENT_ID")
-	}
-	cfg, db, err := openConfigStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+func installationList(fs *flag.FlagSet) func(*invocation) error {
+	userName := fs.String("user", "", "only this user's installations, by user `NAME`")
+	clientID := fs.String("app", "", "only installations of this app, by `CLIENT_ID`")
+	return func(c *invocation) error { return c.installationList(*userName, *clientID) }
+}
+
+func (c *invocation) installationList(userName, clientID string) error {
+	ctx, cfg, db := c.ctx, c.cfg, c.db
 	dir, err := locationsOf(cfg, db)
 	if err != nil {
 		return err
 	}
-	filter := store.InstallationFilter{ClientID: *clientID}
-	if *userName != "" {
-		u, err := db.UserByName(ctx, *userName)
+	filter := store.InstallationFilter{ClientID: clientID}
+	if userName != "" {
+		u, err := db.UserByName(ctx, userName)
 		if err != nil {
-			return errors.New(bridge.ErrorMessage(err))
+			return err
 		}
 		filter.UserID = u.ID
 	}
-	if *clientID != "" {
-		if _, err := db.App(ctx, *clientID); err != nil {
-			return errors.New(bridge.ErrorMessage(err))
+	if clientID != "" {
+		if _, err := db.App(ctx, clientID); err != nil {
+			return err
 		}
 	}
 	ins, err := db.FindInstallations(ctx, filter)
@@ -158,20 +136,10 @@ func lastUsed(t time.Time) string {
 	return t.Format(listTime)
 }
 
-func (c *cli) installationDelete(ctx context.Context, args []string) error {
-	f := newFlags("installation delete")
-	arg, err := f.parseOne(args, "one installation ID (see installation list)")
-	if err != nil {
+func installationDelete(c *invocation) error {
+	if err := c.db.Uninstall(c.ctx, c.args[0]); err != nil {
 		return err
 	}
-	db, err := openStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if err := db.Uninstall(ctx, arg); err != nil {
-		return errors.New(bridge.ErrorMessage(err))
-	}
-	fmt.Fprintf(c.stdout, "installation %s deleted; its tokens no longer work\n", arg)
+	fmt.Fprintf(c.stdout, "installation %s deleted; its tokens no longer work\n", c.args[0])
 	return nil
 }

@@ -22,16 +22,9 @@ import (
 	"github.com/switchbridge/switchbridge/drivers/builtin"
 )
 
-func (c *cli) serve(ctx context.Context, args []string) error {
-	f := newFlags("serve")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErr("serve takes no arguments")
-	}
-	cfg, err := config.LoadForServe(*f.config)
+func serve(c *invocation) error {
+	ctx := c.ctx
+	cfg, err := config.LoadForServe(c.configPath)
 	if err != nil {
 		return err
 	}
@@ -60,7 +53,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	bg, stopBg := context.WithCancel(ctx)
 	var helpers sync.WaitGroup
 	helpers.Go(func() { watchdog(bg, d, logger) })
-	helpers.Go(func() { reloadOnHangup(bg, d, *f.config, c.hangup, logger) })
+	helpers.Go(func() { reloadOnHangup(bg, d, c.configPath, c.hangup, logger) })
 	// Before the deferred Close: a reload in progress must end before the
 	// drivers it is opening are closed.
 	defer helpers.Wait()

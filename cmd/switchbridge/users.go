@@ -7,8 +7,8 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,48 +18,37 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	"golang.org/x/term"
 
-	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/config"
 )
 
-func (c *cli) userAdd(ctx context.Context, args []string) error {
-	f := newFlags("user add")
+func userAdd(fs *flag.FlagSet) func(*invocation) error {
 	var locs locationIDs
-	f.Var(&locs, "location", "location id the user belongs to (repeatable)")
-	arg, err := f.parseOne(args, "one NAME")
-	if err != nil {
-		return err
-	}
-	if len(locs) == 0 {
-		return usageErr("user add needs at least one --location ID")
-	}
-	name := arg
-	if err := validName(name); err != nil {
-		return err
-	}
-	cfg, db, err := openConfigStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	for _, l := range locs {
-		if hasLocation(cfg, l) {
-			continue
+	fs.Var(&locs, "location", "a location `ID` the user belongs to (repeatable)")
+	return func(c *invocation) error {
+		name := c.args[0]
+		if err := validName(name); err != nil {
+			return err
 		}
-		// A location one of the platform's hubs holds.
-		if _, err := db.HubLocation(ctx, l); err != nil {
-			return fmt.Errorf("location %d is not in %s, nor held by a hub: %s", l, cfg.File, bridge.ErrorMessage(err))
+		ctx, cfg, db := c.ctx, c.cfg, c.db
+		for _, l := range locs {
+			if hasLocation(cfg, l) {
+				continue
+			}
+			// A location one of the platform's hubs holds.
+			if _, err := db.HubLocation(ctx, l); err != nil {
+				return fmt.Errorf("location %d is not in %s, nor held by a hub: %w", l, cfg.File, err)
+			}
 		}
+		hash, err := c.newPasswordHash("Password for " + name)
+		if err != nil {
+			return err
+		}
+		if _, err := db.CreateUser(ctx, name, hash, locs); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "user %s added\n", name)
+		return nil
 	}
-	hash, err := c.newPasswordHash("Password for " + name)
-	if err != nil {
-		return err
-	}
-	if _, err := db.CreateUser(ctx, name, hash, locs); err != nil {
-		return err
-	}
-	fmt.Fprintf(c.stdout, "user %s added\n", name)
-	return nil
 }
 
 func validName(name string) error {
@@ -80,7 +69,7 @@ func hasLocation(cfg *config.Config, id int64) bool {
 
 // newPasswordHash reads a new password: prompted twice without echo on a terminal,
 // else the first line of stdin. It returns the bcrypt hash.
-func (c *cli) newPasswordHash(prompt string) ([]byte, error) {
+func (c *invocation) newPasswordHash(prompt string) ([]byte, error) {
 	var pw string
 	if f, ok := c.stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		fmt.Fprint(c.stderr, prompt+": ")
@@ -115,21 +104,8 @@ func (c *cli) newPasswordHash(prompt string) ([]byte, error) {
 	return bcrypt.GenerateFromPassword([]byte(pw), bcrypt.DefaultCost)
 }
 
-func (c *cli) userList(ctx context.Context, args []string) error {
-	f := newFlags("user list")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErr("user list takes no arguments")
-	}
-	db, err := openStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	users, err := db.Users(ctx)
+func userList(c *invocation) error {
+	users, err := c.db.Users(c.ctx)
 	if err != nil {
 		return err
 	}
@@ -141,19 +117,10 @@ func (c *cli) userList(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-func (c *cli) userPasswd(ctx context.Context, args []string) error {
-	f := newFlags("user passwd")
-	arg, err := f.parseOne(args, "one NAME")
-	if err != nil {
-		return err
-	}
-	db, err := openStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+func userPasswd(c *invocation) error {
+	ctx, db, arg := c.ctx, c.db, c.args[0]
 	if _, err := db.UserByName(ctx, arg); err != nil {
-		return errors.New(bridge.ErrorMessage(err))
+		return err
 	}
 	hash, err := c.newPasswordHash("New password for " + arg)
 	if err != nil {
@@ -166,47 +133,33 @@ func (c *cli) userPasswd(ctx context.Context, args []string) error {
 	return nil
 }
 
-func (c *cli) userDelete(ctx context.Context, args []string) error {
-	f := newFlags("user delete")
-	arg, err := f.parseOne(args, "one NAME")
-	if err != nil {
-		return err
-	}
-	db, err := openStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+func userDelete(c *invocation) error {
+	ctx, db, arg := c.ctx, c.db, c.args[0]
 	u, err := db.UserByName(ctx, arg)
 	if err != nil {
-		return errors.New(bridge.ErrorMessage(err))
+		return err
 	}
 	ins, err := db.InstallationsOf(ctx, u.ID)
 	if err != nil {
 		return err
 	}
 	if err := db.DeleteUser(ctx, arg); err != nil {
-		return errors.New(bridge.ErrorMessage(err))
+		return err
 	}
 	fmt.Fprintf(c.stdout, "user %s deleted; %s uninstalled, their tokens no longer work (a login in progress ends at its next page)\n",
 		arg, plural(len(ins), "installation"))
 	return nil
 }
 
-func (c *cli) userLocations(ctx context.Context, args []string) error {
-	f := newFlags("user locations")
+func userLocations(fs *flag.FlagSet) func(*invocation) error {
 	var add, remove locationIDs
-	f.Var(&add, "add", "a location id to add the user to (repeatable)")
-	f.Var(&remove, "remove", "a location id to remove the user from, uninstalling what they installed there (repeatable)")
-	arg, err := f.parseOne(args, "one NAME")
-	if err != nil {
-		return err
-	}
-	cfg, db, err := openConfigStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+	fs.Var(&add, "add", "a location `ID` to add the user to (repeatable)")
+	fs.Var(&remove, "remove", "a location `ID` to remove the user from, uninstalling what they installed there (repeatable)")
+	return func(c *invocation) error { return c.userLocations(add, remove) }
+}
+
+func (c *invocation) userLocations(add, remove locationIDs) error {
+	ctx, cfg, db, arg := c.ctx, c.cfg, c.db, c.args[0]
 	dir, err := locationsOf(cfg, db)
 	if err != nil {
 		return err
@@ -218,20 +171,20 @@ func (c *cli) userLocations(ctx context.Context, args []string) error {
 	}
 	name := arg
 	if _, err := db.UserByName(ctx, name); err != nil {
-		return errors.New(bridge.ErrorMessage(err))
+		return err
 	}
 	// Removals first: --remove 1 --add 1 ends what was installed there and
 	// leaves the membership, which is what "start over" means.
 	for _, l := range remove {
 		n, err := db.RemoveUserLocation(ctx, name, l)
 		if err != nil {
-			return errors.New(bridge.ErrorMessage(err))
+			return err
 		}
 		fmt.Fprintf(c.stdout, "user %s removed from location %s; %s there uninstalled\n", name, locationLabel(dir, l), plural(n, "installation"))
 	}
 	for _, l := range add {
 		if err := db.AddUserLocation(ctx, name, l); err != nil {
-			return errors.New(bridge.ErrorMessage(err))
+			return err
 		}
 		fmt.Fprintf(c.stdout, "user %s added to location %s\n", name, locationLabel(dir, l))
 	}
