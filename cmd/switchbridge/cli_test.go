@@ -74,7 +74,7 @@ func TestHelp(t *testing.T) {
 		for _, want := range []string{
 			"usage: switchbridge app create --name NAME --redirect-uri URI… --owner USER [flags]",
 			"--access-token-lifetime DURATION", "--require-pkce", "--config FILE", "(required)",
-			"(default " + DefaultConfig + ")", "refused on a hub's config",
+			"(default " + DefaultConfig + ")", "refused on a\nhub's config",
 		} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("%v lacks %q:\n%s", args, want, r.stdout)
