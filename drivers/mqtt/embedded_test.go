@@ -315,7 +315,7 @@ func TestEmbeddedBrokerCloseWhileClientsLeave(t *testing.T) {
 
 // On the embedded broker the hub subscribes and commands at QoS 0, so no
 // in-flight queue of the broker ever holds a message of the hub's (see
-// driver.qos); a subscriber asking for QoS 1 gets the hub's commands at 0.
+// qos); a subscriber asking for QoS 1 gets the hub's commands at 0.
 func TestEmbeddedBrokerHubUsesQoS0(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
 	d := openDriver(t, "broker: embedded\nlisten: "+addr, `id: tas, name: Tas, profile: tasmota, topic: tas1`)
