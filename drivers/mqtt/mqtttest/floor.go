@@ -39,18 +39,29 @@ const FloorQoS = 0
 // NewFloor connects the bare client and subscribes to the plugs' replies.
 func NewFloor(tb testing.TB, broker string, topics []string) *Floor {
 	tb.Helper()
+	f, err := DialFloor(broker, topics)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.c.Disconnect(0) })
+	return f
+}
+
+// DialFloor is NewFloor for a process of its own (a benchmark's bare
+// handler measured apart): the caller disconnects it, or exits.
+func DialFloor(broker string, topics []string) (*Floor, error) {
 	f := &Floor{topics: topics}
 	o := paho.NewClientOptions().AddBroker(broker).SetClientID(fmt.Sprintf("floor-%s-%d", topics[0], len(topics)))
 	o.SetOrderMatters(false)
 	f.c = paho.NewClient(o)
 	if tok := f.c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		tb.Fatalf("floor client: %v", tok.Error())
+		return nil, fmt.Errorf("floor client: %v", tok.Error())
 	}
-	tb.Cleanup(func() { f.c.Disconnect(0) })
 	if tok := f.c.Subscribe("stat/+/RESULT", FloorQoS, f.onReply); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		tb.Fatalf("floor subscribe: %v", tok.Error())
+		f.c.Disconnect(0)
+		return nil, fmt.Errorf("floor subscribe: %v", tok.Error())
 	}
-	return f
+	return f, nil
 }
 
 // onReply counts a plug's reply once, when it is exactly the reply the
