@@ -1,46 +1,29 @@
 package asynclog
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/logtest"
 )
-
-// syncBuffer is an output that tests read while the writer writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // blockedOutput is a journal that does not read: writes wait until
 // release is closed.
 type blockedOutput struct {
 	release chan struct{}
-	syncBuffer
+	logtest.Buffer
 }
 
 func (b *blockedOutput) Write(p []byte) (int, error) {
 	<-b.release
-	return b.syncBuffer.Write(p)
+	return b.Buffer.Write(p)
 }
 
 func TestLinesArriveInOrderAndAllAtClose(t *testing.T) {
-	var out syncBuffer
+	var out logtest.Buffer
 	w := New(&out, 0)
 	var want strings.Builder
 	for i := range 1000 {
@@ -70,7 +53,7 @@ func TestLinesArriveInOrderAndAllAtClose(t *testing.T) {
 // A line is written without anyone flushing: within FlushEvery, here
 // allowed far more for a loaded machine.
 func TestLinesAreWrittenSoon(t *testing.T) {
-	var out syncBuffer
+	var out logtest.Buffer
 	w := New(&out, 0)
 	defer w.Close()
 	for i := range 3 {
@@ -120,7 +103,7 @@ func TestAStuckOutputNeverBlocksAWrite(t *testing.T) {
 }
 
 func TestConcurrentWriters(t *testing.T) {
-	var out syncBuffer
+	var out logtest.Buffer
 	w := New(&out, 0)
 	var wg sync.WaitGroup
 	for g := range 8 {
