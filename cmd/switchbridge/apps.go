@@ -14,9 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/admin"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
-	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 func appCreate(fs *flag.FlagSet) func(*invocation) error {
@@ -31,23 +30,15 @@ func appCreate(fs *flag.FlagSet) func(*invocation) error {
 	var uris redirectURIs
 	fs.Var(&uris, "redirect-uri", "a redirect `URI` (repeatable)")
 	return func(c *invocation) error {
-		if strings.TrimSpace(*name) == "" {
-			return usageErr("app create needs a --name that is not blank")
-		}
-		u, err := c.db.UserByName(c.ctx, *owner)
+		app, secret, err := c.admin.CreateApp(c.ctx, admin.AppSpec{Name: *name, RedirectURIs: uris, Owner: *owner, Published: *publish,
+			RequirePKCE: *requirePKCE, Legacy: *legacy, AccessTokenLifetime: time.Duration(lifetime)})
 		if err != nil {
-			return fmt.Errorf("owner: %w", err)
-		}
-		id, secret := oauth.NewClientID(), oauth.NewSecret()
-		app := &bridge.App{ClientID: id, Name: *name, SecretHash: oauth.Hash(secret), RedirectURIs: uris, OwnerID: u.ID, Published: *publish, RequirePKCE: *requirePKCE,
-			Legacy: *legacy, AccessTokenLifetime: time.Duration(lifetime)}
-		if err := c.db.CreateApp(c.ctx, app); err != nil {
 			return err
 		}
 		if *asJSON {
-			return json.NewEncoder(c.stdout).Encode(map[string]string{"client_id": id, "client_secret": secret})
+			return json.NewEncoder(c.stdout).Encode(map[string]string{"client_id": app.ClientID, "client_secret": secret})
 		}
-		fmt.Fprintf(c.stdout, "client_id:     %s\nclient_secret: %s\n(the secret is shown only now; it is stored hashed)\n", id, secret)
+		fmt.Fprintf(c.stdout, "client_id:     %s\nclient_secret: %s\n(the secret is shown only now; it is stored hashed)\n", app.ClientID, secret)
 		if *legacy {
 			fmt.Fprintln(c.stdout, legacyWarning)
 		}
@@ -87,7 +78,7 @@ func (l *lifetimeFlag) Set(v string) error {
 
 func parseLifetime(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
-	if err != nil || d < time.Second || d%time.Second != 0 {
+	if err != nil || d == 0 || admin.CheckLifetime(d) != nil {
 		return 0, fmt.Errorf("%q is not a lifetime: a whole number of seconds, at least 1s (examples: 90s, 1h, 2160h)", v)
 	}
 	return d, nil
@@ -95,7 +86,7 @@ func parseLifetime(v string) (time.Duration, error) {
 
 func appSetPublished(published bool) func(*invocation) error {
 	return func(c *invocation) error {
-		if err := c.db.SetAppPublished(c.ctx, c.args[0], published); err != nil {
+		if err := c.store.SetAppPublished(c.ctx, c.args[0], published); err != nil {
 			return err
 		}
 		if published {
@@ -113,7 +104,7 @@ func appLegacy(c *invocation) error {
 		return usageErr("app legacy takes on or off, not %q", mode)
 	}
 	on := mode == "on"
-	if err := c.db.SetAppLegacy(c.ctx, id, on); err != nil {
+	if err := c.store.SetAppLegacy(c.ctx, id, on); err != nil {
 		return err
 	}
 	// The running hub reads the flag at each request.
@@ -133,7 +124,7 @@ func appAccessTokenLifetime(c *invocation) error {
 			return usageErr("%v", err)
 		}
 	}
-	if err := c.db.SetAppAccessTokenLifetime(c.ctx, id, d); err != nil {
+	if err := c.admin.SetAppAccessTokenLifetime(c.ctx, id, d); err != nil {
 		return err
 	}
 	if d == 0 {
@@ -145,7 +136,7 @@ func appAccessTokenLifetime(c *invocation) error {
 }
 
 func appList(c *invocation) error {
-	ctx, db := c.ctx, c.db
+	ctx, db := c.ctx, c.store
 	apps, err := db.Apps(ctx)
 	if err != nil {
 		return err
@@ -174,8 +165,8 @@ func appRotateSecret(fs *flag.FlagSet) func(*invocation) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(c *invocation) error {
 		id := c.args[0]
-		secret := oauth.NewSecret()
-		if err := c.db.SetAppSecret(c.ctx, id, oauth.Hash(secret)); err != nil {
+		secret, err := c.admin.RotateAppSecret(c.ctx, id)
+		if err != nil {
 			return err
 		}
 		if *asJSON {
@@ -188,13 +179,10 @@ func appRotateSecret(fs *flag.FlagSet) func(*invocation) error {
 
 func appDelete(c *invocation) error {
 	id := c.args[0]
-	ins, err := c.db.FindInstallations(c.ctx, store.InstallationFilter{ClientID: id})
+	n, err := c.admin.DeleteApp(c.ctx, id)
 	if err != nil {
 		return err
 	}
-	if err := c.db.DeleteApp(c.ctx, id); err != nil {
-		return err
-	}
-	fmt.Fprintf(c.stdout, "app %s deleted; %s uninstalled, their tokens no longer work\n", id, plural(len(ins), "installation"))
+	fmt.Fprintf(c.stdout, "app %s deleted; %s uninstalled, their tokens no longer work\n", id, plural(n, "installation"))
 	return nil
 }

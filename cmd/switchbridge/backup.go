@@ -3,6 +3,8 @@ package main
 // backup: a consistent copy of the database, while the daemon runs.
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
@@ -14,7 +16,13 @@ func backup(c *invocation) error {
 		return usageErr("backup takes one FILE to write")
 	}
 	cfg, file := c.cfg, c.args[0]
-	values, err := c.db.Backup(c.ctx, cfg.DataDir, file)
+	b, ok := c.store.(interface {
+		Backup(ctx context.Context, dataDir, dst string) (int, error)
+	})
+	if !ok {
+		return errors.New("this storage engine has no backup command of the hub's: use the engine's own tools")
+	}
+	values, err := b.Backup(c.ctx, cfg.DataDir, file)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -39,5 +43,31 @@ func TestBinaryHasNoTestPackages(t *testing.T) {
 	}
 	if n < 50 {
 		t.Fatalf("go list listed %d packages; the check saw nothing:\n%s", n, out)
+	}
+}
+
+// The commands reach storage through the services and the interfaces the
+// server uses; the engine is chosen in one place (invocation.open). Only
+// that file and the SQLite backup name the store package.
+func TestCommandsReachStorageThroughServices(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("listing the package: %v %v", files, err)
+	}
+	allowed := map[string]bool{"run.go": true, "backup.go": true}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); p == "github.com/switchbridge/switchbridge/bridge/store" && !allowed[name] {
+				t.Errorf("%s imports the store: go through invocation.store (the server's interfaces) or c.admin", name)
+			}
+		}
 	}
 }

@@ -3,20 +3,15 @@ package main
 // The platform's hub commands: hub add, list, rotate-secret and remove.
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
-	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/admin"
 	"github.com/switchbridge/switchbridge/bridge/link"
-	"github.com/switchbridge/switchbridge/bridge/oauth"
 )
 
 func hubAdd(fs *flag.FlagSet) func(*invocation) error {
@@ -24,13 +19,8 @@ func hubAdd(fs *flag.FlagSet) func(*invocation) error {
 	fs.Var(&base, "base-url", "the hub's public `URL` (its server.public_url): clients call it")
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(c *invocation) error {
-		name := c.args[0]
-		if strings.TrimSpace(name) == "" || len(name) > 64 {
-			return usageErr("hub add takes a NAME of 1-64 characters")
-		}
-		secret := oauth.NewSecret()
-		h := &bridge.RemoteHub{ID: newHubID(), Name: name, BaseURL: string(base), SecretHash: oauth.Hash(secret)}
-		if err := c.db.CreateHub(c.ctx, h); err != nil {
+		h, secret, err := c.admin.AddHub(c.ctx, c.args[0], string(base))
+		if err != nil {
 			return err
 		}
 		return c.printHubSecret(h.ID, secret, *asJSON)
@@ -43,16 +33,11 @@ type baseURL string
 
 func (b *baseURL) String() string { return string(*b) }
 func (b *baseURL) Set(v string) error {
-	u, err := url.Parse(strings.TrimRight(v, "/"))
-	switch {
-	case err != nil:
-		return fmt.Errorf("%q is not a valid URL: %v", v, errors.Unwrap(err))
-	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return fmt.Errorf("%q is not a valid URL for a hub: want an absolute http or https URL such as https://hub.example.net:8443", v)
-	case u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
-		return fmt.Errorf("%q is not a valid URL for a hub: it must have no path, user, query or fragment", v)
+	u, err := admin.CheckHubURL(v)
+	if err != nil {
+		return errors.New(errorText(err))
 	}
-	*b = baseURL(u.String())
+	*b = baseURL(u)
 	return nil
 }
 
@@ -62,12 +47,6 @@ func (c *invocation) printHubSecret(id, secret string, asJSON bool) error {
 	}
 	fmt.Fprintf(c.stdout, "hub_id: %s\nsecret: %s\n(the secret is shown only now; it is stored hashed. On the hub, write it to platform.secret_file.)\n", id, secret)
 	return nil
-}
-
-func newHubID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return "hub-" + hex.EncodeToString(b[:])
 }
 
 // hubListEntry is one hub as hub list --json prints it.
@@ -90,7 +69,7 @@ func hubList(fs *flag.FlagSet) func(*invocation) error {
 }
 
 func (c *invocation) hubList(asJSON bool) error {
-	ctx, db := c.ctx, c.db
+	ctx, db := c.ctx, c.store
 	hubs, err := db.Hubs(ctx)
 	if err != nil {
 		return err
@@ -136,8 +115,8 @@ func orDash(s string) string {
 func hubRotateSecret(fs *flag.FlagSet) func(*invocation) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(c *invocation) error {
-		secret := oauth.NewSecret()
-		if err := c.db.SetHubSecret(c.ctx, c.args[0], oauth.Hash(secret)); err != nil {
+		secret, err := c.admin.RotateHubSecret(c.ctx, c.args[0])
+		if err != nil {
 			return err
 		}
 		return c.printHubSecret(c.args[0], secret, *asJSON)
@@ -145,7 +124,7 @@ func hubRotateSecret(fs *flag.FlagSet) func(*invocation) error {
 }
 
 func hubRemove(c *invocation) error {
-	n, err := c.db.RemoveHub(c.ctx, c.args[0])
+	n, err := c.store.RemoveHub(c.ctx, c.args[0])
 	if err != nil {
 		return err
 	}

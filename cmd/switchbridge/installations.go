@@ -15,9 +15,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
-	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
@@ -35,12 +33,7 @@ func install(fs *flag.FlagSet) func(*invocation) error {
 }
 
 func (c *invocation) install(clientID, userName string, loc int64, switches []string, asJSON bool) error {
-	ctx, cfg, db := c.ctx, c.cfg, c.db
-	// The configured locations, for the install rules; no driver is opened.
-	locations, err := bridge.NewHub(cfg.BridgeLocations(), nil)
-	if err != nil {
-		return err
-	}
+	ctx, cfg, db := c.ctx, c.cfg, c.store
 	app, err := db.App(ctx, clientID)
 	if err != nil {
 		return err
@@ -49,8 +42,8 @@ func (c *invocation) install(clientID, userName string, loc int64, switches []st
 	if err != nil {
 		return err
 	}
-	// The hubs' locations too, with the config's first.
-	issuer := oauth.NewIssuer(db, link.NewDirectory(db, locations))
+	// The config's locations and the hubs', as the consent page offers them.
+	issuer := oauth.NewIssuer(db, c.locations)
 	issuer.TokenLifetime = cfg.OAuth.TokenLifetime.Std()
 	in, tok, err := issuer.InstallForDeveloper(ctx, oauth.InstallRequest{App: app, User: user, LocationID: loc, SwitchIDs: switches})
 	if errors.Is(err, oauth.ErrUnknownLocation) {
@@ -60,7 +53,7 @@ func (c *invocation) install(clientID, userName string, loc int64, switches []st
 		return err
 	}
 	base := cfg.AdvertisedURL("")
-	if _, own := locations.Location(in.LocationID); !own {
+	if !hasLocation(cfg, in.LocationID) {
 		if l, err := db.HubLocation(ctx, in.LocationID); err == nil {
 			if h, err := db.Hub(ctx, l.HubID); err == nil {
 				base = h.BaseURL
@@ -82,12 +75,9 @@ func installationList(fs *flag.FlagSet) func(*invocation) error {
 }
 
 func (c *invocation) installationList(userName, clientID string) error {
-	ctx, cfg, db := c.ctx, c.cfg, c.db
-	dir, err := locationsOf(cfg, db)
-	if err != nil {
-		return err
-	}
-	filter := store.InstallationFilter{ClientID: clientID}
+	ctx, db := c.ctx, c.store
+	dir := c.locations
+	filter := bridge.InstallationFilter{ClientID: clientID}
 	if userName != "" {
 		u, err := db.UserByName(ctx, userName)
 		if err != nil {
@@ -137,7 +127,7 @@ func lastUsed(t time.Time) string {
 }
 
 func installationDelete(c *invocation) error {
-	if err := c.db.Uninstall(c.ctx, c.args[0]); err != nil {
+	if err := c.store.Uninstall(c.ctx, c.args[0]); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "installation %s deleted; its tokens no longer work\n", c.args[0])

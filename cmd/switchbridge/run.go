@@ -15,7 +15,10 @@ import (
 	"strings"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/admin"
 	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/bridge/link"
+	"github.com/switchbridge/switchbridge/bridge/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
@@ -218,7 +221,7 @@ func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) error
 		if err := inv.open(); err != nil {
 			return err
 		}
-		defer inv.db.Close()
+		defer inv.store.Close()
 	}
 	err = exec(inv)
 	var ue *usageError
@@ -229,7 +232,7 @@ func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) error
 }
 
 // invocation is one run of a command: its arguments and, when the table says
-// it opens the store, the config and the store.
+// it opens the store, the config, the storage and the services over it.
 type invocation struct {
 	*cli
 	ctx        context.Context
@@ -237,7 +240,20 @@ type invocation struct {
 	args       []string // the positional arguments
 	configPath string
 	cfg        *config.Config
-	db         *store.DB
+	store      storage
+	admin      *admin.Service
+	// locations are the config's own and those the platform's hubs hold.
+	locations *link.Directory
+}
+
+// storage is what the commands reach storage through, the same interfaces
+// the server uses: the owner's records (admin), installs (oauth's Issuer)
+// and the hubs (link). open chooses the engine, in this one place.
+type storage interface {
+	admin.Store
+	oauth.IssuerStore
+	link.PlatformStore
+	Close() error
 }
 
 func (c *invocation) open() error {
@@ -249,11 +265,17 @@ func (c *invocation) open() error {
 		return fmt.Errorf("%s is the config of a hub of %s, and %q belongs to the platform: run it there, with the platform's config (a hub keeps only a replica of the platform's records)",
 			cfg.File, cfg.Platform.URL, c.cmd.Name)
 	}
+	own, err := bridge.NewHub(cfg.BridgeLocations(), nil)
+	if err != nil {
+		return err
+	}
 	db, err := store.Open(c.ctx, cfg.DataDir)
 	if err != nil {
 		return err
 	}
-	c.cfg, c.db = cfg, db
+	c.cfg, c.store = cfg, db
+	c.locations = link.NewDirectory(db, own)
+	c.admin = &admin.Service{Store: db, Locations: c.locations}
 	return nil
 }
 
