@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/asynclog"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
@@ -24,7 +25,7 @@ import (
 var (
 	fanoutRequests = flag.Int("fanout.requests", 200, "BenchmarkFanout: timed requests per target and N (rounded up to a multiple of 8)")
 	fanoutN        = flag.String("fanout.n", "1,10,100", "BenchmarkFanout: comma-separated plug counts")
-	fanoutLog      = flag.Bool("fanout.log", true, "BenchmarkFanout: the hub logs at info to a file, as it logs to the journal in production (false: discarded)")
+	fanoutLog      = flag.Bool("fanout.log", true, "BenchmarkFanout: the hub logs at info to a file through the log buffer, as serve logs to the journal (false: discarded)")
 	fanoutNodeRED  = flag.Bool("fanout.nodered", true, "BenchmarkFanout: include Node-RED when node and npm are there (false: leave it out, e.g. while profiling)")
 )
 
@@ -241,8 +242,10 @@ func fanoutTargets(b *testing.B, broker string, n int, redJS string) []*fanoutTa
 			if err != nil {
 				b.Fatal(err)
 			}
-			b.Cleanup(func() { f.Close() })
-			logger = slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			// As serve logs: through the log buffer (asynclog).
+			w := asynclog.New(f, 0)
+			b.Cleanup(func() { w.Close(); f.Close() })
+			logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		}
 		h := startE2ELogged(b, logger, "broker: "+broker+"\nclient_id: bench-hub", sws...)
 		hub := daemontest.NewBareClient(b, h.grant(b, ids...))
