@@ -2,7 +2,8 @@
 # make qemu: the unit tests of the Pi targets under qemu-user (part of test).
 # make bench: the fan-out comparison (BenchmarkFanout: bare paho floor,
 # bare net/http handler, the hub, and Node-RED when node and npm are there)
-# and the hub's footprint (BenchmarkFootprint), as tables. Loopback only;
+# the hub's footprint (BenchmarkFootprint) and its CPU time per command
+# beside the bare handler's (BenchmarkCPUPerCommand), as tables. Loopback only;
 # Node-RED is installed with npm into a temporary directory (NODE_RED_DIR
 # may name an existing install). Not part of make test.
 # make dist: switchbridge for every hub target (linux arm64, armv7, armv6
@@ -75,6 +76,7 @@ bench:
 	$(GO) test -run '^$$' -bench '^BenchmarkFanout$$' -benchtime 1x -timeout 30m ./drivers/mqtt \
 		-fanout.requests=$(BENCH_REQUESTS) -fanout.n=$(BENCH_N)
 	$(GO) test -run '^$$' -bench '^BenchmarkFootprint$$' -benchtime 3x -timeout 10m ./cmd/switchbridge
+	$(GO) test -run '^$$' -bench '^BenchmarkCPUPerCommand$$' -benchtime 3x -timeout 10m ./cmd/switchbridge
 
 dist:
 	GO=$(GO) ./.ci/cross-build $(DIST)

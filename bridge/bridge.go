@@ -196,6 +196,13 @@ type Installation struct {
 	LastUsedAt time.Time
 }
 
+// InstallationFilter narrows a search for installations; a zero field
+// matches all.
+type InstallationFilter struct {
+	UserID   int64
+	ClientID string
+}
+
 // Grant is what a valid access token allows: one installation and its
 // switches. It is the whole of what the hub role learns from the platform.
 type Grant struct {

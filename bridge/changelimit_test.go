@@ -2,6 +2,7 @@ package bridge_test
 
 import (
 	"context"
+	"github.com/switchbridge/switchbridge/bridge/clocktest"
 	"slices"
 	"sync"
 	"testing"
@@ -19,29 +20,9 @@ type relayLike struct {
 
 func (r *relayLike) DefaultMaxChanges() bridge.ChangeLimit { return r.limit }
 
-// clock is a hand-stepped clock for the hub's change caps.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // cappedHub is a hub of switches with the given caps (nil: the device's
 // default) on a stepped clock, recording what Observe is told.
-func cappedHub(t *testing.T, devs map[string]bridge.Device, caps map[string]*bridge.ChangeLimit) (*bridge.Hub, *clock, *[]string) {
+func cappedHub(t *testing.T, devs map[string]bridge.Device, caps map[string]*bridge.ChangeLimit) (*bridge.Hub, *clocktest.Clock, *[]string) {
 	t.Helper()
 	loc := bridge.Location{ID: 1, Name: "Home"}
 	var sws []*bridge.Switch
@@ -53,7 +34,7 @@ func cappedHub(t *testing.T, devs map[string]bridge.Device, caps map[string]*bri
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClock()
+	c := clocktest.New()
 	h.Now = c.Now
 	var mu sync.Mutex
 	var observed []string

@@ -3,10 +3,10 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"github.com/switchbridge/switchbridge/bridge/clocktest"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,26 +28,9 @@ func (ts tokens) Authorize(_ context.Context, token, installationID string) (*br
 	return &bridge.Grant{InstallationID: id, LocationID: 1, SwitchIDs: []string{"lamp"}}, nil
 }
 
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // limitedAPI serves the API for installations A and B with limit on a
 // stepped clock.
-func limitedAPI(t *testing.T, limit RateLimit) (*Handler, *httptest.Server, *stepClock) {
+func limitedAPI(t *testing.T, limit RateLimit) (*Handler, *httptest.Server, *clocktest.Clock) {
 	t.Helper()
 	hub, err := bridge.NewHub([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}},
 		[]*bridge.Switch{{ID: "lamp", Name: "Lamp", Driver: "test", LocationID: 1, Device: lamp{}}})
@@ -56,7 +39,7 @@ func limitedAPI(t *testing.T, limit RateLimit) (*Handler, *httptest.Server, *ste
 	}
 	h := New(hub, tokens{"tok-a": "A", "tok-b": "B"}, nil)
 	h.RateLimit = limit
-	clk := &stepClock{now: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)}
+	clk := clocktest.New()
 	h.Now = clk.Now
 	mux := http.NewServeMux()
 	h.Register(mux)

@@ -84,9 +84,10 @@ func (db *DB) Apps(ctx context.Context) ([]*bridge.App, error) {
 	return out, nil
 }
 
-// PublishApp marks an app published; ENOTFOUND for no such app.
-func (db *DB) PublishApp(ctx context.Context, clientID string) error {
-	return db.updateApp(ctx, `UPDATE apps SET published = 1 WHERE client_id = ?`, clientID)
+// SetAppPublished lets every user install an app, or only its owner;
+// ENOTFOUND for no such app. Installations already made are kept.
+func (db *DB) SetAppPublished(ctx context.Context, clientID string, published bool) error {
+	return db.updateApp(ctx, `UPDATE apps SET published = ? WHERE client_id = ?`, published, clientID)
 }
 
 // SetAppSecret replaces an app's secret hash; ENOTFOUND for no such app.

@@ -99,10 +99,7 @@ func (db *DB) Installations(ctx context.Context) ([]*bridge.Installation, error)
 }
 
 // InstallationFilter narrows FindInstallations; a zero field matches all.
-type InstallationFilter struct {
-	UserID   int64
-	ClientID string
-}
+type InstallationFilter = bridge.InstallationFilter
 
 // InstallationsOf lists a user's installations, oldest first: the
 // connected apps page.

@@ -69,14 +69,23 @@ func TestUsersAppsInstallations(t *testing.T) {
 	if err != nil || len(a.RedirectURIs) != 2 || a.RedirectURIs[0] != "https://a/cb" || a.Published {
 		t.Errorf("app = %+v %v", a, err)
 	}
-	if err := db.PublishApp(ctx, "c1"); err != nil {
+	if err := db.SetAppPublished(ctx, "c1", true); err != nil {
 		t.Fatal(err)
 	}
 	if a, _ := db.App(ctx, "c1"); !a.Published {
 		t.Error("publish did not stick")
 	}
-	if err := db.PublishApp(ctx, "nope"); bridge.ErrorCode(err) != bridge.ENOTFOUND {
+	if err := db.SetAppPublished(ctx, "nope", true); bridge.ErrorCode(err) != bridge.ENOTFOUND {
 		t.Errorf("publishing a missing app: %v", err)
+	}
+	if err := db.SetAppPublished(ctx, "c1", false); err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := db.App(ctx, "c1"); a.Published {
+		t.Error("unpublish did not stick")
+	}
+	if err := db.SetAppPublished(ctx, "c1", true); err != nil {
+		t.Fatal(err)
 	}
 
 	// Installing again into the same location updates, keeping the id.

@@ -174,7 +174,7 @@ func TestOwnerCommandsUsage(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"installation", "delete"}, 2, "takes one installation ID"},
+		{[]string{"installation", "delete"}, 2, "installation delete takes one ID"},
 		{[]string{"installation", "list", "extra"}, 2, "takes no arguments"},
 		{[]string{"installation", "frob"}, 2, `unknown command "installation frob"`},
 		{[]string{"app", "delete"}, 2, "takes one CLIENT_ID"},

@@ -6,75 +6,59 @@ package main
 // stops honouring the old secret or the app's tokens at its next request.
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/admin"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
-	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
-func (c *cli) appCreate(ctx context.Context, args []string) error {
-	f := newFlags("app create")
-	name := f.String("name", "", "the app's display name")
-	owner := f.String("owner", "", "the developer's user name")
-	publish := f.Bool("publish", false, "let any user install it")
-	requirePKCE := f.Bool("require-pkce", false, "refuse its authorization requests without a PKCE code_challenge")
-	legacy := f.Bool("legacy", false, "accept its access tokens in the query string, as the original platform did")
+func appCreate(fs *flag.FlagSet) func(*invocation) error {
+	name := fs.String("name", "", "the app's display `NAME`")
+	owner := fs.String("owner", "", "the developer's `USER` name")
+	publish := fs.Bool("publish", false, "let any user install it")
+	requirePKCE := fs.Bool("require-pkce", false, "refuse its authorization requests without a PKCE code_challenge")
+	legacy := fs.Bool("legacy", false, "accept its access tokens in the query string, as the original platform did")
 	var lifetime lifetimeFlag
-	f.Var(&lifetime, "access-token-lifetime", "lifetime of its access tokens (default: oauth.token_lifetime)")
-	asJSON := f.Bool("json", false, "print JSON")
-	var uris stringList
-	f.Var(&uris, "redirect-uri", "a redirect URI (repeatable)")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	switch {
-	case len(pos) > 0:
-		return usageErr("app create takes no arguments")
-	case strings.TrimSpace(*name) == "":
-		return usageErr("app create needs --name")
-	case len(uris) == 0:
-		return usageErr("app create needs at least one --redirect-uri")
-	case *owner == "":
-		return usageErr("app create needs --owner USER")
-	}
-	for _, u := range uris {
-		if err := oauth.ValidRedirectURI(u); err != nil {
-			return usageErr("%v", err)
+	fs.Var(&lifetime, "access-token-lifetime", "the lifetime of its access tokens, a `DURATION` such as 1h (default: oauth.token_lifetime)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	var uris redirectURIs
+	fs.Var(&uris, "redirect-uri", "a redirect `URI` (repeatable)")
+	return func(c *invocation) error {
+		app, secret, err := c.admin.CreateApp(c.ctx, admin.AppSpec{Name: *name, RedirectURIs: uris, Owner: *owner, Published: *publish,
+			RequirePKCE: *requirePKCE, Legacy: *legacy, AccessTokenLifetime: time.Duration(lifetime)})
+		if err != nil {
+			return err
 		}
+		if *asJSON {
+			return json.NewEncoder(c.stdout).Encode(map[string]string{"client_id": app.ClientID, "client_secret": secret})
+		}
+		fmt.Fprintf(c.stdout, "client_id:     %s\nclient_secret: %s\n(the secret is shown only now; it is stored hashed)\n", app.ClientID, secret)
+		if *legacy {
+			fmt.Fprintln(c.stdout, legacyWarning)
+		}
+		return nil
 	}
-	db, err := openStore(ctx, *f.config)
-	if err != nil {
+}
+
+// redirectURIs is the repeatable --redirect-uri, each checked as it is
+// given.
+type redirectURIs []string
+
+func (r *redirectURIs) String() string { return strings.Join(*r, " ") }
+func (r *redirectURIs) Set(v string) error {
+	if err := oauth.ValidRedirectURI(v); err != nil {
 		return err
 	}
-	defer db.Close()
-	u, err := db.UserByName(ctx, *owner)
-	if err != nil {
-		return fmt.Errorf("owner: %s", bridge.ErrorMessage(err))
-	}
-	id, secret := oauth.NewClientID(), oauth.NewSecret()
-	app := &bridge.App{ClientID: id, Name: *name, SecretHash: oauth.Hash(secret), RedirectURIs: uris, OwnerID: u.ID, Published: *publish, RequirePKCE: *requirePKCE,
-		Legacy: *legacy, AccessTokenLifetime: time.Duration(lifetime)}
-	if err := db.CreateApp(ctx, app); err != nil {
-		return err
-	}
-	if *asJSON {
-		return json.NewEncoder(c.stdout).Encode(map[string]string{"client_id": id, "client_secret": secret})
-	}
-	fmt.Fprintf(c.stdout, "client_id:     %s\nclient_secret: %s\n(the secret is shown only now; it is stored hashed)\n", id, secret)
-	if *legacy {
-		fmt.Fprintln(c.stdout, legacyWarning)
-	}
+	*r = append(*r, v)
 	return nil
 }
+func (*redirectURIs) repeatable() {}
 
 const legacyWarning = "legacy: this app's access tokens are accepted in the query string, where proxies, browsers and logs keep them; use it only for clients that cannot send Authorization: Bearer"
 
@@ -94,101 +78,65 @@ func (l *lifetimeFlag) Set(v string) error {
 
 func parseLifetime(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
-	if err != nil || d < time.Second || d%time.Second != 0 {
+	if err != nil || d == 0 || admin.CheckLifetime(d) != nil {
 		return 0, fmt.Errorf("%q is not a lifetime: a whole number of seconds, at least 1s (examples: 90s, 1h, 2160h)", v)
 	}
 	return d, nil
 }
 
-func (c *cli) appPublish(ctx context.Context, args []string) error {
-	f := newFlags("app publish")
-	arg, err := f.parseOne(args, "one CLIENT_ID")
-	if err != nil {
-		return err
+func appSetPublished(published bool) func(*invocation) error {
+	return func(c *invocation) error {
+		if err := c.store.SetAppPublished(c.ctx, c.args[0], published); err != nil {
+			return err
+		}
+		if published {
+			fmt.Fprintf(c.stdout, "app %s published: every user may install it\n", c.args[0])
+		} else {
+			fmt.Fprintf(c.stdout, "app %s unpublished: only its owner may install it; earlier installations keep working\n", c.args[0])
+		}
+		return nil
 	}
-	db, err := openStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if err := db.PublishApp(ctx, arg); err != nil {
-		return errors.New(bridge.ErrorMessage(err))
-	}
-	fmt.Fprintf(c.stdout, "app %s published\n", arg)
-	return nil
 }
 
-func (c *cli) appLegacy(ctx context.Context, args []string) error {
-	f := newFlags("app legacy")
-	pos, err := f.parse(args)
-	if err != nil {
+func appLegacy(c *invocation) error {
+	id, mode := c.args[0], c.args[1]
+	if mode != "on" && mode != "off" {
+		return usageErr("app legacy takes on or off, not %q", mode)
+	}
+	on := mode == "on"
+	if err := c.store.SetAppLegacy(c.ctx, id, on); err != nil {
 		return err
-	}
-	if len(pos) != 2 || (pos[1] != "on" && pos[1] != "off") {
-		return usageErr("app legacy takes a CLIENT_ID and on or off")
-	}
-	db, err := openStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	on := pos[1] == "on"
-	if err := db.SetAppLegacy(ctx, pos[0], on); err != nil {
-		return errors.New(bridge.ErrorMessage(err))
 	}
 	// The running hub reads the flag at each request.
-	fmt.Fprintf(c.stdout, "app %s: legacy %s\n", pos[0], pos[1])
+	fmt.Fprintf(c.stdout, "app %s: legacy %s\n", id, mode)
 	if on {
 		fmt.Fprintln(c.stdout, legacyWarning)
 	}
 	return nil
 }
 
-func (c *cli) appAccessTokenLifetime(ctx context.Context, args []string) error {
-	f := newFlags("app access-token-lifetime")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 2 {
-		return usageErr("app access-token-lifetime takes a CLIENT_ID and a DURATION (or default)")
-	}
+func appAccessTokenLifetime(c *invocation) error {
+	id := c.args[0]
 	var d time.Duration
-	if pos[1] != "default" {
-		if d, err = parseLifetime(pos[1]); err != nil {
+	if c.args[1] != "default" {
+		var err error
+		if d, err = parseLifetime(c.args[1]); err != nil {
 			return usageErr("%v", err)
 		}
 	}
-	db, err := openStore(ctx, *f.config)
-	if err != nil {
+	if err := c.admin.SetAppAccessTokenLifetime(c.ctx, id, d); err != nil {
 		return err
 	}
-	defer db.Close()
-	if err := db.SetAppAccessTokenLifetime(ctx, pos[0], d); err != nil {
-		return errors.New(bridge.ErrorMessage(err))
-	}
 	if d == 0 {
-		fmt.Fprintf(c.stdout, "app %s: access tokens issued from now on live oauth.token_lifetime\n", pos[0])
+		fmt.Fprintf(c.stdout, "app %s: access tokens issued from now on live oauth.token_lifetime\n", id)
 	} else {
-		fmt.Fprintf(c.stdout, "app %s: access tokens issued from now on live %s\n", pos[0], d)
+		fmt.Fprintf(c.stdout, "app %s: access tokens issued from now on live %s\n", id, d)
 	}
 	return nil
 }
 
-func (c *cli) appList(ctx context.Context, args []string) error {
-	f := newFlags("app list")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErr("app list takes no arguments")
-	}
-	db, err := openStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+func appList(c *invocation) error {
+	ctx, db := c.ctx, c.store
 	apps, err := db.Apps(ctx)
 	if err != nil {
 		return err
@@ -213,47 +161,28 @@ func (c *cli) appList(ctx context.Context, args []string) error {
 	return tw.Flush()
 }
 
-func (c *cli) appRotateSecret(ctx context.Context, args []string) error {
-	f := newFlags("app rotate-secret")
-	asJSON := f.Bool("json", false, "print JSON")
-	arg, err := f.parseOne(args, "one CLIENT_ID")
-	if err != nil {
-		return err
+func appRotateSecret(fs *flag.FlagSet) func(*invocation) error {
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(c *invocation) error {
+		id := c.args[0]
+		secret, err := c.admin.RotateAppSecret(c.ctx, id)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(c.stdout).Encode(map[string]string{"client_id": id, "client_secret": secret})
+		}
+		fmt.Fprintf(c.stdout, "client_id:     %s\nclient_secret: %s\n(the old secret no longer works; the new one is shown only now)\n", id, secret)
+		return nil
 	}
-	db, err := openStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	secret := oauth.NewSecret()
-	if err := db.SetAppSecret(ctx, arg, oauth.Hash(secret)); err != nil {
-		return errors.New(bridge.ErrorMessage(err))
-	}
-	if *asJSON {
-		return json.NewEncoder(c.stdout).Encode(map[string]string{"client_id": arg, "client_secret": secret})
-	}
-	fmt.Fprintf(c.stdout, "client_id:     %s\nclient_secret: %s\n(the old secret no longer works; the new one is shown only now)\n", arg, secret)
-	return nil
 }
 
-func (c *cli) appDelete(ctx context.Context, args []string) error {
-	f := newFlags("app delete")
-	arg, err := f.parseOne(args, "one CLIENT_ID")
+func appDelete(c *invocation) error {
+	id := c.args[0]
+	n, err := c.admin.DeleteApp(c.ctx, id)
 	if err != nil {
 		return err
 	}
-	db, err := openStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	ins, err := db.FindInstallations(ctx, store.InstallationFilter{ClientID: arg})
-	if err != nil {
-		return err
-	}
-	if err := db.DeleteApp(ctx, arg); err != nil {
-		return errors.New(bridge.ErrorMessage(err))
-	}
-	fmt.Fprintf(c.stdout, "app %s deleted; %s uninstalled, their tokens no longer work\n", arg, plural(len(ins), "installation"))
+	fmt.Fprintf(c.stdout, "app %s deleted; %s uninstalled, their tokens no longer work\n", id, plural(n, "installation"))
 	return nil
 }

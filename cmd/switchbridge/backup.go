@@ -1,32 +1,32 @@
 package main
 
+// backup: a consistent copy of the database, while the daemon runs.
+
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
-func (c *cli) backup(ctx context.Context, args []string) error {
-	f := newFlags("backup")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) != 1 || pos[0] == "" {
+func backup(c *invocation) error {
+	if c.args[0] == "" {
 		return usageErr("backup takes one FILE to write")
 	}
-	cfg, db, err := openConfigStore(ctx, *f.config)
-	if err != nil {
-		return err
+	cfg, file := c.cfg, c.args[0]
+	b, ok := c.store.(interface {
+		Backup(ctx context.Context, dataDir, dst string) (int, error)
+	})
+	if !ok {
+		return errors.New("this storage engine has no backup command of the hub's: use the engine's own tools")
 	}
-	defer db.Close()
-	values, err := db.Backup(ctx, cfg.DataDir, pos[0])
+	values, err := b.Backup(c.ctx, cfg.DataDir, file)
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
 	fmt.Fprintf(c.stdout, "backup of %s written to %s (%d switch values from the journal folded in)\n",
-		filepath.Join(cfg.DataDir, store.FileName), pos[0], values)
+		filepath.Join(cfg.DataDir, store.FileName), file, values)
 	return nil
 }

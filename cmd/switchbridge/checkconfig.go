@@ -3,7 +3,10 @@ package main
 // check-config: every problem of a config, with its line, without serving.
 
 import (
+	"errors"
 	"fmt"
+	"net"
+	"syscall"
 
 	"github.com/switchbridge/switchbridge/bridge/certs"
 	"github.com/switchbridge/switchbridge/bridge/config"
@@ -11,16 +14,8 @@ import (
 	"github.com/switchbridge/switchbridge/drivers/builtin"
 )
 
-func (c *cli) checkConfig(args []string) error {
-	f := newFlags("check-config")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErr("check-config takes no arguments; use --config FILE")
-	}
-	cfg, ps, err := config.LoadAll(*f.config)
+func checkConfig(c *invocation) error {
+	cfg, ps, err := config.LoadAll(c.configPath)
 	if err != nil {
 		return err
 	}
@@ -48,6 +43,7 @@ func (c *cli) checkConfig(args []string) error {
 	}
 	// Warnings do not fail the check: the config works as it is.
 	warnings := append(set.Warnings(), config.ExposedSecrets(append(cfg.SecretFiles(), set.SecretFiles()...))...)
+	warnings = append(warnings, portsInUse(cfg)...)
 	for _, w := range warnings {
 		if w.Line > 0 {
 			fmt.Fprintf(c.stderr, "%s:%d: warning: %s\n", cfg.File, w.Line, w.Msg)
@@ -59,6 +55,30 @@ func (c *cli) checkConfig(args []string) error {
 	for _, l := range cfg.Locations {
 		n += len(l.Switches)
 	}
-	fmt.Fprintf(c.stdout, "%s: ok (%d locations, %d switches)\n", *f.config, len(cfg.Locations), n)
+	fmt.Fprintf(c.stdout, "%s: ok (%d locations, %d switches)\n", c.configPath, len(cfg.Locations), n)
 	return nil
+}
+
+// portsInUse warns of a server listener whose port is taken now: serve
+// would not start. Only a warning, since the daemon that holds it may be
+// this config's own, checked before a reload (which keeps its listeners).
+func portsInUse(cfg *config.Config) []config.Problem {
+	var out []config.Problem
+	for _, l := range []struct{ key, addr string }{
+		{"server.listen", cfg.Server.Listen},
+		{"server.metrics_listen", cfg.Server.MetricsListen},
+	} {
+		if l.addr == "off" || l.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", l.addr)
+		if err == nil {
+			ln.Close()
+			continue
+		}
+		if errors.Is(err, syscall.EADDRINUSE) {
+			out = append(out, config.Problem{Msg: fmt.Sprintf("%s %s: the port is in use now, so serve would not start; ignore this when the daemon holding it runs this config", l.key, l.addr)})
+		}
+	}
+	return out
 }

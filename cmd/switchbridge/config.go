@@ -1,10 +1,7 @@
 package main
 
 import (
-	"context"
-
 	"github.com/switchbridge/switchbridge/bridge/config"
-	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/drivers/builtin"
 )
 
@@ -26,24 +23,4 @@ func loadConfig(path string) (*config.Config, error) {
 		return nil, err
 	}
 	return cfg, nil
-}
-
-// openConfigStore loads the config at path and opens its database, for
-// the commands that need both.
-func openConfigStore(ctx context.Context, path string) (*config.Config, *store.DB, error) {
-	cfg, err := loadConfig(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	db, err := store.Open(ctx, cfg.DataDir)
-	if err != nil {
-		return nil, nil, err
-	}
-	return cfg, db, nil
-}
-
-// openStore loads the config at path and opens the store it names.
-func openStore(ctx context.Context, path string) (*store.DB, error) {
-	_, db, err := openConfigStore(ctx, path)
-	return db, err
 }

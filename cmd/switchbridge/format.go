@@ -8,10 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/link"
-	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 func joinIDs(ids []int64) string {
@@ -29,17 +27,6 @@ func plural(n int, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// locationsOf returns the locations a command may name: the config's own
-// and, on a platform, those its hubs hold, through the directory the
-// Issuer uses.
-func locationsOf(cfg *config.Config, db *store.DB) (*link.Directory, error) {
-	own, err := bridge.NewHub(cfg.BridgeLocations(), nil)
-	if err != nil {
-		return nil, err
-	}
-	return link.NewDirectory(db, own), nil
-}
-
 // locationLabel is "ID (Name)", or the id alone for a location neither in
 // the config nor held by a hub.
 func locationLabel(dir *link.Directory, id int64) string {
@@ -47,4 +34,15 @@ func locationLabel(dir *link.Directory, id int64) string {
 		return fmt.Sprintf("%d (%s)", id, l.Name)
 	}
 	return fmt.Sprint(id)
+}
+
+// hasLocation reports whether the config has location id (else a hub of
+// the platform may hold it).
+func hasLocation(cfg *config.Config, id int64) bool {
+	for _, l := range cfg.Locations {
+		if l.ID == id {
+			return true
+		}
+	}
+	return false
 }

@@ -3,84 +3,50 @@ package main
 // The platform's hub commands: hub add, list, rotate-secret and remove.
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
-	"net/url"
-	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/admin"
 	"github.com/switchbridge/switchbridge/bridge/link"
-	"github.com/switchbridge/switchbridge/bridge/oauth"
-	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
-const hubUsage = `  hub add NAME --base-url URL [--json]
-                              register a hub with this platform; prints its hub_id and secret (shown only now)
-  hub list [--json]           list hubs: link state, last seen, version, locations, replica lag
-  hub rotate-secret ID [--json]
-                              give a hub a new secret; the old one stops working at once
-  hub remove ID               unregister a hub and uninstall every installation in its locations
-`
-
-// openPlatformStore opens the store of a daemon that is a platform: the
-// hub commands make no sense on a hub.
-func openPlatformStore(ctx context.Context, path string) (*store.DB, error) {
-	cfg, err := loadConfig(path)
-	if err != nil {
-		return nil, err
+func hubAdd(fs *flag.FlagSet) func(*invocation) error {
+	var base baseURL
+	fs.Var(&base, "base-url", "the hub's public `URL` (its server.public_url): clients call it")
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(c *invocation) error {
+		h, secret, err := c.admin.AddHub(c.ctx, c.args[0], string(base))
+		if err != nil {
+			return err
+		}
+		return c.printHubSecret(h.ID, secret, *asJSON)
 	}
-	if cfg.Platform != nil {
-		return nil, fmt.Errorf("%s is the config of a hub of %s: run hub commands on the platform", cfg.File, cfg.Platform.URL)
-	}
-	return store.Open(ctx, cfg.DataDir)
 }
 
-func (c *cli) hubAdd(ctx context.Context, args []string) error {
-	f := newFlags("hub add")
-	baseURL := f.String("base-url", "", "the hub's public URL (its server.public_url): clients call it")
-	asJSON := f.Bool("json", false, "print JSON")
-	pos, err := f.parse(args)
+// baseURL is --base-url: an absolute http(s) URL without path, user or
+// query, as a hub's server.public_url is.
+type baseURL string
+
+func (b *baseURL) String() string { return string(*b) }
+func (b *baseURL) Set(v string) error {
+	u, err := admin.CheckHubURL(v)
 	if err != nil {
-		return err
+		return errors.New(errorText(err))
 	}
-	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" || len(pos[0]) > 64 {
-		return usageErr("hub add takes one NAME (1-64 characters)")
-	}
-	u, err := url.Parse(strings.TrimRight(*baseURL, "/"))
-	if *baseURL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
-		return usageErr("hub add needs --base-url, the hub's public URL: absolute http(s) without path, user or query")
-	}
-	db, err := openPlatformStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	secret := oauth.NewSecret()
-	h := &bridge.RemoteHub{ID: newHubID(), Name: pos[0], BaseURL: u.String(), SecretHash: oauth.Hash(secret)}
-	if err := db.CreateHub(ctx, h); err != nil {
-		return errors.New(bridge.ErrorMessage(err))
-	}
-	return c.printHubSecret(h.ID, secret, *asJSON)
+	*b = baseURL(u)
+	return nil
 }
 
-func (c *cli) printHubSecret(id, secret string, asJSON bool) error {
+func (c *invocation) printHubSecret(id, secret string, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(c.stdout).Encode(map[string]string{"hub_id": id, "secret": secret})
 	}
 	fmt.Fprintf(c.stdout, "hub_id: %s\nsecret: %s\n(the secret is shown only now; it is stored hashed. On the hub, write it to platform.secret_file.)\n", id, secret)
 	return nil
-}
-
-func newHubID() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return "hub-" + hex.EncodeToString(b[:])
 }
 
 // hubListEntry is one hub as hub list --json prints it.
@@ -97,21 +63,13 @@ type hubListEntry struct {
 	Lag int64 `json:"replica_lag"`
 }
 
-func (c *cli) hubList(ctx context.Context, args []string) error {
-	f := newFlags("hub list")
-	asJSON := f.Bool("json", false, "print JSON")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErr("hub list takes no arguments")
-	}
-	db, err := openPlatformStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
+func hubList(fs *flag.FlagSet) func(*invocation) error {
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(c *invocation) error { return c.hubList(*asJSON) }
+}
+
+func (c *invocation) hubList(asJSON bool) error {
+	ctx, db := c.ctx, c.store
 	hubs, err := db.Hubs(ctx)
 	if err != nil {
 		return err
@@ -136,7 +94,7 @@ func (c *cli) hubList(ctx context.Context, args []string) error {
 		}
 		out = append(out, e)
 	}
-	if *asJSON {
+	if asJSON {
 		return json.NewEncoder(c.stdout).Encode(out)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
@@ -154,40 +112,22 @@ func orDash(s string) string {
 	return s
 }
 
-func (c *cli) hubRotateSecret(ctx context.Context, args []string) error {
-	f := newFlags("hub rotate-secret")
-	asJSON := f.Bool("json", false, "print JSON")
-	arg, err := f.parseOne(args, "one hub ID")
-	if err != nil {
-		return err
+func hubRotateSecret(fs *flag.FlagSet) func(*invocation) error {
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(c *invocation) error {
+		secret, err := c.admin.RotateHubSecret(c.ctx, c.args[0])
+		if err != nil {
+			return err
+		}
+		return c.printHubSecret(c.args[0], secret, *asJSON)
 	}
-	db, err := openPlatformStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	secret := oauth.NewSecret()
-	if err := db.SetHubSecret(ctx, arg, oauth.Hash(secret)); err != nil {
-		return errors.New(bridge.ErrorMessage(err))
-	}
-	return c.printHubSecret(arg, secret, *asJSON)
 }
 
-func (c *cli) hubRemove(ctx context.Context, args []string) error {
-	f := newFlags("hub remove")
-	arg, err := f.parseOne(args, "one hub ID")
+func hubRemove(c *invocation) error {
+	n, err := c.store.RemoveHub(c.ctx, c.args[0])
 	if err != nil {
 		return err
 	}
-	db, err := openPlatformStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	n, err := db.RemoveHub(ctx, arg)
-	if err != nil {
-		return errors.New(bridge.ErrorMessage(err))
-	}
-	fmt.Fprintf(c.stdout, "hub %s removed; %s in its locations uninstalled\n", arg, plural(n, "installation"))
+	fmt.Fprintf(c.stdout, "hub %s removed; %s in its locations uninstalled\n", c.args[0], plural(n, "installation"))
 	return nil
 }

@@ -6,75 +6,54 @@ package main
 // its next request.
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
-	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
-func (c *cli) install(ctx context.Context, args []string) error {
-	f := newFlags("install")
-	clientID := f.String("client-id", "", "the app's client id")
-	userName := f.String("user", "", "the developer's user name (the app's owner)")
-	loc := f.Int64("location", 0, "location id")
-	asJSON := f.Bool("json", false, "print JSON")
+func install(fs *flag.FlagSet) func(*invocation) error {
+	clientID := fs.String("client-id", "", "the app's client `ID`")
+	userName := fs.String("user", "", "the developer's user `NAME` (the app's owner)")
+	var loc locationID
+	fs.Var(&loc, "location", "the location `ID`")
+	asJSON := fs.Bool("json", false, "print JSON")
 	var switches stringList
-	f.Var(&switches, "switch", "a switch id (repeatable)")
-	pos, err := f.parse(args)
+	fs.Var(&switches, "switch", "a switch `ID` (repeatable)")
+	return func(c *invocation) error {
+		return c.install(*clientID, *userName, int64(loc), switches, *asJSON)
+	}
+}
+
+func (c *invocation) install(clientID, userName string, loc int64, switches []string, asJSON bool) error {
+	ctx, cfg, db := c.ctx, c.cfg, c.store
+	app, err := db.App(ctx, clientID)
 	if err != nil {
 		return err
 	}
-	switch {
-	case len(pos) > 0:
-		return usageErr("install takes no arguments")
-	case *clientID == "" || *userName == "" || *loc <= 0:
-		return usageErr("install needs --client-id, --user and --location")
-	case len(switches) == 0:
-		return usageErr("install needs at least one --switch")
-	}
-	cfg, err := loadConfig(*f.config)
+	user, err := db.UserByName(ctx, userName)
 	if err != nil {
 		return err
 	}
-	// The configured locations, for the install rules; no driver is opened.
-	locations, err := bridge.NewHub(cfg.BridgeLocations(), nil)
-	if err != nil {
-		return err
-	}
-	db, err := store.Open(ctx, cfg.DataDir)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	app, err := db.App(ctx, *clientID)
-	if err != nil {
-		return errors.New(bridge.ErrorMessage(err))
-	}
-	user, err := db.UserByName(ctx, *userName)
-	if err != nil {
-		return errors.New(bridge.ErrorMessage(err))
-	}
-	// The hubs' locations too, with the config's first.
-	issuer := oauth.NewIssuer(db, link.NewDirectory(db, locations))
+	// The config's locations and the hubs', as the consent page offers them.
+	issuer := oauth.NewIssuer(db, c.locations)
 	issuer.TokenLifetime = cfg.OAuth.TokenLifetime.Std()
-	in, tok, err := issuer.InstallForDeveloper(ctx, oauth.InstallRequest{App: app, User: user, LocationID: *loc, SwitchIDs: switches})
+	in, tok, err := issuer.InstallForDeveloper(ctx, oauth.InstallRequest{App: app, User: user, LocationID: loc, SwitchIDs: switches})
 	if errors.Is(err, oauth.ErrUnknownLocation) {
-		return fmt.Errorf("location %d is not in %s", *loc, cfg.File)
+		return fmt.Errorf("location %d is not in %s, nor held by a hub of this platform", loc, cfg.File)
 	}
 	if err != nil {
 		return err
 	}
 	base := cfg.AdvertisedURL("")
-	if _, own := locations.Location(in.LocationID); !own {
+	if !hasLocation(cfg, in.LocationID) {
 		if l, err := db.HubLocation(ctx, in.LocationID); err == nil {
 			if h, err := db.Hub(ctx, l.HubID); err == nil {
 				base = h.BaseURL
@@ -82,44 +61,33 @@ func (c *cli) install(ctx context.Context, args []string) error {
 		}
 	}
 	endpoint := base + wire.InstallationPath(in.ID)
-	if *asJSON {
+	if asJSON {
 		return json.NewEncoder(c.stdout).Encode(map[string]string{"token": tok.Token, "endpoint": endpoint, "expires_at": tok.ExpiresAt.UTC().Format(time.RFC3339)})
 	}
 	fmt.Fprintf(c.stdout, "API token:    %s\nAPI endpoint: %s\n(expires %s)\n", tok.Token, endpoint, tok.ExpiresAt.Format("2006-01-02 15:04 MST"))
 	return nil
 }
 
-func (c *cli) installationList(ctx context.Context, args []string) error {
-	f := newFlags("installation list")
-	userName := f.String("user", "", "only this user's installations")
-	clientID := f.String("app", "", "only installations of this app (client id)")
-	pos, err := f.parse(args)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErr("installation list takes no arguments; filter with --user NAME or --app CLIENT_ID")
-	}
-	cfg, db, err := openConfigStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	dir, err := locationsOf(cfg, db)
-	if err != nil {
-		return err
-	}
-	filter := store.InstallationFilter{ClientID: *clientID}
-	if *userName != "" {
-		u, err := db.UserByName(ctx, *userName)
+func installationList(fs *flag.FlagSet) func(*invocation) error {
+	userName := fs.String("user", "", "only this user's installations, by user `NAME`")
+	clientID := fs.String("app", "", "only installations of this app, by `CLIENT_ID`")
+	return func(c *invocation) error { return c.installationList(*userName, *clientID) }
+}
+
+func (c *invocation) installationList(userName, clientID string) error {
+	ctx, db := c.ctx, c.store
+	dir := c.locations
+	filter := bridge.InstallationFilter{ClientID: clientID}
+	if userName != "" {
+		u, err := db.UserByName(ctx, userName)
 		if err != nil {
-			return errors.New(bridge.ErrorMessage(err))
+			return err
 		}
 		filter.UserID = u.ID
 	}
-	if *clientID != "" {
-		if _, err := db.App(ctx, *clientID); err != nil {
-			return errors.New(bridge.ErrorMessage(err))
+	if clientID != "" {
+		if _, err := db.App(ctx, clientID); err != nil {
+			return err
 		}
 	}
 	ins, err := db.FindInstallations(ctx, filter)
@@ -158,20 +126,10 @@ func lastUsed(t time.Time) string {
 	return t.Format(listTime)
 }
 
-func (c *cli) installationDelete(ctx context.Context, args []string) error {
-	f := newFlags("installation delete")
-	arg, err := f.parseOne(args, "one installation ID (see installation list)")
-	if err != nil {
+func installationDelete(c *invocation) error {
+	if err := c.store.Uninstall(c.ctx, c.args[0]); err != nil {
 		return err
 	}
-	db, err := openStore(ctx, *f.config)
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	if err := db.Uninstall(ctx, arg); err != nil {
-		return errors.New(bridge.ErrorMessage(err))
-	}
-	fmt.Fprintf(c.stdout, "installation %s deleted; its tokens no longer work\n", arg)
+	fmt.Fprintf(c.stdout, "installation %s deleted; its tokens no longer work\n", c.args[0])
 	return nil
 }

@@ -28,6 +28,9 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
+	if serveBareHTTPIfAsked() {
+		return
+	}
 	// No test may ask the network's name servers about a listen host.
 	config.Resolver = configtest.Hosts{}
 	os.Exit(m.Run())
@@ -107,7 +110,7 @@ func TestAdministrationCommands(t *testing.T) {
 		{"add user", "secret-pw\n", []string{"user", "add", "alice", "--location", "1", "--location", "2", "--config", cfg}, 0, "user alice added"},
 		{"flags before name", "secret-pw\n", []string{"user", "add", "--config", cfg, "--location", "2", "bob"}, 0, "user bob added"},
 		{"duplicate user", "secret-pw\n", []string{"user", "add", "alice", "--location", "1", "--config", cfg}, 1, `user "alice" exists already`},
-		{"unknown location", "secret-pw\n", []string{"user", "add", "carol", "--location", "9", "--config", cfg}, 1, "location 9 is not in"},
+		{"unknown location", "secret-pw\n", []string{"user", "add", "carol", "--location", "9", "--config", cfg}, 1, "location 9 is neither in the config nor held by a hub"},
 		{"short password", "pw\n", []string{"user", "add", "carol", "--location", "1", "--config", cfg}, 1, "at least 4 characters"},
 		{"no location", "secret-pw\n", []string{"user", "add", "carol", "--config", cfg}, 2, "needs at least one --location"},
 		{"bad location flag", "", []string{"user", "add", "carol", "--location", "x", "--config", cfg}, 2, "not a location id"},

@@ -1,7 +1,8 @@
 package main
 
-// The command line: the usage text, dispatch to the commands, the exit
-// codes and the flag helpers every command uses.
+// The command line's machinery: dispatch through the command table
+// (commands.go), help and usage from the same table, the exit codes, and
+// how an error is printed.
 
 import (
 	"context"
@@ -9,54 +10,46 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"strconv"
 	"strings"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/admin"
+	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/bridge/link"
+	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // DefaultConfig is where a packaged install keeps its config.
 const DefaultConfig = "/etc/switchbridge/config.yaml"
 
-const usage = `usage: switchbridge COMMAND [flags]
-
-commands:
-  serve                       run the hub
-  check-config                check a config; list every problem with its line
-  user add NAME --location ID [--location ID...]
-                              add a user (password from stdin, or prompted on a terminal)
-  user list                   list users
-  user passwd NAME            set a user's password
-  user delete NAME            delete a user and uninstall everything they installed (refused while they own apps)
-  user locations NAME [--add ID...] [--remove ID...]
-                              change a user's locations; --remove uninstalls what they installed there
-  app create --name NAME --redirect-uri URI [--redirect-uri URI...] --owner USER [--publish] [--require-pkce]
-             [--legacy] [--access-token-lifetime DURATION] [--json]
-                              register an app; prints its client_id and client_secret (shown only now);
-                              --require-pkce refuses its authorizations without PKCE; --legacy accepts
-                              its access tokens in the query string (see "Legacy apps" in bridge/oauth/README.md);
-                              --access-token-lifetime (e.g. 1h) replaces oauth.token_lifetime for it
-  app publish CLIENT_ID       let any user install the app
-  app legacy CLIENT_ID on|off accept the app's access tokens in the query string, or stop
-  app access-token-lifetime CLIENT_ID DURATION|default
-                              set the lifetime of the app's access tokens issued from now on
-  app list                    list apps
-  app rotate-secret CLIENT_ID [--json]
-                              give an app a new client_secret (shown only now); the old one stops working at once
-  app delete CLIENT_ID        delete an app and uninstall it everywhere
-  install --client-id ID --user NAME --location ID --switch SWITCH_ID [--switch ...] [--json]
-                              install an app without the OAuth flow, for its developer; prints an API token
-                              and the installation's endpoint URL
-  installation list [--user NAME] [--app CLIENT_ID]
-                              list installations: app, user, location, switches, when granted and last used
-  installation delete ID      uninstall one installation
-  backup FILE                 write a consistent copy of the hub's database (switch values included) to FILE,
-                              also while the hub runs; see "Backups and restore" in systemd/README.md
-` + hubUsage + `
-every command takes --config FILE (default ` + DefaultConfig + `)
-commands that take access away apply to a running hub at once: its tokens stop working at its next request
-`
-
 // errUsage marks a command line that is wrong: exit code 2.
 var errUsage = errors.New("usage")
+
+// usageError is a wrong command line of one command (nil: of none in
+// particular), with what is wrong.
+type usageError struct {
+	cmd   *command
+	group string // when cmd is nil: the group the command line named
+	msg   string
+}
+
+func (e *usageError) Error() string        { return e.msg }
+func (e *usageError) Is(target error) bool { return target == errUsage }
+
+func usageErr(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// helpRequest asks for help on a command, a group or (both nil) everything.
+type helpRequest struct {
+	cmd   *command
+	group string
+}
+
+func (helpRequest) Error() string { return "help requested" }
 
 type cli struct {
 	stdin          io.Reader
@@ -72,125 +65,232 @@ type cli struct {
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, hangup *reloadRequests) int {
 	c := &cli{stdin: stdin, stdout: stdout, stderr: stderr, hangup: hangup}
 	err := c.dispatch(ctx, args)
+	var help helpRequest
+	var ue *usageError
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, errUsage):
-		if msg := strings.TrimPrefix(err.Error(), errUsage.Error()); msg != "" {
-			fmt.Fprintln(stderr, "switchbridge:"+strings.TrimPrefix(msg, ":"))
-		}
-		fmt.Fprint(stderr, usage)
-		return 2
-	case errors.Is(err, flag.ErrHelp):
-		fmt.Fprint(stdout, usage)
+	case errors.As(err, &help):
+		writeHelp(stdout, help)
 		return 0
+	case errors.As(err, &ue):
+		if ue.msg != "" {
+			fmt.Fprintln(stderr, "switchbridge: "+ue.msg)
+		}
+		switch {
+		case ue.cmd != nil:
+			fmt.Fprintf(stderr, "usage: %s\nRun 'switchbridge %s --help' for its flags.\n", ue.cmd.synopsis(), ue.cmd.Name)
+		case ue.group != "":
+			fmt.Fprintf(stderr, "Run 'switchbridge %s --help' for what each does.\n", ue.group)
+		default:
+			fmt.Fprintln(stderr, "Run 'switchbridge help' for the commands.")
+		}
+		return 2
+	case errors.Is(err, errUsage):
+		// Only the overview: the command line named no command.
+		writeHelp(stderr, helpRequest{})
+		return 2
 	default:
-		fmt.Fprintln(stderr, "switchbridge:", err)
+		printError(stderr, err)
 		return 1
 	}
 }
 
-func usageErr(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
+// printError prints a failed command's error: every problem of a config
+// on a line of its own, as check-config lists them; a domain error by its
+// message; anything else with its whole chain, so that the cause (a locked
+// database, a full disk, a permission) shows.
+func printError(w io.Writer, err error) {
+	var ps *config.Problems
+	if errors.As(err, &ps) {
+		fmt.Fprintln(w, ps.Error())
+		return
+	}
+	fmt.Fprintln(w, "switchbridge: "+errorText(err))
+	if errors.Is(err, fs.ErrPermission) {
+		fmt.Fprintln(w, "switchbridge: "+permissionHint)
+	}
+}
+
+// permissionHint is what to do when the config or the data directory may
+// not be read: on a packaged install both belong to the service.
+const permissionHint = "the config and the database belong to the service: run the command with sudo, or as a member of the service's group (switchbridge)"
+
+// errorText is err's message with every domain error shown by its message
+// alone: "user "alice" exists already", not "conflict: user ...".
+func errorText(err error) string {
+	msg := err.Error()
+	var be *bridge.Error
+	if errors.As(err, &be) {
+		msg = strings.Replace(msg, be.Error(), be.Message, 1)
+	}
+	return msg
 }
 
 func (c *cli) dispatch(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return errUsage
 	}
-	cmd, rest := args[0], args[1:]
-	sub := ""
-	if len(rest) > 0 && (cmd == "user" || cmd == "app" || cmd == "installation" || cmd == "hub") {
-		sub, rest = rest[0], rest[1:]
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		return helpFor(args[1:])
 	}
-	switch cmd + " " + sub {
-	case "serve ":
-		return c.serve(ctx, rest)
-	case "check-config ":
-		return c.checkConfig(rest)
-	case "user add":
-		return c.userAdd(ctx, rest)
-	case "user list":
-		return c.userList(ctx, rest)
-	case "user passwd":
-		return c.userPasswd(ctx, rest)
-	case "user delete":
-		return c.userDelete(ctx, rest)
-	case "user locations":
-		return c.userLocations(ctx, rest)
-	case "app create":
-		return c.appCreate(ctx, rest)
-	case "app publish":
-		return c.appPublish(ctx, rest)
-	case "app legacy":
-		return c.appLegacy(ctx, rest)
-	case "app access-token-lifetime":
-		return c.appAccessTokenLifetime(ctx, rest)
-	case "app list":
-		return c.appList(ctx, rest)
-	case "app rotate-secret":
-		return c.appRotateSecret(ctx, rest)
-	case "app delete":
-		return c.appDelete(ctx, rest)
-	case "installation list":
-		return c.installationList(ctx, rest)
-	case "installation delete":
-		return c.installationDelete(ctx, rest)
-	case "install ":
-		return c.install(ctx, rest)
-	case "hub add":
-		return c.hubAdd(ctx, rest)
-	case "hub list":
-		return c.hubList(ctx, rest)
-	case "hub rotate-secret":
-		return c.hubRotateSecret(ctx, rest)
-	case "hub remove":
-		return c.hubRemove(ctx, rest)
-	case "backup ":
-		return c.backup(ctx, rest)
-	case "help ", "-h ", "--help ":
-		return flag.ErrHelp
+	cmd, rest, group := findCommand(args)
+	if cmd == nil {
+		if group != "" {
+			if len(rest) > 0 && isHelpFlag(rest[0]) {
+				return helpRequest{group: group}
+			}
+			if len(rest) == 0 {
+				return &usageError{group: group, msg: group + " needs a command: " + strings.Join(groupCommands(group), ", ")}
+			}
+			return &usageError{group: group, msg: fmt.Sprintf("unknown command %q; the %s commands are %s", group+" "+rest[0], group, strings.Join(groupCommands(group), ", "))}
+		}
+		return usageErr("unknown command %q", args[0])
 	}
-	return usageErr("unknown command %q", strings.TrimSpace(cmd+" "+sub))
+	return c.runCommand(ctx, cmd, rest)
 }
 
-// flags makes a FlagSet with --config; positional arguments may come before
-// or after the flags.
-type flags struct {
-	*flag.FlagSet
-	config *string
+// helpFor answers "switchbridge help [COMMAND...]".
+func helpFor(words []string) error {
+	if len(words) == 0 {
+		return helpRequest{}
+	}
+	cmd, rest, group := findCommand(words)
+	switch {
+	case cmd != nil && len(rest) == 0:
+		return helpRequest{cmd: cmd}
+	case cmd == nil && group != "" && len(rest) == 0:
+		return helpRequest{group: group}
+	}
+	return usageErr("help: unknown command %q", strings.Join(words, " "))
 }
 
-func newFlags(name string) *flags {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	return &flags{FlagSet: fs, config: fs.String("config", DefaultConfig, "config file")}
+func isHelpFlag(s string) bool {
+	return s == "-h" || s == "-help" || s == "--help"
 }
 
-// parseOne parses args of a command that takes exactly one positional
-// argument, described by what ("one NAME"), and returns it.
-func (f *flags) parseOne(args []string, what string) (string, error) {
-	pos, err := f.parse(args)
+// findCommand finds the command args start with. When args name only a
+// group (or a group and an unknown word), cmd is nil and group is set.
+func findCommand(args []string) (cmd *command, rest []string, group string) {
+	for i := range commands {
+		c := &commands[i]
+		words := strings.Fields(c.Name)
+		if len(args) >= len(words) && strings.Join(args[:len(words)], " ") == c.Name {
+			return c, args[len(words):], ""
+		}
+		if len(words) > 1 && words[0] == args[0] {
+			group = words[0]
+		}
+	}
+	return nil, args[1:], group
+}
+
+func groupCommands(group string) []string {
+	var names []string
+	for _, c := range commands {
+		if first, sub, ok := strings.Cut(c.Name, " "); ok && first == group {
+			names = append(names, sub)
+		}
+	}
+	return names
+}
+
+// runCommand parses cmd's flags and arguments, opens what the table says
+// it needs, and runs it.
+func (c *cli) runCommand(ctx context.Context, cmd *command, args []string) error {
+	fs := cmd.flagSet()
+	configPath := fs.String("config", DefaultConfig, "the config `FILE`")
+	exec := cmd.Setup(fs)
+	pos, err := parseFlags(fs, args)
 	if err != nil {
-		return "", err
+		var ue *usageError
+		if errors.As(err, &ue) {
+			ue.cmd = cmd
+		}
+		if errors.Is(err, flag.ErrHelp) {
+			return helpRequest{cmd: cmd}
+		}
+		return err
 	}
-	if len(pos) != 1 {
-		return "", usageErr("%s takes %s", f.Name(), what)
+	if err := cmd.checkArgs(fs, pos); err != nil {
+		return &usageError{cmd: cmd, msg: err.Error()}
 	}
-	return pos[0], nil
+	inv := &invocation{cli: c, ctx: ctx, cmd: cmd, args: pos, configPath: *configPath}
+	if cmd.Store != noStore {
+		if err := inv.open(); err != nil {
+			return err
+		}
+		defer inv.store.Close()
+	}
+	err = exec(inv)
+	var ue *usageError
+	if errors.As(err, &ue) && ue.cmd == nil {
+		ue.cmd = cmd
+	}
+	return err
 }
 
-// parse parses args and returns the positional arguments, wherever they were.
-func (f *flags) parse(args []string) ([]string, error) {
+// invocation is one run of a command: its arguments and, when the table says
+// it opens the store, the config, the storage and the services over it.
+type invocation struct {
+	*cli
+	ctx        context.Context
+	cmd        *command
+	args       []string // the positional arguments
+	configPath string
+	cfg        *config.Config
+	store      storage
+	admin      *admin.Service
+	// locations are the config's own and those the platform's hubs hold.
+	locations *link.Directory
+}
+
+// storage is what the commands reach storage through, the same interfaces
+// the server uses: the owner's records (admin), installs (oauth's Issuer)
+// and the hubs (link). open chooses the engine, in this one place.
+type storage interface {
+	admin.Store
+	oauth.IssuerStore
+	link.PlatformStore
+	Close() error
+}
+
+func (c *invocation) open() error {
+	cfg, err := loadConfig(c.configPath)
+	if err != nil {
+		return err
+	}
+	if c.cmd.Store == platformStore && cfg.Platform != nil {
+		return fmt.Errorf("%s is the config of a hub of %s, and %q belongs to the platform: run it there, with the platform's config (a hub keeps only a replica of the platform's records)",
+			cfg.File, cfg.Platform.URL, c.cmd.Name)
+	}
+	own, err := bridge.NewHub(cfg.BridgeLocations(), nil)
+	if err != nil {
+		return err
+	}
+	db, err := store.Open(c.ctx, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	c.cfg, c.store = cfg, db
+	c.locations = link.NewDirectory(db, own)
+	c.admin = &admin.Service{Store: db, Locations: c.locations}
+	return nil
+}
+
+// parseFlags parses args and returns the positional arguments, wherever
+// they were among the flags.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := f.Parse(args); err != nil {
+		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, flag.ErrHelp
 			}
-			return nil, usageErr("%s: %v", f.Name(), err)
+			return nil, usageErr("%s", flagError(err))
 		}
-		args = f.Args()
+		args = fs.Args()
 		if len(args) == 0 {
 			return pos, nil
 		}
@@ -199,21 +299,49 @@ func (f *flags) parse(args []string) ([]string, error) {
 	}
 }
 
+// flagError is a flag package error with the flag named as the README and
+// the help name it: --name, not -name.
+func flagError(err error) string {
+	msg := err.Error()
+	for _, p := range []string{"not defined: -", "flag -", "for -", "argument: -"} {
+		msg = strings.Replace(msg, p, p+"-", 1)
+	}
+	return msg
+}
+
 // stringList is a repeatable flag.
 type stringList []string
 
 func (s *stringList) String() string     { return strings.Join(*s, ",") }
 func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
+// locationID is a flag of one location id.
+type locationID int64
+
+func (l *locationID) String() string { return fmt.Sprint(int64(*l)) }
+func (l *locationID) Set(v string) error {
+	n, err := parseLocationID(v)
+	*l = locationID(n)
+	return err
+}
+
 // locationIDs is a repeatable flag of location ids.
 type locationIDs []int64
 
 func (l *locationIDs) String() string { return fmt.Sprint(*l) }
 func (l *locationIDs) Set(v string) error {
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n <= 0 {
-		return fmt.Errorf("%q is not a location id (a positive number)", v)
+	n, err := parseLocationID(v)
+	if err != nil {
+		return err
 	}
 	*l = append(*l, n)
 	return nil
+}
+
+func parseLocationID(v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a location id (a positive number)", v)
+	}
+	return n, nil
 }

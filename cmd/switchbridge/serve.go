@@ -16,40 +16,48 @@ import (
 	"time"
 
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/switchbridge/switchbridge/bridge/asynclog"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/daemon"
 	"github.com/switchbridge/switchbridge/drivers/builtin"
 )
 
-func (c *cli) serve(ctx context.Context, args []string) error {
-	f := newFlags("serve")
-	pos, err := f.parse(args)
+func serve(c *invocation) error {
+	ctx := c.ctx
+	cfg, err := config.LoadForServe(c.configPath)
 	if err != nil {
 		return err
 	}
-	if len(pos) > 0 {
-		return usageErr("serve takes no arguments")
-	}
-	cfg, err := config.LoadForServe(*f.config)
-	if err != nil {
-		return err
-	}
-	logger := newLogger(cfg, c.stderr)
+	// No request waits for its log lines: they go through a buffer that
+	// one goroutine writes out within asynclog.FlushEvery, and all of
+	// them before serve returns.
+	logOut := asynclog.New(c.stderr, 0)
+	defer logOut.Close()
+	logger := newLogger(cfg, logOut)
 	limit, from := applyMemoryLimit(cfg)
 	logger.Info("switchbridge starting", "config", cfg.File, "pid", os.Getpid(),
 		"memory_limit", limit.String(), "memory_limit_from", from)
+	// The lines that mark the daemon's life go out at once: an operator
+	// (or systemd's journal) watching a start sees it as it happens.
+	logOut.Flush()
 	d, err := daemon.Open(ctx, cfg, builtin.Registry(), logger)
 	if err != nil {
 		return err
 	}
 	defer d.Close()
+	d.Metrics.Registry().MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "switchbridge_log_lines_dropped_total",
+		Help: "Log lines dropped because the log buffer was full (the journal or terminal did not keep up).",
+	}, func() float64 { return float64(logOut.Dropped()) }))
 	metricsAddr := "off"
 	if a := d.MetricsAddr(); a != nil {
 		metricsAddr = a.String()
 	}
 	logger.Info("switchbridge ready", "listen", d.Addr().String(), "public_url", d.PublicURL(),
 		"metrics_listen", metricsAddr, "switches", len(d.Hub.Switches()))
+	logOut.Flush()
 	if d.DemoURL != "" {
 		fmt.Fprintf(c.stdout, "\nswitchbridge demo hub is running. Open %s and log in as %s / %s.\n\n", d.DemoURL, cfg.Demo.User, cfg.Demo.Password)
 	}
@@ -60,7 +68,7 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	bg, stopBg := context.WithCancel(ctx)
 	var helpers sync.WaitGroup
 	helpers.Go(func() { watchdog(bg, d, logger) })
-	helpers.Go(func() { reloadOnHangup(bg, d, *f.config, c.hangup, logger) })
+	helpers.Go(func() { reloadOnHangup(bg, d, c.configPath, c.hangup, logger) })
 	// Before the deferred Close: a reload in progress must end before the
 	// drivers it is opening are closed.
 	defer helpers.Wait()

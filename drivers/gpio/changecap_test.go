@@ -3,9 +3,9 @@ package gpio_test
 import (
 	"context"
 	"fmt"
+	"github.com/switchbridge/switchbridge/bridge/clocktest"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,26 +19,9 @@ import (
 	"github.com/switchbridge/switchbridge/drivers/virtual"
 )
 
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *stepClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // capHub opens the switches of a config's location 1 through the drivers,
 // as the daemon does, into a hub on a stepped clock.
-func capHub(t *testing.T, switches string) (*bridge.Hub, *stepClock) {
+func capHub(t *testing.T, switches string) (*bridge.Hub, *clocktest.Clock) {
 	t.Helper()
 	cfg, err := config.Parse([]byte("locations:\n  - id: 1\n    name: Shed\n    switches:\n"+switches), "test.yaml")
 	if err != nil {
@@ -61,7 +44,7 @@ func capHub(t *testing.T, switches string) (*bridge.Hub, *stepClock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := &stepClock{now: time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)}
+	clk := clocktest.New()
 	h.Now = clk.Now
 	return h, clk
 }

@@ -232,7 +232,7 @@ func (d *driver) onDown() {
 	}
 }
 
-// publish sends m at d.qos() and never retained: a retained command would be
+// publish sends m at qos and never retained: a retained command would be
 // replayed to the plug at every reconnect (Tasmota's "ghost switching").
 // This is the driver's only call to Publish.
 //
@@ -245,7 +245,7 @@ func (d *driver) publish(m message) paho.Token {
 		return failedToken{errBrokerAway}
 	}
 	d.obs.message(dirOut)
-	return d.c.Publish(m.topic, d.qos(), false, m.payload)
+	return d.c.Publish(m.topic, qos, false, m.payload)
 }
 
 var errBrokerAway = errors.New("not connected to the MQTT broker")

@@ -315,7 +315,7 @@ func TestEmbeddedBrokerCloseWhileClientsLeave(t *testing.T) {
 
 // On the embedded broker the hub subscribes and commands at QoS 0, so no
 // in-flight queue of the broker ever holds a message of the hub's (see
-// driver.qos); a subscriber asking for QoS 1 gets the hub's commands at 0.
+// qos); a subscriber asking for QoS 1 gets the hub's commands at 0.
 func TestEmbeddedBrokerHubUsesQoS0(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
 	d := openDriver(t, "broker: embedded\nlisten: "+addr, `id: tas, name: Tas, profile: tasmota, topic: tas1`)
@@ -330,30 +330,13 @@ func TestEmbeddedBrokerHubUsesQoS0(t *testing.T) {
 		}
 	}
 
-	got := make(chan byte, 1)
 	c, err := pahoConnect(addr, "observer", "", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Disconnect(0)
-	if tok := c.Subscribe("cmnd/tas1/#", 1, func(_ paho.Client, m paho.Message) {
-		select {
-		case got <- m.Qos():
-		default:
-		}
-	}); !tok.WaitTimeout(3*time.Second) || tok.Error() != nil {
-		t.Fatalf("subscribe: %v", tok.Error())
-	}
-	if tok := d.publish(message{topic: "cmnd/tas1/POWER", payload: []byte("ON")}); !tok.WaitTimeout(3*time.Second) || tok.Error() != nil {
-		t.Fatalf("publish: %v", tok.Error())
-	}
-	select {
-	case q := <-got:
-		if q != 0 {
-			t.Errorf("the hub's command arrived at QoS %d, want 0", q)
-		}
-	case <-time.After(3 * time.Second):
-		t.Fatal("the hub's command did not arrive")
+	if q := commandQoS(t, d, c); q != 0 {
+		t.Errorf("the hub's command arrived at QoS %d, want 0", q)
 	}
 	if n := hub.State.Inflight.Len(); n != 0 {
 		t.Errorf("%d messages in flight for the hub's client", n)

@@ -20,32 +20,31 @@ func (d *driver) routeTopics() map[string]byte {
 	for _, dev := range d.devs {
 		for t, p := range dev.plug.routes {
 			d.routes[t] = append(d.routes[t], route{dev: dev, parse: p})
-			filters[t] = d.qos()
+			filters[t] = qos
 		}
 		if r := dev.plug.requests; r != nil {
 			t := r.replyTopic(replySource(d.set.ClientID, dev.id))
 			d.replies[t] = dev
-			filters[t] = d.qos()
+			filters[t] = qos
 		}
 	}
 	return filters
 }
 
-// qos is the QoS of the hub's subscriptions and commands: 1 on an external
-// broker, which then acknowledges each command the hub sends. On the
-// embedded broker, in the same process, that acknowledgement says nothing
-// (a command is confirmed by its plug's report either way), and QoS 0 keeps
-// the broker's in-flight queues of the hub and of its plugs empty: mochi
-// v2.7.9 takes a client's in-flight read lock twice after each packet it
-// reads (Inflight.NextImmediate) while that queue is not empty, so a
-// message queued for the client from another connection at that moment
-// deadlocks both connections, the hub's included.
-func (d *driver) qos() byte {
-	if d.set.Broker == Embedded {
-		return 0
-	}
-	return 1
-}
+// qos is the QoS of the hub's subscriptions and commands, on every broker:
+// 0. A command is confirmed by its plug's own report, or times out and is
+// reported as failed; it is never sent again after a reconnect (it would
+// switch a plug long after its request was answered). So QoS 1 would buy
+// only a PUBACK per command and per plug. The plugs publish their reports
+// at QoS 0 (Tasmota's PubSubClient, ESPHome, Shelly and Zigbee2MQTT by
+// default), which a subscription at 1 cannot raise, and the hub's session
+// is clean, so nothing is queued for it across a reconnect either way:
+// the retained state and last wills come again when it subscribes. On the
+// embedded broker QoS 0 also keeps mochi's in-flight queues of the hub and
+// its plugs empty: mochi v2.7.9 takes a client's in-flight read lock twice
+// after each packet it reads (Inflight.NextImmediate) while that queue is
+// not empty, which can deadlock two connections, the hub's included.
+const qos = 0
 
 // dispatch handles every message the broker delivers. It must not block.
 func (d *driver) dispatch(_ paho.Client, m paho.Message) {

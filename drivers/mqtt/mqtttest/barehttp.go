@@ -17,6 +17,18 @@ import (
 func StartBareHTTP(tb testing.TB, broker string, topics []string) string {
 	tb.Helper()
 	f := NewFloor(tb, broker, topics)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv := BareHTTPServer(f)
+	go srv.Serve(ln)
+	tb.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// BareHTTPServer is StartBareHTTP's server, for a process of its own.
+func BareHTTPServer(f *Floor) *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /switches/{cmd}", func(w http.ResponseWriter, r *http.Request) {
 		cmd := r.PathValue("cmd")
@@ -30,12 +42,5 @@ func StartBareHTTP(tb testing.TB, broker string, topics []string) string {
 		}
 		w.WriteHeader(http.StatusNoContent)
 	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	tb.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String()
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 }

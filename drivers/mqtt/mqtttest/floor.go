@@ -1,7 +1,7 @@
 package mqtttest
 
 import (
-	"encoding/json"
+	"bytes"
 	"fmt"
 	"math"
 	"slices"
@@ -15,54 +15,67 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 )
 
-// Floor is the least any hub can do to switch N Tasmota plugs: one bare
-// paho client that publishes the N commands at once, at the QoS the hub
-// uses (1), and waits for the N confirmations (stat/<topic>/RESULT).
-// Benchmarks compare the hub with it.
+// Floor is the least any hub can do to switch N Tasmota plugs, written
+// as fast as a Go programmer who knows their plugs would write it: one
+// bare paho client, one wildcard subscription (stat/+/RESULT, the first
+// report a Tasmota plug sends after a command), replies recognised by
+// their bytes instead of decoded, the N commands published at once at
+// FloorQoS. Benchmarks compare the hub with it.
 type Floor struct {
 	c      paho.Client
 	topics []string
 
-	mu   sync.Mutex
-	want string
-	got  int
-	all  chan struct{}
+	mu      sync.Mutex
+	want    []byte          // the reply that confirms: {"POWER":"ON"}
+	waiting map[string]bool // plugs (by reply topic) yet to confirm
+	all     chan struct{}
 }
+
+// FloorQoS is the QoS of the floor's commands and subscription: the
+// hub's (a command is confirmed by its plug's report, so QoS 1 would buy
+// only a PUBACK per plug).
+const FloorQoS = 0
 
 // NewFloor connects the bare client and subscribes to the plugs' replies.
 func NewFloor(tb testing.TB, broker string, topics []string) *Floor {
 	tb.Helper()
+	f, err := DialFloor(broker, topics)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.c.Disconnect(0) })
+	return f
+}
+
+// DialFloor is NewFloor for a process of its own (a benchmark's bare
+// handler measured apart): the caller disconnects it, or exits.
+func DialFloor(broker string, topics []string) (*Floor, error) {
 	f := &Floor{topics: topics}
 	o := paho.NewClientOptions().AddBroker(broker).SetClientID(fmt.Sprintf("floor-%s-%d", topics[0], len(topics)))
 	o.SetOrderMatters(false)
 	f.c = paho.NewClient(o)
 	if tok := f.c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		tb.Fatalf("floor client: %v", tok.Error())
+		return nil, fmt.Errorf("floor client: %v", tok.Error())
 	}
-	tb.Cleanup(func() { f.c.Disconnect(0) })
-	filters := map[string]byte{}
-	for _, t := range topics {
-		filters["stat/"+t+"/RESULT"] = 0
+	if tok := f.c.Subscribe("stat/+/RESULT", FloorQoS, f.onReply); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		f.c.Disconnect(0)
+		return nil, fmt.Errorf("floor subscribe: %v", tok.Error())
 	}
-	if tok := f.c.SubscribeMultiple(filters, f.onReply); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
-		tb.Fatalf("floor subscribe: %v", tok.Error())
-	}
-	return f
+	return f, nil
 }
 
+// onReply counts a plug's reply once, when it is exactly the reply the
+// command asked for: Tasmota answers POWER with {"POWER":"ON"}.
 func (f *Floor) onReply(_ paho.Client, m paho.Message) {
-	var r struct{ POWER string }
-	if json.Unmarshal(m.Payload(), &r) != nil {
-		return
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.all != nil && r.POWER == f.want {
-		f.got++
-		if f.got == len(f.topics) {
-			close(f.all)
-			f.all = nil
-		}
+	if f.all == nil || !bytes.Equal(m.Payload(), f.want) || !f.waiting[m.Topic()] {
+		return
+	}
+	delete(f.waiting, m.Topic())
+	if len(f.waiting) == 0 {
+		close(f.all)
+		f.all = nil
 	}
 }
 
@@ -78,18 +91,16 @@ func (f *Floor) Switch(tb testing.TB, value string, timeout time.Duration) {
 // goroutine (BareHTTP's handler). One switching at a time.
 func (f *Floor) SwitchAll(value string, timeout time.Duration) error {
 	all := make(chan struct{})
-	f.mu.Lock()
-	f.want, f.got, f.all = value, 0, all
-	f.mu.Unlock()
-	var wg sync.WaitGroup
+	waiting := make(map[string]bool, len(f.topics))
 	for _, t := range f.topics {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f.c.Publish("cmnd/"+t+"/POWER", 1, false, value)
-		}()
+		waiting["stat/"+t+"/RESULT"] = true
 	}
-	wg.Wait()
+	f.mu.Lock()
+	f.want, f.waiting, f.all = []byte(`{"POWER":"`+value+`"}`), waiting, all
+	f.mu.Unlock()
+	for _, t := range f.topics {
+		f.c.Publish("cmnd/"+t+"/POWER", FloorQoS, false, value)
+	}
 	t := time.NewTimer(timeout)
 	defer t.Stop()
 	select {
@@ -97,10 +108,10 @@ func (f *Floor) SwitchAll(value string, timeout time.Duration) error {
 		return nil
 	case <-t.C:
 		f.mu.Lock()
-		got := f.got
+		missing := len(f.waiting)
 		f.all = nil
 		f.mu.Unlock()
-		return fmt.Errorf("floor: %d of %d plugs confirmed %s within %s", got, len(f.topics), value, timeout)
+		return fmt.Errorf("floor: %d of %d plugs confirmed %s within %s", len(f.topics)-missing, len(f.topics), value, timeout)
 	}
 }
 

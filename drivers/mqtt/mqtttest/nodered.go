@@ -77,12 +77,11 @@ func NodeREDVersion(redJS string) string {
 }
 
 // StartNodeRED runs the Node-RED at redJS with a flow that does what
-// BareHTTP does: http in (PUT /switches/:cmd) → a function that stores the
-// request and makes one POWER message per plug → mqtt out (QoS 1, not
-// retained); an mqtt in node per plug (stat/<topic>/RESULT, JSON) → a
-// function that passes replies with the commanded state → join (N
-// messages) → a function that takes the stored request back → http
-// response (204). It listens on a free loopback port, talks only to
+// BareHTTP does (nodeREDFlow): http in (PUT /switches/:cmd) → one function
+// that sends one POWER message per plug to mqtt out (QoS 0) and keeps the
+// request until each plug's stat/<topic>/POWER (one mqtt in on
+// stat/+/POWER, QoS 0, a plain string) has confirmed → http response
+// (204). It listens on a free loopback port, talks only to
 // broker, has no editor, admin API, palette manager, telemetry or update
 // check, keeps its user directory in a temporary directory, and is killed
 // when the test ends. It returns the base URL once the broker connection
@@ -190,56 +189,56 @@ module.exports = {
 	return ""
 }
 
-// nodeREDFlow is the flow StartNodeRED deploys, as Node-RED's flows.json.
+// nodeREDFlow is the flow StartNodeRED deploys, as Node-RED's flows.json:
+// the flow a skilled Node-RED user draws for this job. One http in; one
+// function node that both fans the command out and tracks the pending
+// request (the plugs still to confirm, in its node context); one mqtt out
+// at QoS 0; one mqtt in on the wildcard stat/+/POWER at QoS 0 as a plain
+// string (Tasmota's plain report, so nothing is parsed as JSON); http
+// response.
 func nodeREDFlow(host, port string, topics []string) []map[string]any {
 	ts, _ := json.Marshal(topics)
-	fan := `const cmd = msg.req.params.cmd;
-if (cmd !== "on" && cmd !== "off") {
-    msg.statusCode = 404;
-    msg.payload = "unknown command";
-    return [null, msg];
+	track := `// From http in: a command to fan out. From mqtt in: a plug's report.
+if (msg.req) {
+    const cmd = msg.req.params.cmd;
+    if (cmd !== "on" && cmd !== "off") {
+        msg.statusCode = 404;
+        msg.payload = "unknown command";
+        return [null, msg];
+    }
+    const want = cmd.toUpperCase();
+    const waiting = new Set();
+    const out = [];
+    for (const t of TOPICS) {
+        waiting.add("stat/" + t + "/POWER");
+        out.push({ topic: "cmnd/" + t + "/POWER", payload: want });
+    }
+    context.set("pending", { req: msg.req, res: msg.res, want: want, waiting: waiting });
+    return [out, null];
 }
-const want = cmd.toUpperCase();
-flow.set("pending", { req: msg.req, res: msg.res, want: want });
-return [TOPICS.map(t => ({ topic: "cmnd/" + t + "/POWER", payload: want })), null];`
-	fan = strings.Replace(fan, "TOPICS", string(ts), 1)
-	confirm := `const p = flow.get("pending");
-if (!p || !msg.payload || msg.payload.POWER !== p.want) {
+const p = context.get("pending");
+if (!p || msg.payload !== p.want || !p.waiting.delete(msg.topic) || p.waiting.size > 0) {
     return null;
 }
-return msg;`
-	reply := `const p = flow.get("pending");
-flow.set("pending", undefined);
-if (!p) {
-    return null;
-}
-return { req: p.req, res: p.res, statusCode: 204, payload: "" };`
+context.set("pending", undefined);
+return [null, { req: p.req, res: p.res, statusCode: 204, payload: "" }];`
+	track = strings.Replace(track, "TOPICS", string(ts), 1)
 	nodes := []map[string]any{
 		{"id": "tab", "type": "tab", "label": "fan-out"},
 		{"id": "broker", "type": "mqtt-broker", "name": "mosquitto", "broker": host, "port": port,
 			"clientid": "bench-nodered", "autoConnect": true, "usetls": false, "protocolVersion": "4",
 			"keepalive": "60", "cleansession": true, "autoUnsubscribe": true},
 		{"id": "in", "type": "http in", "z": "tab", "name": "PUT", "url": "/switches/:cmd", "method": "put",
-			"upload": false, "wires": []any{[]any{"fan"}}},
-		{"id": "fan", "type": "function", "z": "tab", "name": "fan out", "func": fan, "outputs": 2,
+			"upload": false, "wires": []any{[]any{"track"}}},
+		{"id": "track", "type": "function", "z": "tab", "name": "fan out, track", "func": track, "outputs": 2,
 			"wires": []any{[]any{"out"}, []any{"resp"}}},
-		{"id": "out", "type": "mqtt out", "z": "tab", "name": "", "topic": "", "qos": "1", "retain": "false",
+		{"id": "out", "type": "mqtt out", "z": "tab", "name": "", "topic": "", "qos": "0", "retain": "false",
 			"broker": "broker", "wires": []any{}},
-		{"id": "confirm", "type": "function", "z": "tab", "name": "confirmed?", "func": confirm, "outputs": 1,
-			"wires": []any{[]any{"join"}}},
-		{"id": "join", "type": "join", "z": "tab", "name": "all confirmed", "mode": "custom", "build": "array",
-			"property": "payload", "propertyType": "msg", "key": "topic", "joiner": "\\n", "joinerType": "str",
-			"useparts": false, "accumulate": false, "timeout": "", "count": fmt.Sprint(len(topics)),
-			"reduceRight": false, "wires": []any{[]any{"reply"}}},
-		{"id": "reply", "type": "function", "z": "tab", "name": "reply", "func": reply, "outputs": 1,
-			"wires": []any{[]any{"resp"}}},
+		{"id": "stat", "type": "mqtt in", "z": "tab", "name": "", "topic": "stat/+/POWER", "qos": "0",
+			"datatype": "utf8", "broker": "broker", "nl": false, "rap": true, "rh": 0, "inputs": 0,
+			"wires": []any{[]any{"track"}}},
 		{"id": "resp", "type": "http response", "z": "tab", "name": "", "statusCode": "", "headers": map[string]any{},
 			"wires": []any{}},
-	}
-	for i, t := range topics {
-		nodes = append(nodes, map[string]any{"id": fmt.Sprintf("stat%d", i), "type": "mqtt in", "z": "tab",
-			"name": "", "topic": "stat/" + t + "/RESULT", "qos": "1", "datatype": "json", "broker": "broker",
-			"nl": false, "rap": true, "rh": 0, "inputs": 0, "wires": []any{[]any{"confirm"}}})
 	}
 	// Node-RED takes a node without a position for a config node.
 	for i, n := range nodes {

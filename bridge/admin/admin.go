@@ -1,0 +1,329 @@
+// Package admin is what a platform's owner does from the command line to
+// users, apps, installations and hubs, with the rules that come with each
+// (names, ids, secrets, which locations exist). It reaches storage only
+// through the Store it declares, so the command line never holds a
+// storage engine of its own and the engine is chosen in one place.
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/oauth"
+)
+
+// Store is the storage the owner's commands need. Each method returns a
+// *bridge.Error with ENOTFOUND or ECONFLICT where the record is missing or
+// exists already.
+type Store interface {
+	CreateUser(ctx context.Context, name string, passwordHash []byte, locations []int64) (*bridge.User, error)
+	Users(ctx context.Context) ([]*bridge.User, error)
+	UserByName(ctx context.Context, name string) (*bridge.User, error)
+	UserByID(ctx context.Context, id int64) (*bridge.User, error)
+	SetPassword(ctx context.Context, name string, passwordHash []byte) error
+	DeleteUser(ctx context.Context, name string) error
+	AddUserLocation(ctx context.Context, name string, loc int64) error
+	// RemoveUserLocation returns how many installations it uninstalled.
+	RemoveUserLocation(ctx context.Context, name string, loc int64) (int, error)
+
+	CreateApp(ctx context.Context, a *bridge.App) error
+	App(ctx context.Context, clientID string) (*bridge.App, error)
+	Apps(ctx context.Context) ([]*bridge.App, error)
+	SetAppPublished(ctx context.Context, clientID string, published bool) error
+	SetAppLegacy(ctx context.Context, clientID string, legacy bool) error
+	SetAppAccessTokenLifetime(ctx context.Context, clientID string, d time.Duration) error
+	SetAppSecret(ctx context.Context, clientID string, secretHash []byte) error
+	DeleteApp(ctx context.Context, clientID string) error
+
+	FindInstallations(ctx context.Context, f bridge.InstallationFilter) ([]*bridge.Installation, error)
+	Uninstall(ctx context.Context, id string) error
+
+	CreateHub(ctx context.Context, h *bridge.RemoteHub) error
+	Hub(ctx context.Context, id string) (*bridge.RemoteHub, error)
+	Hubs(ctx context.Context) ([]*bridge.RemoteHub, error)
+	HubLocation(ctx context.Context, id int64) (*bridge.RemoteLocation, error)
+	SetHubSecret(ctx context.Context, id string, hash []byte) error
+	// RemoveHub returns how many installations it uninstalled.
+	RemoveHub(ctx context.Context, id string) (int, error)
+	// ChangeSeq is the newest entry of the change log hubs follow.
+	ChangeSeq(ctx context.Context) (int64, error)
+}
+
+// Locations says which locations exist: the platform's own (its config's)
+// and those its hubs hold.
+type Locations interface {
+	Location(id int64) (*bridge.Location, bool)
+}
+
+// Service applies the owner's commands.
+type Service struct {
+	Store     Store
+	Locations Locations
+	// PasswordCost is bcrypt's cost for new passwords; 0 is
+	// bcrypt.DefaultCost.
+	PasswordCost int
+}
+
+// Password limits: bcrypt reads at most 72 bytes, and a password shorter
+// than 4 characters is no password.
+const (
+	MinPassword = 4
+	MaxPassword = 72
+)
+
+// CheckUserName refuses a name a login form could not take back.
+func CheckUserName(name string) error {
+	if name == "" || len(name) > 64 || strings.ContainsAny(name, " \t\r\n") {
+		return bridge.Errorf(bridge.EINVALID, "user name %q must be 1-64 characters without spaces", name)
+	}
+	return nil
+}
+
+func (s *Service) hashPassword(pw string) ([]byte, error) {
+	switch {
+	case len(pw) < MinPassword:
+		return nil, bridge.Errorf(bridge.EINVALID, "the password must be at least %d characters", MinPassword)
+	case len(pw) > MaxPassword:
+		return nil, bridge.Errorf(bridge.EINVALID, "the password must be at most %d bytes (a bcrypt limit)", MaxPassword)
+	}
+	cost := s.PasswordCost
+	if cost == 0 {
+		cost = bcrypt.DefaultCost
+	}
+	return bcrypt.GenerateFromPassword([]byte(pw), cost)
+}
+
+// CheckLocations refuses a location that neither the platform nor one of
+// its hubs has.
+func (s *Service) CheckLocations(ids []int64) error {
+	for _, id := range ids {
+		if _, ok := s.Locations.Location(id); !ok {
+			return bridge.Errorf(bridge.ENOTFOUND, "location %d is neither in the config nor held by a hub of this platform", id)
+		}
+	}
+	return nil
+}
+
+// AddUser adds a user who may install apps into locations.
+func (s *Service) AddUser(ctx context.Context, name, password string, locations []int64) (*bridge.User, error) {
+	if err := CheckUserName(name); err != nil {
+		return nil, err
+	}
+	if len(locations) == 0 {
+		return nil, bridge.Errorf(bridge.EINVALID, "a user needs at least one location")
+	}
+	if err := s.CheckLocations(locations); err != nil {
+		return nil, err
+	}
+	hash, err := s.hashPassword(password)
+	if err != nil {
+		return nil, err
+	}
+	return s.Store.CreateUser(ctx, name, hash, locations)
+}
+
+// SetPassword sets a user's password; their login sessions end.
+func (s *Service) SetPassword(ctx context.Context, name, password string) error {
+	hash, err := s.hashPassword(password)
+	if err != nil {
+		return err
+	}
+	return s.Store.SetPassword(ctx, name, hash)
+}
+
+// DeleteUser deletes a user and what they installed, and returns how many
+// installations that was. It is refused while they own apps.
+func (s *Service) DeleteUser(ctx context.Context, name string) (int, error) {
+	u, err := s.Store.UserByName(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	ins, err := s.Store.FindInstallations(ctx, bridge.InstallationFilter{UserID: u.ID})
+	if err != nil {
+		return 0, err
+	}
+	if err := s.Store.DeleteUser(ctx, name); err != nil {
+		return 0, err
+	}
+	return len(ins), nil
+}
+
+// LocationChange is one step of ChangeLocations.
+type LocationChange struct {
+	Location int64
+	Added    bool // else removed
+	// Uninstalled is, for a removal, how many of the user's installations
+	// it ended.
+	Uninstalled int
+}
+
+// ChangeLocations removes the user from the locations in remove,
+// uninstalling what they installed there, and then adds them to those in
+// add: "--remove 1 --add 1" ends what was installed there and keeps the
+// membership, which is what starting over means. It returns the steps
+// done, which are done even when a later one fails.
+func (s *Service) ChangeLocations(ctx context.Context, name string, add, remove []int64) ([]LocationChange, error) {
+	if err := s.CheckLocations(add); err != nil {
+		return nil, err
+	}
+	if _, err := s.Store.UserByName(ctx, name); err != nil {
+		return nil, err
+	}
+	var done []LocationChange
+	for _, l := range remove {
+		n, err := s.Store.RemoveUserLocation(ctx, name, l)
+		if err != nil {
+			return done, err
+		}
+		done = append(done, LocationChange{Location: l, Uninstalled: n})
+	}
+	for _, l := range add {
+		if err := s.Store.AddUserLocation(ctx, name, l); err != nil {
+			return done, err
+		}
+		done = append(done, LocationChange{Location: l, Added: true})
+	}
+	return done, nil
+}
+
+// AppSpec is a new app.
+type AppSpec struct {
+	Name         string
+	RedirectURIs []string
+	Owner        string // a user name
+	Published    bool
+	RequirePKCE  bool
+	Legacy       bool
+	// AccessTokenLifetime replaces the platform's token lifetime for the
+	// app; 0 keeps it.
+	AccessTokenLifetime time.Duration
+}
+
+// CreateApp registers an app and returns it with its client secret, which
+// is stored only hashed: this is the one time it is known.
+func (s *Service) CreateApp(ctx context.Context, spec AppSpec) (*bridge.App, string, error) {
+	if strings.TrimSpace(spec.Name) == "" {
+		return nil, "", bridge.Errorf(bridge.EINVALID, "an app needs a name that is not blank")
+	}
+	if len(spec.RedirectURIs) == 0 {
+		return nil, "", bridge.Errorf(bridge.EINVALID, "an app needs at least one redirect URI")
+	}
+	for _, u := range spec.RedirectURIs {
+		if err := oauth.ValidRedirectURI(u); err != nil {
+			return nil, "", bridge.Errorf(bridge.EINVALID, "%v", err)
+		}
+	}
+	if err := CheckLifetime(spec.AccessTokenLifetime); err != nil {
+		return nil, "", err
+	}
+	owner, err := s.Store.UserByName(ctx, spec.Owner)
+	if err != nil {
+		return nil, "", fmt.Errorf("owner: %w", err)
+	}
+	secret := oauth.NewSecret()
+	app := &bridge.App{ClientID: oauth.NewClientID(), Name: spec.Name, SecretHash: oauth.Hash(secret), RedirectURIs: spec.RedirectURIs,
+		OwnerID: owner.ID, Published: spec.Published, RequirePKCE: spec.RequirePKCE, Legacy: spec.Legacy, AccessTokenLifetime: spec.AccessTokenLifetime}
+	if err := s.Store.CreateApp(ctx, app); err != nil {
+		return nil, "", err
+	}
+	return app, secret, nil
+}
+
+// CheckLifetime refuses an access-token lifetime that is not a whole
+// number of seconds of at least one (expires_in counts seconds); 0 means
+// the platform's default.
+func CheckLifetime(d time.Duration) error {
+	if d != 0 && (d < time.Second || d%time.Second != 0) {
+		return bridge.Errorf(bridge.EINVALID, "%s is not a lifetime: a whole number of seconds, at least 1s (examples: 90s, 1h, 2160h)", d)
+	}
+	return nil
+}
+
+// SetAppAccessTokenLifetime sets the lifetime of the app's access tokens
+// issued from now on; 0 returns to the platform's default.
+func (s *Service) SetAppAccessTokenLifetime(ctx context.Context, clientID string, d time.Duration) error {
+	if err := CheckLifetime(d); err != nil {
+		return err
+	}
+	return s.Store.SetAppAccessTokenLifetime(ctx, clientID, d)
+}
+
+// RotateAppSecret gives an app a new secret, returned this once; the old
+// one stops working at once.
+func (s *Service) RotateAppSecret(ctx context.Context, clientID string) (string, error) {
+	secret := oauth.NewSecret()
+	if err := s.Store.SetAppSecret(ctx, clientID, oauth.Hash(secret)); err != nil {
+		return "", err
+	}
+	return secret, nil
+}
+
+// DeleteApp deletes an app, uninstalling it everywhere, and returns how
+// many installations that was.
+func (s *Service) DeleteApp(ctx context.Context, clientID string) (int, error) {
+	ins, err := s.Store.FindInstallations(ctx, bridge.InstallationFilter{ClientID: clientID})
+	if err != nil {
+		return 0, err
+	}
+	if err := s.Store.DeleteApp(ctx, clientID); err != nil {
+		return 0, err
+	}
+	return len(ins), nil
+}
+
+// CheckHubURL checks a hub's public URL (its server.public_url) and returns
+// it without a trailing slash.
+func CheckHubURL(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimRight(raw, "/"))
+	switch {
+	case err != nil:
+		return "", bridge.Errorf(bridge.EINVALID, "%q is not a valid URL", raw)
+	case (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return "", bridge.Errorf(bridge.EINVALID, "%q is not a valid URL for a hub: want an absolute http or https URL such as https://hub.example.net:8443", raw)
+	case u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return "", bridge.Errorf(bridge.EINVALID, "%q is not a valid URL for a hub: it must have no path, user, query or fragment", raw)
+	}
+	return u.String(), nil
+}
+
+// AddHub registers a hub and returns it with its secret, stored only
+// hashed: this is the one time it is known.
+func (s *Service) AddHub(ctx context.Context, name, baseURL string) (*bridge.RemoteHub, string, error) {
+	if strings.TrimSpace(name) == "" || len(name) > 64 {
+		return nil, "", bridge.Errorf(bridge.EINVALID, "a hub's name must be 1-64 characters")
+	}
+	base, err := CheckHubURL(baseURL)
+	if err != nil {
+		return nil, "", err
+	}
+	secret := oauth.NewSecret()
+	h := &bridge.RemoteHub{ID: newHubID(), Name: name, BaseURL: base, SecretHash: oauth.Hash(secret)}
+	if err := s.Store.CreateHub(ctx, h); err != nil {
+		return nil, "", err
+	}
+	return h, secret, nil
+}
+
+// RotateHubSecret gives a hub a new secret, returned this once; the old one
+// stops working at once.
+func (s *Service) RotateHubSecret(ctx context.Context, id string) (string, error) {
+	secret := oauth.NewSecret()
+	if err := s.Store.SetHubSecret(ctx, id, oauth.Hash(secret)); err != nil {
+		return "", err
+	}
+	return secret, nil
+}
+
+func newHubID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return "hub-" + hex.EncodeToString(b[:])
+}

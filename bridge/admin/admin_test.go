@@ -1,0 +1,176 @@
+package admin_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/admin"
+	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge/store"
+)
+
+// locations is a platform with locations 1 and 2.
+type locations map[int64]bool
+
+func (l locations) Location(id int64) (*bridge.Location, bool) {
+	if !l[id] {
+		return nil, false
+	}
+	return &bridge.Location{ID: id}, true
+}
+
+func newService(t *testing.T) (*admin.Service, *store.DB) {
+	t.Helper()
+	db, err := store.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return &admin.Service{Store: db, Locations: locations{1: true, 2: true}, PasswordCost: bcrypt.MinCost}, db
+}
+
+func wantCode(t *testing.T, what string, err error, code string) {
+	t.Helper()
+	if bridge.ErrorCode(err) != code {
+		t.Errorf("%s: %v, want %s", what, err, code)
+	}
+}
+
+func TestUsers(t *testing.T) {
+	ctx := context.Background()
+	s, db := newService(t)
+	_, err := s.AddUser(ctx, "has space", "pw-pw", []int64{1})
+	wantCode(t, "a name with a space", err, bridge.EINVALID)
+	_, err = s.AddUser(ctx, "alice", "pw", []int64{1})
+	wantCode(t, "a short password", err, bridge.EINVALID)
+	_, err = s.AddUser(ctx, "alice", strings.Repeat("p", 73), []int64{1})
+	wantCode(t, "a password bcrypt would cut", err, bridge.EINVALID)
+	_, err = s.AddUser(ctx, "alice", "pw-alice", []int64{9})
+	wantCode(t, "an unknown location", err, bridge.ENOTFOUND)
+	_, err = s.AddUser(ctx, "alice", "pw-alice", nil)
+	wantCode(t, "no location", err, bridge.EINVALID)
+	if _, err := db.UserByName(ctx, "alice"); bridge.ErrorCode(err) != bridge.ENOTFOUND {
+		t.Fatalf("a refused user was stored: %v", err)
+	}
+
+	u, err := s.AddUser(ctx, "alice", "pw-alice", []int64{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bcrypt.CompareHashAndPassword(u.PasswordHash, []byte("pw-alice")) != nil {
+		t.Error("the stored hash is not of the password")
+	}
+	_, err = s.AddUser(ctx, "alice", "pw-alice", []int64{1})
+	wantCode(t, "a second alice", err, bridge.ECONFLICT)
+
+	if err := s.SetPassword(ctx, "alice", "new-pw"); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := db.UserByName(ctx, "alice"); bcrypt.CompareHashAndPassword(u.PasswordHash, []byte("new-pw")) != nil {
+		t.Error("the new password does not check")
+	}
+	wantCode(t, "a short new password", s.SetPassword(ctx, "alice", "x"), bridge.EINVALID)
+
+	// Removals before additions: --remove 1 --add 1 keeps the membership.
+	done, err := s.ChangeLocations(ctx, "alice", []int64{1, 2}, []int64{1})
+	if err != nil || len(done) != 3 || done[0].Added || done[0].Location != 1 || !done[1].Added || !done[2].Added {
+		t.Errorf("ChangeLocations = %+v, %v", done, err)
+	}
+	if u, _ := db.UserByName(ctx, "alice"); len(u.Locations) != 2 {
+		t.Errorf("alice's locations = %v", u.Locations)
+	}
+	_, err = s.ChangeLocations(ctx, "alice", []int64{7}, nil)
+	wantCode(t, "adding an unknown location", err, bridge.ENOTFOUND)
+	_, err = s.ChangeLocations(ctx, "nobody", nil, []int64{1})
+	wantCode(t, "changing nobody", err, bridge.ENOTFOUND)
+
+	n, err := s.DeleteUser(ctx, "alice")
+	if err != nil || n != 0 {
+		t.Errorf("DeleteUser = %d, %v", n, err)
+	}
+	_, err = s.DeleteUser(ctx, "alice")
+	wantCode(t, "deleting alice again", err, bridge.ENOTFOUND)
+}
+
+func TestApps(t *testing.T) {
+	ctx := context.Background()
+	s, db := newService(t)
+	if _, err := s.AddUser(ctx, "dev", "pw-dev", []int64{1}); err != nil {
+		t.Fatal(err)
+	}
+	spec := admin.AppSpec{Name: "Svc", RedirectURIs: []string{"https://svc.example/cb"}, Owner: "dev"}
+	for _, bad := range []struct {
+		what string
+		edit func(*admin.AppSpec)
+		code string
+	}{
+		{"a blank name", func(a *admin.AppSpec) { a.Name = " " }, bridge.EINVALID},
+		{"no redirect URI", func(a *admin.AppSpec) { a.RedirectURIs = nil }, bridge.EINVALID},
+		{"a relative redirect URI", func(a *admin.AppSpec) { a.RedirectURIs = []string{"/cb"} }, bridge.EINVALID},
+		{"half a second's lifetime", func(a *admin.AppSpec) { a.AccessTokenLifetime = 500 * time.Millisecond }, bridge.EINVALID},
+		{"an unknown owner", func(a *admin.AppSpec) { a.Owner = "zed" }, bridge.ENOTFOUND},
+	} {
+		sp := spec
+		bad.edit(&sp)
+		_, _, err := s.CreateApp(ctx, sp)
+		wantCode(t, bad.what, err, bad.code)
+	}
+	app, secret, err := s.CreateApp(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := db.App(ctx, app.ClientID)
+	if err != nil || !bytes.Equal(stored.SecretHash, oauth.Hash(secret)) || bytes.Contains(stored.SecretHash, []byte(secret)) {
+		t.Fatalf("the stored app does not hold the secret's hash: %+v %v", stored, err)
+	}
+	again, err := s.RotateAppSecret(ctx, app.ClientID)
+	if err != nil || again == secret {
+		t.Fatalf("RotateAppSecret = %q, %v", again, err)
+	}
+	if stored, _ := db.App(ctx, app.ClientID); !bytes.Equal(stored.SecretHash, oauth.Hash(again)) {
+		t.Error("the rotated secret is not stored")
+	}
+	_, err = s.RotateAppSecret(ctx, "nope")
+	wantCode(t, "rotating a missing app's secret", err, bridge.ENOTFOUND)
+	wantCode(t, "a lifetime of 1.5 s", s.SetAppAccessTokenLifetime(ctx, app.ClientID, 1500*time.Millisecond), bridge.EINVALID)
+	if err := s.SetAppAccessTokenLifetime(ctx, app.ClientID, time.Hour); err != nil {
+		t.Error(err)
+	}
+	if n, err := s.DeleteApp(ctx, app.ClientID); err != nil || n != 0 {
+		t.Errorf("DeleteApp = %d, %v", n, err)
+	}
+}
+
+func TestHubs(t *testing.T) {
+	ctx := context.Background()
+	s, db := newService(t)
+	for _, bad := range []string{"not-a-url", "ftp://hub.example", "https://hub.example/path", "https://u@hub.example", "https://hub.example?x=1"} {
+		_, _, err := s.AddHub(ctx, "barn", bad)
+		wantCode(t, "base URL "+bad, err, bridge.EINVALID)
+	}
+	_, _, err := s.AddHub(ctx, strings.Repeat("b", 65), "https://hub.example")
+	wantCode(t, "a long name", err, bridge.EINVALID)
+	h, secret, err := s.AddHub(ctx, "barn", "https://hub.example:8443/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(h.ID, "hub-") || h.BaseURL != "https://hub.example:8443" {
+		t.Errorf("hub = %+v", h)
+	}
+	stored, err := db.Hub(ctx, h.ID)
+	if err != nil || !bytes.Equal(stored.SecretHash, oauth.Hash(secret)) {
+		t.Fatalf("stored hub %+v, %v", stored, err)
+	}
+	again, err := s.RotateHubSecret(ctx, h.ID)
+	if err != nil || again == secret {
+		t.Fatalf("RotateHubSecret = %q, %v", again, err)
+	}
+	_, err = s.RotateHubSecret(ctx, "hub-nope")
+	wantCode(t, "rotating a missing hub's secret", err, bridge.ENOTFOUND)
+}

@@ -1,0 +1,309 @@
+package main
+
+// The command table: every command's name, arguments, help and flags, and
+// whether it opens the store. Dispatch, "switchbridge help", each
+// command's --help, each group's listing and the README's command table
+// all come from it.
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// storeUse says what a command opens before it runs.
+type storeUse int
+
+const (
+	// noStore: the command reads the config itself, if at all.
+	noStore storeUse = iota
+	// anyStore: the config's store, on a platform or a hub.
+	anyStore
+	// platformStore: the store of a platform; refused on a hub's config,
+	// whose database holds only a replica of the platform's records.
+	platformStore
+)
+
+// command is one entry of the table.
+type command struct {
+	// Name is the words that call it: "serve", "app create".
+	Name string
+	// Args are its positional arguments, one word each ("CLIENT_ID
+	// on|off"); a command takes exactly these.
+	Args string
+	// Short says what it does in a line; Long, when set, says more in
+	// --help and in the README.
+	Short, Long string
+	Store       storeUse
+	// Required are the flags it cannot run without.
+	Required []string
+	// Setup defines the command's flags (--config is there already) and
+	// returns what runs it.
+	Setup func(fs *flag.FlagSet) func(*invocation) error
+}
+
+// commands is the command line, in the order help lists it.
+var commands = []command{
+	{Name: "serve", Short: "runs the hub",
+		Long:  "Refuses to start, with the reason, on an invalid config, a data dir it cannot write, a full disk, a damaged, missing or emptied database (see \"When storage goes wrong\" in systemd/README.md), or a port in use. Prints the demo URL when the config has a demo section.",
+		Setup: func(*flag.FlagSet) func(*invocation) error { return serve }},
+	{Name: "check-config", Short: "checks a config without serving it",
+		Long:  "Checks every key, the drivers' included, without touching hardware, and lists every problem as file:line: message (exit 1), then the warnings. Also checks what serve checks before it binds its listeners: each listen address's syntax and that its host is an address of this machine, and that the TLS files load; and warns when the port of server.listen or server.metrics_listen is in use now (the daemon running this config holds them, so a check before a reload warns too). Warns too, as serve does in its log, when a TLS key, platform.secret_file or the MQTT client key can be read by users other than its owner and group.",
+		Setup: func(*flag.FlagSet) func(*invocation) error { return checkConfig }},
+	{Name: "user add", Args: "NAME", Short: "adds a user who may install apps into the given locations", Store: platformStore, Required: []string{"location"},
+		Long:  "The password is read from stdin when it is not a terminal, else prompted for twice.",
+		Setup: userAdd},
+	{Name: "user list", Short: "lists users and their locations", Store: platformStore,
+		Setup: func(*flag.FlagSet) func(*invocation) error { return userList }},
+	{Name: "user passwd", Args: "NAME", Short: "sets a user's password, read as for user add; ends their login sessions", Store: platformStore,
+		Setup: func(*flag.FlagSet) func(*invocation) error { return userPasswd }},
+	{Name: "user delete", Args: "NAME", Short: "deletes a user and uninstalls everything they installed", Store: platformStore,
+		Long:  "Refused while the user owns apps: delete or hand over those first.",
+		Setup: func(*flag.FlagSet) func(*invocation) error { return userDelete }},
+	{Name: "user locations", Args: "NAME", Short: "changes the locations a user belongs to", Store: platformStore,
+		Long:  "--remove uninstalls what the user installed in that location; removals come before additions.",
+		Setup: userLocations},
+	{Name: "app create", Short: "registers an app and prints its client_id and client_secret, the secret only this once", Store: platformStore,
+		Required: []string{"name", "redirect-uri", "owner"},
+		Long: "A redirect URI must be absolute, without fragment or user information, http, https or a reverse-domain private-use scheme (com.example.app:/cb), its query without code, state, error or iss. " +
+			"--publish lets every user install it; --require-pkce makes its authorizations need an S256 code_challenge and its codes a code_verifier; " +
+			"--legacy accepts its access tokens in the query string (see \"Legacy apps\" in bridge/oauth/README.md); --access-token-lifetime (such as 1h) replaces oauth.token_lifetime for it; --json prints the id and secret as an object.",
+		Setup: appCreate},
+	{Name: "app list", Short: "lists apps: owner, published, PKCE, legacy, token lifetime, redirect URIs (never secrets)", Store: platformStore,
+		Setup: func(*flag.FlagSet) func(*invocation) error { return appList }},
+	{Name: "app publish", Args: "CLIENT_ID", Short: "lets every user install the app, not only its owner", Store: platformStore,
+		Setup: func(*flag.FlagSet) func(*invocation) error { return appSetPublished(true) }},
+	{Name: "app unpublish", Args: "CLIENT_ID", Short: "lets only the app's owner install it from now on", Store: platformStore,
+		Long:  "Installations made while it was published keep working; remove them with installation delete.",
+		Setup: func(*flag.FlagSet) func(*invocation) error { return appSetPublished(false) }},
+	{Name: "app legacy", Args: "CLIENT_ID on|off", Short: "accepts the app's access tokens in the query string, or stops", Store: platformStore,
+		Long:  "See \"Legacy apps\" in bridge/oauth/README.md. A running hub applies it at the next request.",
+		Setup: func(*flag.FlagSet) func(*invocation) error { return appLegacy }},
+	{Name: "app access-token-lifetime", Args: "CLIENT_ID DURATION|default", Short: "sets the lifetime of the app's access tokens issued from now on", Store: platformStore,
+		Long:  "DURATION is a whole number of seconds or more, such as 90s, 1h or 2160h; default returns to oauth.token_lifetime.",
+		Setup: func(*flag.FlagSet) func(*invocation) error { return appAccessTokenLifetime }},
+	{Name: "app rotate-secret", Args: "CLIENT_ID", Short: "gives the app a new client_secret, shown only now; the old one stops working at once", Store: platformStore,
+		Long:  "Tokens already issued keep working.",
+		Setup: appRotateSecret},
+	{Name: "app delete", Args: "CLIENT_ID", Short: "deletes the app and uninstalls it everywhere", Store: platformStore,
+		Setup: func(*flag.FlagSet) func(*invocation) error { return appDelete }},
+	{Name: "install", Short: "installs an app without the OAuth flow, for its developer, and prints an API token and the endpoint URL", Store: platformStore,
+		Required: []string{"client-id", "user", "location", "switch"},
+		Long:     "The user must own the app; the consent page's rules apply.",
+		Setup:    install},
+	{Name: "installation list", Short: "lists installations: app, user, location, switches, when granted and last used", Store: platformStore,
+		Setup: installationList},
+	{Name: "installation delete", Args: "ID", Short: "uninstalls one installation; its tokens stop working at once, also on a running hub", Store: platformStore,
+		Setup: func(*flag.FlagSet) func(*invocation) error { return installationDelete }},
+	{Name: "hub add", Args: "NAME", Short: "registers a hub with this platform and prints its hub_id and secret, the secret only this once", Store: platformStore,
+		Required: []string{"base-url"},
+		Setup:    hubAdd},
+	{Name: "hub list", Short: "lists hubs: link state, last seen, version, locations, replica lag", Store: platformStore,
+		Setup: hubList},
+	{Name: "hub rotate-secret", Args: "ID", Short: "gives a hub a new secret, shown only now; the old one stops working at once", Store: platformStore,
+		Setup: hubRotateSecret},
+	{Name: "hub remove", Args: "ID", Short: "unregisters a hub and uninstalls every installation in its locations", Store: platformStore,
+		Setup: func(*flag.FlagSet) func(*invocation) error { return hubRemove }},
+	{Name: "backup", Args: "FILE", Short: "writes a consistent copy of the database, switch values included, to a new FILE, also while the hub runs", Store: anyStore,
+		Long:  "See \"Backups and restore\" in systemd/README.md.",
+		Setup: func(*flag.FlagSet) func(*invocation) error { return backup }},
+}
+
+// flagSet is a new, silent FlagSet for c: errors are returned and printed
+// once, by run.
+func (c *command) flagSet() *flag.FlagSet {
+	fs := flag.NewFlagSet(c.Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// flags returns c's flags, --config included, as the command defines them.
+func (c *command) flags() *flag.FlagSet {
+	fs := c.flagSet()
+	fs.String("config", DefaultConfig, "the config `FILE`")
+	c.Setup(fs)
+	return fs
+}
+
+// repeatable marks the flag.Values that may be given more than once.
+type repeatable interface{ repeatable() }
+
+func (*stringList) repeatable()  {}
+func (*locationIDs) repeatable() {}
+
+// flagSynopsis is "--name NAME", "--switch SWITCH…" for a repeatable flag.
+func flagSynopsis(f *flag.Flag) string {
+	name, _ := flag.UnquoteUsage(f)
+	s := "--" + f.Name
+	if name != "" {
+		s += " " + name
+	}
+	if _, ok := f.Value.(repeatable); ok {
+		s += "…"
+	}
+	return s
+}
+
+// line is the command's words, arguments and required flags: "app create
+// --name NAME --redirect-uri URI… --owner USER"; with optional, its other
+// flags too but --config, in brackets.
+func (c *command) line(optional bool) string {
+	fs := c.flags()
+	parts := []string{c.Name}
+	if c.Args != "" {
+		parts = append(parts, c.Args)
+	}
+	required := map[string]bool{"config": true}
+	for _, r := range c.Required {
+		parts = append(parts, flagSynopsis(fs.Lookup(r)))
+		required[r] = true
+	}
+	if optional {
+		fs.VisitAll(func(f *flag.Flag) {
+			if !required[f.Name] {
+				parts = append(parts, "["+flagSynopsis(f)+"]")
+			}
+		})
+	}
+	return strings.Join(parts, " ")
+}
+
+func (c *command) synopsis() string {
+	return "switchbridge " + c.line(false) + " [flags]"
+}
+
+// checkArgs checks the positional arguments and the required flags.
+func (c *command) checkArgs(fs *flag.FlagSet, pos []string) error {
+	want := strings.Fields(c.Args)
+	if len(pos) != len(want) {
+		if len(want) == 0 {
+			return fmt.Errorf("%s takes no arguments, only flags; got %q", c.Name, strings.Join(pos, " "))
+		}
+		if len(want) == 1 {
+			return fmt.Errorf("%s takes one %s; got %d arguments", c.Name, c.Args, len(pos))
+		}
+		// "CLIENT_ID on|off": "a CLIENT_ID and on or off".
+		words := make([]string, len(want))
+		for i, w := range want {
+			words[i] = strings.ReplaceAll(w, "|", " or ")
+		}
+		return fmt.Errorf("%s takes a %s; got %d arguments", c.Name, strings.Join(words, " and "), len(pos))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, r := range c.Required {
+		if set[r] {
+			continue
+		}
+		f := fs.Lookup(r)
+		if _, ok := f.Value.(repeatable); ok {
+			return fmt.Errorf("%s needs at least one %s", c.Name, strings.TrimSuffix(flagSynopsis(f), "…"))
+		}
+		return fmt.Errorf("%s needs %s", c.Name, flagSynopsis(f))
+	}
+	return nil
+}
+
+// writeHelp writes the help h asks for: one command, a group, or all.
+func writeHelp(w io.Writer, h helpRequest) {
+	switch {
+	case h.cmd != nil:
+		writeCommandHelp(w, h.cmd)
+	case h.group != "":
+		fmt.Fprintf(w, "usage: switchbridge %s COMMAND [flags]\n\n%s commands:\n", h.group, h.group)
+		writeCommandList(w, h.group)
+		fmt.Fprintf(w, "\nRun 'switchbridge %s COMMAND --help' for a command's flags.\n", h.group)
+	default:
+		fmt.Fprint(w, "usage: switchbridge COMMAND [flags]\n\ncommands:\n")
+		writeCommandList(w, "")
+		fmt.Fprintf(w, "\nRun 'switchbridge COMMAND --help' for a command's flags, 'switchbridge GROUP --help' for a group's commands.\n"+
+			"Every command takes --config FILE (default %s).\n"+
+			"Commands that take access away apply to a running hub at once: its tokens stop working at its next request.\n", DefaultConfig)
+	}
+}
+
+func writeCommandList(w io.Writer, group string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for i := range commands {
+		c := &commands[i]
+		if group != "" && !strings.HasPrefix(c.Name, group+" ") {
+			continue
+		}
+		args := c.Name
+		if c.Args != "" {
+			args += " " + c.Args
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", args, c.Short)
+	}
+	tw.Flush()
+}
+
+func writeCommandHelp(w io.Writer, c *command) {
+	fmt.Fprintf(w, "usage: %s\n\n%s\n", c.synopsis(), wrap(upperFirst(c.Short)+". "+c.Long, 78))
+	switch c.Store {
+	case platformStore:
+		fmt.Fprint(w, "\nA platform's command: it opens the platform's database and is refused on a\nhub's config.\n")
+	case anyStore:
+		fmt.Fprint(w, "\nIt opens the database of the config's daemon, which may be running.\n")
+	}
+	fmt.Fprint(w, "\nflags:\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	required := map[string]bool{}
+	for _, r := range c.Required {
+		required[r] = true
+	}
+	c.flags().VisitAll(func(f *flag.Flag) {
+		_, usage := flag.UnquoteUsage(f)
+		switch {
+		case required[f.Name]:
+			usage += " (required)"
+		case !slices.Contains([]string{"", "false", "0", "0s", "[]"}, f.DefValue):
+			usage += " (default " + f.DefValue + ")"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\n", flagSynopsis(f), usage)
+	})
+	tw.Flush()
+}
+
+// wrap breaks text into lines of at most width columns, between words.
+func wrap(text string, width int) string {
+	var b strings.Builder
+	n := 0
+	for _, word := range strings.Fields(text) {
+		if n > 0 && n+1+len([]rune(word)) > width {
+			b.WriteByte('\n')
+			n = 0
+		} else if n > 0 {
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += len([]rune(word))
+	}
+	return b.String()
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// markdownTable is the README's command table, from the table.
+func markdownTable() string {
+	var b strings.Builder
+	b.WriteString("| command | does |\n| --- | --- |\n")
+	for i := range commands {
+		c := &commands[i]
+		does := c.Short
+		if c.Long != "" {
+			does += ". " + c.Long
+		}
+		fmt.Fprintf(&b, "| `%s` | %s |\n", strings.ReplaceAll(c.line(true), "|", `\|`), strings.ReplaceAll(does, "|", `\|`))
+	}
+	return b.String()
+}

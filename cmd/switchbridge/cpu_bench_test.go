@@ -1,0 +1,203 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
+)
+
+// BenchmarkCPUPerCommand measures what a command costs the process that
+// serves it, where a Pi Zero's budget is: the CPU time (user + system, all
+// threads) of the real hub (serve, as make dist builds it) and of the
+// bare net/http handler (mqtttest.BareHTTPServer, run as a process of its
+// own) over the same number of PUTs, each switching one Tasmota plug of
+// its own fleet on one Mosquitto. The plugs, the client and the broker run
+// outside both processes and count for neither. The two take turns in
+// blocks (mqtttest.BenchBlock), and the per-thread run time comes from
+// /proc/PID/task/*/schedstat, in nanoseconds. `make bench` runs it with
+// 2,000 commands each (-cpu.commands); the target is the hub at most 1.3
+// times the bare handler.
+func BenchmarkCPUPerCommand(b *testing.B) {
+	skipIfEmulated(b)
+	commands := cpuCommands
+	dir := b.TempDir()
+	exe := filepath.Join(dir, "switchbridge")
+	goBuild(b, exe, []string{"CGO_ENABLED=0"}, "-trimpath", "-ldflags=-s -w")
+	broker := mqtttest.StartMosquitto(b)
+	bareTopics, _, _ := mqtttest.Fleet(b, broker.URL, "bare", 1)
+	_, hubIDs, hubSwitches := mqtttest.Fleet(b, broker.URL, "hub", 1)
+
+	// The bare handler: this test binary again, serving only that.
+	barePort := mqtttest.FreePort(b)
+	bare := exec.Command(os.Args[0])
+	bare.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|127.0.0.1:%d", bareHTTPEnv, broker.URL, bareTopics[0], barePort))
+	var bareLog bytes.Buffer
+	bare.Stderr = &bareLog
+	if err := bare.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { bare.Process.Kill(); bare.Wait() })
+
+	// The hub, with a user, an app and an installation of that plug.
+	hubAddr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(b))
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfg, fmt.Appendf(nil, "server:\n  listen: %s\n  metrics_listen: \"off\"\n  rate_limit: {requests: 1000000, per: 24h}\ndata_dir: %s\nlog: {level: info}\nmqtt:\n  broker: %s\n  client_id: cpu-hub\nlocations:\n  - id: 1\n    name: Home\n    switches:\n      - {driver: mqtt, %s}\n",
+		hubAddr, filepath.Join(dir, "data"), broker.URL, hubSwitches[0]), 0o600)
+	admin := func(stdin string, args ...string) string {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), append(args, "--config", cfg), strings.NewReader(stdin), &out, &errb, nil); code != 0 {
+			b.Fatalf("%v: %s", args, errb.String())
+		}
+		return out.String()
+	}
+	admin("pw-bench\n", "user", "add", "bench", "--location", "1")
+	var app struct {
+		ID string `json:"client_id"`
+	}
+	json.Unmarshal([]byte(admin("", "app", "create", "--name", "Bench", "--redirect-uri", "https://bench.example/cb", "--owner", "bench", "--json")), &app)
+	var inst struct{ Token, Endpoint string }
+	json.Unmarshal([]byte(admin("", "install", "--client-id", app.ID, "--user", "bench", "--location", "1", "--switch", hubIDs[0], "--json")), &inst)
+	hub := exec.Command(exe, "serve", "--config", cfg)
+	logFile, err := os.Create(filepath.Join(dir, "hub.log")) // as to the journal: written, not discarded
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer logFile.Close()
+	hub.Stderr = logFile
+	if err := hub.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { hub.Process.Kill(); hub.Wait() })
+
+	waitListening(b, hubAddr)
+	waitListening(b, fmt.Sprintf("127.0.0.1:%d", barePort))
+	sides := []struct {
+		name   string
+		pid    int
+		client *daemontest.BareClient
+		cpu    time.Duration
+		n      int
+	}{
+		{name: "bare-HTTP", pid: bare.Process.Pid, client: daemontest.DialBare(b, fmt.Sprintf("http://127.0.0.1:%d", barePort), "")},
+		{name: "hub", pid: hub.Process.Pid, client: daemontest.DialBare(b, inst.Endpoint, inst.Token)},
+	}
+	put := func(c *daemontest.BareClient, cmd string) {
+		if status, body := c.Command(b, cmd); status != http.StatusNoContent {
+			b.Fatalf("PUT %s = %d %s", cmd, status, body)
+		}
+	}
+	for _, s := range sides { // warm-up: connections, caches, the plug's state
+		for i := range mqtttest.BenchBlock {
+			put(s.client, string(mqtttest.BenchCommand(i)))
+		}
+	}
+	for b.Loop() {
+		for i := range sides {
+			sides[i].cpu, sides[i].n = 0, 0
+		}
+		for r := 0; sides[0].n < commands; r++ {
+			for k := range sides {
+				s := &sides[(r+k)%len(sides)]
+				before := processCPU(b, s.pid)
+				for i := range mqtttest.BenchBlock {
+					put(s.client, string(mqtttest.BenchCommand(i)))
+				}
+				s.cpu += processCPU(b, s.pid) - before
+				s.n += mqtttest.BenchBlock
+			}
+		}
+	}
+	per := func(i int) time.Duration { return sides[i].cpu / time.Duration(sides[i].n) }
+	ratio := float64(per(1)) / float64(per(0))
+	b.ReportMetric(float64(per(0).Nanoseconds())/1000, "bare-cpu-µs/cmd")
+	b.ReportMetric(float64(per(1).Nanoseconds())/1000, "hub-cpu-µs/cmd")
+	b.ReportMetric(ratio, "hub/bare-cpu")
+	fmt.Printf("\nCPU per command, N = 1, %d commands each: bare-HTTP %.1f µs, hub %.1f µs (hub/bare %.2f; target ≤ 1.3: %s)\n",
+		sides[0].n, float64(per(0).Nanoseconds())/1000, float64(per(1).Nanoseconds())/1000, ratio, metIf(ratio <= 1.3))
+}
+
+// cpuCommands is how many commands each side of BenchmarkCPUPerCommand
+// sends per run.
+const cpuCommands = 2000
+
+// bareHTTPEnv makes the test binary serve the bare handler alone:
+// "broker|topic|listen address".
+const bareHTTPEnv = "SWITCHBRIDGE_BENCH_BARE_HTTP"
+
+// serveBareHTTPIfAsked runs the bare handler when bareHTTPEnv asks for it,
+// and reports whether it did (then the process only serves until killed).
+func serveBareHTTPIfAsked() bool {
+	spec := os.Getenv(bareHTTPEnv)
+	if spec == "" {
+		return false
+	}
+	parts := strings.Split(spec, "|")
+	if len(parts) != 3 {
+		fmt.Fprintf(os.Stderr, "%s=%q: want broker|topic|address\n", bareHTTPEnv, spec)
+		os.Exit(2)
+	}
+	f, err := mqtttest.DialFloor(parts[0], []string{parts[1]})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	ln, err := net.Listen("tcp", parts[2])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Fprintln(os.Stderr, mqtttest.BareHTTPServer(f).Serve(ln))
+	return true
+}
+
+func waitListening(b *testing.B, addr string) {
+	b.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.Fatalf("nothing listens on %s", addr)
+}
+
+// processCPU is the time the process pid's threads have run, from the
+// scheduler's per-thread accounting (nanoseconds, unlike the clock ticks of
+// /proc/PID/stat). A Go process keeps its threads, so none is lost
+// between two readings.
+func processCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	if err != nil || len(tasks) == 0 {
+		b.Fatalf("no threads of %d: %v", pid, err)
+	}
+	var total time.Duration
+	for _, t := range tasks {
+		raw, err := os.ReadFile(t)
+		if err != nil {
+			continue // a thread that just ended
+		}
+		f := strings.Fields(string(raw))
+		if len(f) < 1 {
+			continue
+		}
+		ns, _ := strconv.ParseInt(f[0], 10, 64)
+		total += time.Duration(ns)
+	}
+	return total
+}
