@@ -61,6 +61,17 @@ type embeddedBroker struct {
 	// panics counts the client connections dropped because mochi panicked
 	// on what they sent.
 	panics atomic.Int64
+	// refusals counts what the broker refused, by reason, as the metric
+	// does (this one for tests and the log).
+	refusals map[string]*atomic.Int64
+}
+
+// refusalsCounted is how often the broker refused for reason.
+func (b *embeddedBroker) refusalsCounted(reason string) int64 {
+	if c, ok := b.refusals[reason]; ok {
+		return c.Load()
+	}
+	return 0
 }
 
 // embeddedOptions is what startEmbedded needs from the driver.
@@ -117,9 +128,17 @@ func startEmbedded(o embeddedOptions, log *slog.Logger) (*embeddedBroker, error)
 		// The $SYS topics are of no use to plugs; publish them rarely.
 		SysTopicResendInterval: 3600,
 	})
-	refused := o.refused
-	if refused == nil {
-		refused = func(string) {}
+	b.refusals = map[string]*atomic.Int64{}
+	for _, r := range refusalReasons {
+		b.refusals[r] = &atomic.Int64{}
+	}
+	refused := func(reason string) {
+		if c, ok := b.refusals[reason]; ok {
+			c.Add(1)
+		}
+		if o.refused != nil {
+			o.refused(reason)
+		}
 	}
 	shares := len(o.set.Users) + 1 // and the hub's
 	hook := &authHook{srv: b.srv, log: blog, logins: logins, anonymous: len(o.set.Users) == 0,
