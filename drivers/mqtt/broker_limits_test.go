@@ -45,72 +45,18 @@ func login(t *testing.T, addr string, level byte, id, user, pass string) net.Con
 // SUBACK's codes, one per filter.
 func subscribe(t *testing.T, c net.Conn, level byte, filters ...string) []byte {
 	t.Helper()
-	body := []byte{0, 7}
-	if level >= 5 {
-		body = append(body, 0) // no properties
-	}
-	for _, f := range filters {
-		body = append(append(body, mqttString(f)...), 0)
-	}
-	if _, err := c.Write(mqttPacket(0x82, body)); err != nil {
+	if _, err := c.Write(mqtttest.Subscribe(level, filters...)); err != nil {
 		t.Fatal(err)
 	}
 	c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	r := bufio.NewReader(c)
-	for {
-		typ, body, err := readPacket(r)
-		if err != nil {
-			t.Fatalf("no SUBACK: %v", err)
-		}
-		if typ>>4 != 9 {
-			continue // a retained message, say
-		}
-		body = body[2:] // packet id
-		if level >= 5 {
-			n, used := varint(body)
-			body = body[used+n:]
-		}
-		if len(body) != len(filters) {
-			t.Fatalf("SUBACK with %d codes for %d filters", len(body), len(filters))
-		}
-		return body
-	}
-}
-
-// readPacket reads one MQTT packet: its first byte and its body.
-func readPacket(r *bufio.Reader) (byte, []byte, error) {
-	first, err := r.ReadByte()
+	codes, err := mqtttest.ReadSuback(bufio.NewReader(c), level)
 	if err != nil {
-		return 0, nil, err
+		t.Fatalf("no SUBACK: %v", err)
 	}
-	n, mul := 0, 1
-	for i := 0; i < 4; i++ {
-		b, err := r.ReadByte()
-		if err != nil {
-			return 0, nil, err
-		}
-		n += int(b&0x7f) * mul
-		mul *= 128
-		if b&0x80 == 0 {
-			break
-		}
+	if len(codes) != len(filters) {
+		t.Fatalf("SUBACK with %d codes for %d filters", len(codes), len(filters))
 	}
-	body := make([]byte, n)
-	_, err = io.ReadFull(r, body)
-	return first, body, err
-}
-
-// varint decodes an MQTT variable byte integer and returns it and its size.
-func varint(b []byte) (n, size int) {
-	mul := 1
-	for i, c := range b {
-		n += int(c&0x7f) * mul
-		mul *= 128
-		if c&0x80 == 0 {
-			return n, i + 1
-		}
-	}
-	return n, len(b)
+	return codes
 }
 
 // granted counts the codes of a SUBACK that grant a subscription.
@@ -161,7 +107,7 @@ func TestEmbeddedBrokerSubscriptionBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.SetReadDeadline(time.Now().Add(3 * time.Second))
-	if typ, _, err := readPacket(bufio.NewReader(a)); err != nil || typ != 0xb0 {
+	if typ, _, err := mqtttest.ReadPacket(bufio.NewReader(a)); err != nil || typ != 0xb0 {
 		t.Fatalf("no UNSUBACK: %#x, %v", typ, err)
 	}
 	if codes := subscribe(t, b, 5, "b/5", "b/6"); granted(codes) != 2 {
