@@ -12,7 +12,6 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
 
