@@ -375,6 +375,11 @@ func (d *driver) Check() ([]config.Problem, error) {
 			}
 			served[id] = true
 		}
+		for _, id := range l.ClientIDs {
+			if claims(id, d.set.ClientID) {
+				ps.Add(&yaml.Node{Line: l.line}, "mqtt.users.%s: client id %q is the hub's own (mqtt.client_id %s)", u, id, d.set.ClientID)
+			}
+		}
 	}
 	for _, dev := range d.devs {
 		if len(d.set.Users) > 0 && !legacy && !served[dev.id] {
