@@ -485,7 +485,10 @@ func (h *authHook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bo
 		ok = true
 	case user == h.rules.hubUser:
 		// The hub's password is random and never fails: not throttled.
-		ok = subtle.ConstantTimeCompare([]byte(want), pk.Connect.Password) == 1
+		if ok = subtle.ConstantTimeCompare([]byte(want), pk.Connect.Password) == 1; !ok {
+			h.count(refusedPassword)
+			h.refused(cl, user, "wrong password for the hub's own login")
+		}
 	default:
 		ok = h.checkPassword(cl, user, known, want, pk.Connect.Password)
 	}
