@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"container/list"
+	"log/slog"
 	"net"
 	"net/netip"
 	"sort"
@@ -76,15 +77,29 @@ type guardedListener struct {
 	net.Listener
 	slots, perAddr int
 	refused        func(reason string)
+	log            *slog.Logger // nil logs nothing
+	logEvery       logLimiter
 
 	mu      sync.Mutex
 	pending *list.List // of *slotConn still logging in, oldest first
 	byAddr  map[string]int
 }
 
-func newGuardedListener(l net.Listener, slots int, refused func(string)) *guardedListener {
+func newGuardedListener(l net.Listener, slots int, refused func(string), log *slog.Logger) *guardedListener {
 	return &guardedListener{Listener: l, slots: slots, perAddr: max(minPerAddrHandshakes, slots/handshakeShare),
-		refused: refused, pending: list.New(), byAddr: map[string]int{}}
+		refused: refused, log: log, logEvery: logLimiter{every: refusalLogEvery}, pending: list.New(), byAddr: map[string]int{}}
+}
+
+// warn logs why a connection was closed before its login, at most once
+// per refusalLogEvery.
+func (l *guardedListener) warn(why string, c net.Conn) {
+	if l.log == nil {
+		return
+	}
+	if ok, held := l.logEvery.allow(); ok {
+		l.log.Warn("MQTT connection closed before its login: "+why, "remote", c.RemoteAddr().String(),
+			"refusals_not_logged", held)
+	}
 }
 
 func (l *guardedListener) Accept() (net.Conn, error) {
@@ -97,10 +112,12 @@ func (l *guardedListener) Accept() (net.Conn, error) {
 		evict, ok := l.hold(sc)
 		if evict != nil {
 			l.refused(refusedHandshake)
+			l.warn("every place for connections logging in was taken; closed the oldest of the address holding the most", evict)
 			evict.Close()
 		}
 		if !ok {
 			l.refused(refusedAddress)
+			l.warn("its address holds its share of the places for connections logging in", c)
 			c.Close()
 			continue
 		}

@@ -157,7 +157,7 @@ func startEmbedded(o embeddedOptions, log *slog.Logger) (*embeddedBroker, error)
 		ln.Close()
 		return nil, err
 	}
-	gl := newGuardedListener(ln, handshakeSlots(o.set.MaxClients), refused)
+	gl := newGuardedListener(ln, handshakeSlots(o.set.MaxClients), refused, blog)
 	b.listener = gl
 	if err := b.srv.AddListener(newHubListener(gl, blog, b.recovered, b.disconnectAll)); err != nil {
 		ln.Close()
