@@ -111,15 +111,16 @@ func residentKB(field string) int {
 	return 0
 }
 
-// The attack of the security issue: one plug login, four clients, 24
-// SUBSCRIBE packets of 2,500 filters each (60,000 filters; all were
-// accepted, +90 MiB of heap). Now the login holds at most its bound, the
-// rest are refused with a failure code and counted, and the resident size
-// stays within a few MB.
+// The attack of the security issue: one plug login, 24 SUBSCRIBE packets
+// of 2,500 filters each (60,000 filters; all were accepted, +90 MiB of
+// heap), from as many clients as the login may connect (three for a login
+// of one switch; a fourth is refused). Now the login holds at most its
+// bound, the rest are refused with a failure code and counted, and the
+// resident size stays within a few MB.
 func TestDaemonBrokerSubscriptionFlood(t *testing.T) {
 	h, addr := brokerHub(t, "")
 	// The packets are made beforehand, so what is measured is the daemon.
-	var pkts [4][6][]byte
+	var pkts [3][8][]byte
 	for client := range pkts {
 		for p := range pkts[client] {
 			fs := make([]string, 2500)
@@ -166,6 +167,9 @@ func TestDaemonBrokerSubscriptionFlood(t *testing.T) {
 				mu.Unlock()
 			}
 		})
+	}
+	if _, code := mqttLogin(t, "127.0.0.2", addr, "flood-3", "tas", "s3cret"); code != 3 {
+		t.Errorf("a fourth client of a login of one switch: code %#x, want 3 (server unavailable)", code)
 	}
 	wg.Wait()
 	if granted > 1024 || granted+refused != 60000 {

@@ -32,12 +32,13 @@ const (
 	refusedAddress      = "handshake_address"  // a connection over its address's share of those still logging in
 	refusedRetained     = "retained_share"     // a retained message beyond its login's share (delivered, not kept)
 	refusedClientID     = "client_id"          // a client id bound to another login, or held by one
-	refusedClients      = "max_clients"        // a login over max_clients
+	refusedClients      = "max_clients"        // a plug over max_clients
+	refusedLoginClients = "login_clients"      // a client over its login's share of the connections
 )
 
 // refusalReasons lists every reason, so each series exists from the start.
 var refusalReasons = []string{refusedSubscription, refusedFilter, refusedPassword, refusedThrottled,
-	refusedHandshake, refusedAddress, refusedRetained, refusedClientID, refusedClients}
+	refusedHandshake, refusedAddress, refusedRetained, refusedClientID, refusedClients, refusedLoginClients}
 
 // ---- connections still logging in
 

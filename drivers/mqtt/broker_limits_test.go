@@ -402,3 +402,26 @@ func TestEmbeddedBrokerClientIDs(t *testing.T) {
 		t.Errorf("a's client got b's subscriptions %v", subs)
 	}
 }
+
+// One login connects at most one client per switch it serves and two more
+// at once, so it cannot fill max_clients; a plug taking its own client id
+// over still gets in, and so does another login.
+func TestEmbeddedBrokerClientsPerLogin(t *testing.T) {
+	d, addr := limitsBroker(t, "")
+	bound := 1 + spareSessions // plug, of the older form, may serve the one switch
+	for i := range bound {
+		login(t, addr, 4, fmt.Sprint("c", i), "plug", "s3cret")
+	}
+	if code := connectCode(t, "127.0.0.2", addr, "one-more", "plug", "s3cret"); code != 3 {
+		t.Errorf("a client beyond the login's share: code %#x, want 3 (server unavailable)", code)
+	}
+	if code := connectCode(t, "127.0.0.2", addr, "c0", "plug", "s3cret"); code != 0 {
+		t.Errorf("a client taking its own id over: code %#x", code)
+	}
+	if code := connectCode(t, "127.0.0.2", addr, "o", "other", "pw2"); code != 0 {
+		t.Errorf("another login: code %#x", code)
+	}
+	if n := d.broker.refusalsCounted(refusedLoginClients); n != 1 {
+		t.Errorf("%d clients counted beyond a login's share, want 1", n)
+	}
+}

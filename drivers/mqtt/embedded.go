@@ -438,6 +438,12 @@ func (h *authHook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 		h.count(refusedClients)
 		return refuse(packets.ErrServerUnavailable, "max_clients plugs are connected")
 	}
+	if bound := h.rules.keptSessions(user); !h.anonymous && h.connected(user, cl.ID) >= bound {
+		// Room for the other logins' plugs: one login (a compromised plug
+		// cycling client ids) cannot fill max_clients.
+		h.count(refusedLoginClients)
+		return refuse(packets.ErrServerUnavailable, fmt.Sprintf("the login has %d clients connected, one per switch it serves and %d more", bound, spareSessions))
+	}
 	if pk.Connect.WillFlag && !h.rules.mayPublish(user, pk.Connect.WillTopic) {
 		// mochi publishes a will without asking the ACL.
 		return refuse(packets.ErrBadUsernameOrPassword, "its last will is on a topic it may not publish on: "+pk.Connect.WillTopic)
@@ -467,6 +473,19 @@ func (h *authHook) pluggedIn(takesOver bool) int {
 	}
 	if takesOver {
 		n--
+	}
+	return n
+}
+
+// connected is the number of clients of user connected with another
+// client id than id (a client taking its own id over replaces its
+// connection).
+func (h *authHook) connected(user, id string) int {
+	n := 0
+	for _, c := range h.srv.Clients.GetAll() {
+		if c.ID != id && !c.Closed() && string(c.Properties.Username) == user {
+			n++
+		}
 	}
 	return n
 }

@@ -45,6 +45,7 @@ switchbridge_mqtt_broker_refusals_total{reason="client_id"} 0
 switchbridge_mqtt_broker_refusals_total{reason="filter_too_long"} 0
 switchbridge_mqtt_broker_refusals_total{reason="handshake_address"} 0
 switchbridge_mqtt_broker_refusals_total{reason="handshake_evicted"} 0
+switchbridge_mqtt_broker_refusals_total{reason="login_clients"} 0
 switchbridge_mqtt_broker_refusals_total{reason="login_throttled"} 0
 switchbridge_mqtt_broker_refusals_total{reason="max_clients"} 0
 switchbridge_mqtt_broker_refusals_total{reason="retained_share"} 0
