@@ -147,7 +147,7 @@ func TestEmbeddedBrokerHandshakesPerAddress(t *testing.T) {
 			select {
 			case <-stop:
 				return
-			case <-time.After(20 * time.Millisecond):
+			case <-time.After(5 * time.Millisecond):
 			}
 			if gl.handshakes() >= slots {
 				continue
@@ -161,8 +161,7 @@ func TestEmbeddedBrokerHandshakesPerAddress(t *testing.T) {
 	defer func() { close(stop); <-done }()
 	eventually(t, 5*time.Second, "every place taken", func() bool { return gl.handshakes() == slots })
 
-	p1 := login(t, addr, 4, "plug-1", "plug", "s3cret")
-	_ = p1
+	login(t, addr, 4, "plug-1", "plug", "s3cret")
 	p2 := dialFrom(t, "127.0.0.11", addr, mqttConnect(4, "plug-2", "other", "pw2"))
 	if code, err := readConnack(p2); err != nil || code != 0 {
 		t.Fatalf("a plug from another address while every place is taken: code %#x, %v", code, err)
@@ -170,7 +169,8 @@ func TestEmbeddedBrokerHandshakesPerAddress(t *testing.T) {
 	if d.broker.refusalsCounted(refusedHandshake) == 0 {
 		t.Error("no connection counted as closed to make room")
 	}
-	// max_clients plugs are connected: a third is refused, the hub is not.
+	// max_clients plugs are connected: a third is refused, the hub is not
+	// when it reconnects.
 	p3 := dialFrom(t, "127.0.0.12", addr, mqttConnect(4, "plug-3", "plug", "s3cret"))
 	if code, err := readConnack(p3); err != nil || code != 3 {
 		t.Errorf("a plug beyond max_clients: code %#x, %v, want 3 (server unavailable)", code, err)
@@ -184,9 +184,6 @@ func TestEmbeddedBrokerHandshakesPerAddress(t *testing.T) {
 		cl, ok := d.broker.srv.Clients.Get(d.set.ClientID)
 		return ok && cl != hub && !cl.Closed() && d.connected()
 	})
-	if n := gl.handshakes(); n < slots-2 {
-		t.Errorf("only %d connections were logging in: the attack did not hold", n)
-	}
 }
 
 // A connection that sends no CONNECT is closed within a few seconds.
