@@ -145,30 +145,45 @@ func TestEmbeddedBrokerRetainedBounds(t *testing.T) {
 	})
 
 	t.Run("count", func(t *testing.T) {
-		for i := 0; retained.Len() < maxRetained && i < maxRetained; i++ {
+		share := DefaultMaxRetainedPerLogin
+		used := func() int {
+			r := d.broker.hook.retained
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.used["plug"].count
+		}
+		for i := 0; used() < share && i < share; i++ {
 			publish(fmt.Sprintf("fill/%d", i), []byte("x"))
 		}
-		if n := retained.Len(); n != maxRetained {
-			t.Fatalf("%d retained messages after filling, want %d", n, maxRetained)
+		if n := used(); n != share {
+			t.Fatalf("the login holds %d retained messages after filling, want %d", n, share)
 		}
+		before := retained.Len()
 		publish("bounds/over", []byte("x"))
 		receive(t, got, "bounds/over")
 		if isRetained("bounds/over") {
-			t.Error("a retained message beyond the count was kept")
+			t.Error("a retained message beyond the login's share was kept")
 		}
 		dieWithWill(t, addr, "bounds/will-over", []byte("offline"))
 		receive(t, got, "bounds/will-over")
 		if isRetained("bounds/will-over") {
-			t.Error("a retained will beyond the count was kept")
+			t.Error("a retained will beyond the login's share was kept")
 		}
-		if n := retained.Len(); n != maxRetained {
-			t.Errorf("%d retained messages, want %d", n, maxRetained)
+		if n := retained.Len(); n != before {
+			t.Errorf("%d retained messages, want %d", n, before)
 		}
-		// A full store still takes a new value for a topic it holds.
+		// A full share still takes a new value for a topic it holds.
 		publish("bounds/fits", []byte("new"))
 		receive(t, got, "bounds/fits")
 		if m, ok := retained.Get("bounds/fits"); !ok || string(m.Payload) != "new" {
-			t.Error("a retained message was not replaced in a full store")
+			t.Error("a retained message was not replaced in a full share")
+		}
+		// Clearing one makes room for another.
+		publish("fill/0", nil)
+		publish("bounds/after-clear", []byte("x"))
+		receive(t, got, "bounds/after-clear")
+		if !isRetained("bounds/after-clear") {
+			t.Error("a retained message was not kept after the login cleared one of its own")
 		}
 	})
 }

@@ -250,30 +250,55 @@ func procStatus(t *testing.T, field string) uint64 {
 	return 0
 }
 
+// One address holds at most its share of the connections still logging
+// in: one over it is closed at once, while a plug from another address
+// still logs in; places come back as connections close.
 func TestEmbeddedBrokerConnectionBound(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
-	openDriver(t, "broker: embedded\nlisten: "+addr+"\nmax_clients: 2\nusers: {plug: s3cret}",
+	d := openDriver(t, "broker: embedded\nlisten: "+addr+"\nmax_clients: 2\nusers: {plug: s3cret}",
 		`id: esp, name: ESP, profile: esphome, prefix: node, object_id: relay`)
-	// The hub holds one connection; fill the rest without logging in.
+	share := d.broker.listener.perAddr
 	var idle []net.Conn
-	for i := 0; i < 2+handshakeSlots-1; i++ {
-		idle = append(idle, dialRaw(t, addr))
+	for range share {
+		idle = append(idle, dialFrom(t, "127.0.0.2", addr))
 	}
-	over := dialRaw(t, addr, mqttConnect(4, "over", "plug", "s3cret"))
+	eventually(t, 3*time.Second, "the idle connections accepted", func() bool { return d.broker.listener.handshakes() == share })
+	over := dialFrom(t, "127.0.0.2", addr, mqttConnect(4, "over", "plug", "s3cret"))
 	if _, err := readConnack(over); err == nil {
-		t.Fatal("a connection over the bound was served")
+		t.Fatal("a connection over its address's share was served")
+	}
+	c := dialFrom(t, "127.0.0.3", addr, mqttConnect(4, "other", "plug", "s3cret"))
+	if code, err := readConnack(c); err != nil || code != 0 {
+		t.Fatalf("a plug from another address: code %#x, %v", code, err)
 	}
 	for _, c := range idle {
 		c.Close()
 	}
-	// Slots come back as connections close.
-	eventually(t, 3*time.Second, "a login once slots are free", func() bool {
-		c, err := pahoConnect(addr, "later", "plug", "s3cret")
-		if err == nil {
-			c.Disconnect(0)
-		}
-		return err == nil
+	// Places come back as connections close.
+	eventually(t, 3*time.Second, "a login from the address once its places are free", func() bool {
+		c := dialFrom(t, "127.0.0.2", addr, mqttConnect(4, "later", "plug", "s3cret"))
+		defer c.Close()
+		code, err := readConnack(c)
+		return err == nil && code == 0
 	})
+}
+
+// dialFrom connects to addr from the loopback address ip (127.0.0.2, …),
+// so the broker sees another client address, and writes the packets.
+func dialFrom(t testing.TB, ip, addr string, pkts ...[]byte) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 2 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	for _, p := range pkts {
+		if _, err := c.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
 }
 
 // ---- requirement 3: what each login may do

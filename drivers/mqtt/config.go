@@ -33,9 +33,14 @@ import (
 //	  listen: 127.0.0.1:1883            # default 127.0.0.1:1883
 //	  users:                            # required when listen is not loopback
 //	    kitchen: {password: s1, switches: [kitchen]}   # a login and the switches it serves
+//	    hall: {password: s2, switches: [hall], client_ids: [DVES_1A2B3C, "shelly1-*"]}   # client ids only this login may use
 //	    plug: plugsecret                # the older form: a login tied to no switch
 //	  max_packet_size: 65536            # bytes, default 64 KiB
 //	  max_clients: 128                  # default 128
+//	  max_subscriptions_per_client: 256 # default 256
+//	  max_subscriptions_per_login: 1024 # default 1024, all of a login's clients and kept sessions together
+//	  max_retained_per_login: 512       # retained messages one login may have the broker keep, default 512
+//	  max_retained_bytes_per_login: 1048576   # their topics and payloads, default 1 MiB
 //	  mqtt5: false                      # default false: MQTT 3.1.1 and 3.1 only
 //
 // A switch has, besides id, name and driver: mqtt, a profile: key naming
@@ -57,6 +62,12 @@ type Settings struct {
 	MaxPacketSize  int              `yaml:"max_packet_size"`
 	MaxClients     int              `yaml:"max_clients"`
 	MQTT5          bool             `yaml:"mqtt5"`
+	// Bounds of what one client or one login can make the embedded broker
+	// hold (see broker_limits.go).
+	MaxSubsPerClient      int `yaml:"max_subscriptions_per_client"`
+	MaxSubsPerLogin       int `yaml:"max_subscriptions_per_login"`
+	MaxRetainedPerLogin   int `yaml:"max_retained_per_login"`
+	MaxRetainedBytesLogin int `yaml:"max_retained_bytes_per_login"`
 
 	listenLine int // the line of listen, or of the section
 }
@@ -67,7 +78,10 @@ type Settings struct {
 type Login struct {
 	Password string   `yaml:"password"`
 	Switches []string `yaml:"switches"`
-	line     int
+	// ClientIDs are the client ids (or, ending in *, prefixes of them) its
+	// plugs connect with: no other login may use them.
+	ClientIDs []string `yaml:"client_ids"`
+	line      int
 }
 
 // UnmarshalYAML accepts both forms. Types that unmarshal themselves are left
@@ -116,6 +130,22 @@ const (
 	DefaultMaxPacketSize = 64 << 10
 	// DefaultMaxClients is room for a house full of plugs.
 	DefaultMaxClients = 128
+	// DefaultMaxSubsPerClient: a plug subscribes to a handful of filters
+	// (Tasmota: its own, up to four group topics and its fallback topic;
+	// Shelly and ESPHome one or two), Zigbee2MQTT to its base topic's #
+	// and a few more, whatever the number of devices behind it. 256 leaves
+	// room for a client that subscribes per device, such as a bridge of
+	// 200 devices that takes one filter each.
+	DefaultMaxSubsPerClient = 256
+	// DefaultMaxSubsPerLogin is four such clients, or 128 plugs of a
+	// shared login with eight filters each.
+	DefaultMaxSubsPerLogin = 1024
+	// DefaultMaxRetainedPerLogin and DefaultMaxRetainedBytesPerLogin are
+	// each login's share of the retained messages: a plug retains one to
+	// three (its state, its availability), Zigbee2MQTT one or two per
+	// device plus a few of its bridge's.
+	DefaultMaxRetainedPerLogin      = 512
+	DefaultMaxRetainedBytesPerLogin = 1 << 20
 	// HubLogin is the embedded broker's login for the hub's own client; no
 	// plug login may have this name.
 	HubLogin = "switchbridge-hub"
@@ -182,6 +212,24 @@ func checkSettings(n *yaml.Node) (Settings, error) {
 		case s.MaxClients < 1 || s.MaxClients > 10000:
 			ps.Add(at("max_clients"), "mqtt.max_clients must be between 1 and 10000")
 		}
+		for _, b := range []struct {
+			key      string
+			v        *int
+			def, max int
+		}{
+			{"max_subscriptions_per_client", &s.MaxSubsPerClient, DefaultMaxSubsPerClient, 100000},
+			{"max_subscriptions_per_login", &s.MaxSubsPerLogin, DefaultMaxSubsPerLogin, 1000000},
+			{"max_retained_per_login", &s.MaxRetainedPerLogin, DefaultMaxRetainedPerLogin, 100000},
+			{"max_retained_bytes_per_login", &s.MaxRetainedBytesLogin, DefaultMaxRetainedBytesPerLogin, 1 << 30},
+		} {
+			switch {
+			case *b.v == 0:
+				*b.v = b.def
+			case *b.v < 1 || *b.v > b.max:
+				ps.Add(at(b.key), "mqtt.%s must be between 1 and %d", b.key, b.max)
+			}
+		}
+		checkClientIDs(s.Users, ps)
 		if s.Username != "" || s.Password != "" || s.TLS != nil {
 			ps.Add(at("broker"), "mqtt.username, password and tls are for an external broker; with broker: embedded, list plug logins under users")
 		}
@@ -205,8 +253,9 @@ func checkSettings(n *yaml.Node) (Settings, error) {
 		if s.TLS != nil && (s.TLS.Cert == "") != (s.TLS.Key == "") {
 			ps.Add(at("tls"), "mqtt.tls: cert and key go together")
 		}
-		if s.Listen != "" || len(s.Users) > 0 || s.MaxPacketSize != 0 || s.MaxClients != 0 || s.MQTT5 {
-			ps.Add(at("listen"), "mqtt.listen, users, max_packet_size, max_clients and mqtt5 are for broker: embedded")
+		if s.Listen != "" || len(s.Users) > 0 || s.MaxPacketSize != 0 || s.MaxClients != 0 || s.MQTT5 ||
+			s.MaxSubsPerClient != 0 || s.MaxSubsPerLogin != 0 || s.MaxRetainedPerLogin != 0 || s.MaxRetainedBytesLogin != 0 {
+			ps.Add(at("listen"), "mqtt.listen, users, max_packet_size, max_clients, mqtt5 and the max_subscriptions and max_retained keys are for broker: embedded")
 		}
 	}
 	if s.ClientID != "" && (len(s.ClientID) > 64 || !topicLevel.MatchString(s.ClientID)) {
@@ -225,6 +274,37 @@ func checkSettings(n *yaml.Node) (Settings, error) {
 		s.ConfirmTimeout = config.Duration(DefaultConfirmTimeout)
 	}
 	return s, ps.Err()
+}
+
+// checkClientIDs checks the client ids the logins claim: each a valid
+// client id (or a prefix ending in *), and none claimed by two logins.
+func checkClientIDs(users map[string]Login, ps *config.Problems) {
+	owner := map[string]string{}
+	for _, u := range slices.Sorted(maps.Keys(users)) {
+		l := users[u]
+		for _, id := range l.ClientIDs {
+			bare := strings.TrimSuffix(id, "*")
+			if bare == "" || len(bare) > 128 || strings.ContainsAny(bare, "*+#\x00") {
+				ps.Add(&yaml.Node{Line: l.line}, "mqtt.users.%s: client id %q must be an id, or a prefix of one ending in *", u, id)
+				continue
+			}
+			for other, by := range owner {
+				if by != u && (claims(other, bare) || claims(id, strings.TrimSuffix(other, "*"))) {
+					ps.Add(&yaml.Node{Line: l.line}, "mqtt.users.%s: client id %q is also claimed by login %s (%q)", u, id, by, other)
+				}
+			}
+			owner[id] = u
+		}
+	}
+}
+
+// claims reports whether pattern (a client id, or a prefix ending in *)
+// covers the client id id.
+func claims(pattern, id string) bool {
+	if p, ok := strings.CutSuffix(pattern, "*"); ok {
+		return strings.HasPrefix(id, p)
+	}
+	return pattern == id
 }
 
 // maxMQTTPacket is the largest packet MQTT can describe (a 4-byte
@@ -294,6 +374,11 @@ func (d *driver) Check() ([]config.Problem, error) {
 				ps.Add(&yaml.Node{Line: l.line}, "mqtt.users.%s: %q is not an mqtt switch of this config", u, id)
 			}
 			served[id] = true
+		}
+		for _, id := range l.ClientIDs {
+			if claims(id, d.set.ClientID) {
+				ps.Add(&yaml.Node{Line: l.line}, "mqtt.users.%s: client id %q is the hub's own (mqtt.client_id %s)", u, id, d.set.ClientID)
+			}
 		}
 	}
 	for _, dev := range d.devs {

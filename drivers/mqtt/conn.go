@@ -113,7 +113,8 @@ func (d *driver) connect(ctx context.Context, filters map[string]byte) error {
 		for _, w := range d.warnings() {
 			d.log.Warn(w.Msg)
 		}
-		b, err := startEmbedded(embeddedOptions{set: d.set, hubClientID: d.set.ClientID, rules: d.brokerRules()}, d.log)
+		b, err := startEmbedded(embeddedOptions{set: d.set, hubClientID: d.set.ClientID, rules: d.brokerRules(),
+			refused: d.obs.brokerRefusal}, d.log)
 		if err != nil {
 			return err
 		}

@@ -26,14 +26,9 @@ import (
 )
 
 // Bounds of the embedded broker that are not config keys. Each caps what one
-// client, logged in or not, can make the hub hold.
+// client, logged in or not, can make the hub hold. The bounds per address
+// and per login are in broker_limits.go.
 const (
-	// handshakeTimeout is how long a new connection has to send its
-	// CONNECT; then the keepalive it asks for applies.
-	handshakeTimeout = 10 * time.Second
-	// handshakeSlots are the connections allowed beyond max_clients, so
-	// logins still get in while others are being refused.
-	handshakeSlots = 16
 	// maxInflight is the QoS 1/2 messages kept per client until acknowledged.
 	maxInflight = 256
 	// receiveMaximum is the QoS 2 messages a client may have unacknowledged.
@@ -47,7 +42,9 @@ const (
 	// (clean session off) is kept, in seconds.
 	sessionExpiry = 600
 	// maxRetained and maxRetainedPayload bound the retained messages:
-	// beyond them a message is delivered but not retained.
+	// beyond them a message is delivered but not retained. The store holds
+	// maxRetained messages, or every login's share
+	// (max_retained_per_login) when that is more.
 	maxRetained        = 1024
 	maxRetainedPayload = 16 << 10
 )
@@ -61,9 +58,22 @@ type embeddedBroker struct {
 	hubUser     string
 	hubPassword string
 	log         *slog.Logger
+	listener    *guardedListener
+	hook        *authHook
 	// panics counts the client connections dropped because mochi panicked
 	// on what they sent.
 	panics atomic.Int64
+	// refusals counts what the broker refused, by reason, as the metric
+	// does (this one for tests and the log).
+	refusals map[string]*atomic.Int64
+}
+
+// refusalsCounted is how often the broker refused for reason.
+func (b *embeddedBroker) refusalsCounted(reason string) int64 {
+	if c, ok := b.refusals[reason]; ok {
+		return c.Load()
+	}
+	return 0
 }
 
 // embeddedOptions is what startEmbedded needs from the driver.
@@ -71,6 +81,9 @@ type embeddedOptions struct {
 	set         Settings
 	hubClientID string
 	rules       *brokerRules
+	// refused is told of each refusal, by reason (the refused* constants);
+	// nil ignores them.
+	refused func(reason string)
 }
 
 // startEmbedded listens on o.set.Listen (a bind error comes back here,
@@ -102,7 +115,9 @@ func startEmbedded(o embeddedOptions, log *slog.Logger) (*embeddedBroker, error)
 	}
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumPacketSize = uint32(o.set.MaxPacketSize)
-	caps.MaximumClients = int64(o.set.MaxClients)
+	// One more for the hub's own client: OnConnect holds the others to
+	// max_clients, so plugs cannot take the hub's place.
+	caps.MaximumClients = int64(o.set.MaxClients) + 1
 	caps.MaximumInflight = maxInflight
 	caps.ReceiveMaximum = receiveMaximum
 	caps.MaximumClientWritesPending = maxWritesPending
@@ -115,14 +130,37 @@ func startEmbedded(o embeddedOptions, log *slog.Logger) (*embeddedBroker, error)
 		// The $SYS topics are of no use to plugs; publish them rarely.
 		SysTopicResendInterval: 3600,
 	})
+	b.refusals = map[string]*atomic.Int64{}
+	for _, r := range refusalReasons {
+		b.refusals[r] = &atomic.Int64{}
+	}
+	refused := func(reason string) {
+		if c, ok := b.refusals[reason]; ok {
+			c.Add(1)
+		}
+		if o.refused != nil {
+			o.refused(reason)
+		}
+	}
+	shares := len(o.set.Users) + 1 // and the hub's
 	hook := &authHook{srv: b.srv, log: blog, logins: logins, anonymous: len(o.set.Users) == 0,
-		rules: o.rules, mqtt5: o.set.MQTT5, maxSessions: 2 * o.set.MaxClients,
-		refusals: logLimiter{every: refusalLogEvery}}
+		rules: o.rules, mqtt5: o.set.MQTT5, maxSessions: 2 * o.set.MaxClients, maxClients: o.set.MaxClients,
+		refusals: logLimiter{every: refusalLogEvery}, count: refused,
+		subs:     &subscriptionBounds{maxPerClient: o.set.MaxSubsPerClient, maxPerLogin: o.set.MaxSubsPerLogin, pending: map[*mochi.Client]int{}},
+		retained: newRetainedShares(o.set.MaxRetainedPerLogin, o.set.MaxRetainedBytesLogin, max(maxRetained, shares*o.set.MaxRetainedPerLogin)),
+		throttle: newLoginThrottle(), clientIDs: map[string]string{}}
+	for u, l := range o.set.Users {
+		for _, id := range l.ClientIDs {
+			hook.clientIDs[id] = u
+		}
+	}
+	b.hook = hook
 	if err := b.srv.AddHook(hook, nil); err != nil {
 		ln.Close()
 		return nil, err
 	}
-	gl := newGuardedListener(ln, o.set.MaxClients+handshakeSlots)
+	gl := newGuardedListener(ln, handshakeSlots(o.set.MaxClients), refused, blog)
+	b.listener = gl
 	if err := b.srv.AddListener(newHubListener(gl, blog, b.recovered, b.disconnectAll)); err != nil {
 		ln.Close()
 		return nil, err
@@ -300,60 +338,12 @@ func (l *hubListener) Close(listeners.CloseFn) {
 	l.wg.Wait()
 }
 
-// guardedListener bounds the connections open at once (one over the bound
-// is closed at once), gives each a deadline for its CONNECT, and turns
-// Nagle's algorithm off on each. Go already does the latter for every TCP
-// connection it makes; doing it here keeps that true whatever listener sits
-// below. With Nagle on, a plug's small confirmation can wait ~40 ms for the
-// client's delayed ACK.
-type guardedListener struct {
-	net.Listener
-	slots chan struct{}
-}
-
-func newGuardedListener(l net.Listener, max int) *guardedListener {
-	return &guardedListener{Listener: l, slots: make(chan struct{}, max)}
-}
-
-func (l *guardedListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case l.slots <- struct{}{}:
-		default:
-			c.Close()
-			continue
-		}
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetNoDelay(true)
-		}
-		// mochi sets the keepalive deadline once the CONNECT is read.
-		_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
-		return &slotConn{Conn: c, slots: l.slots}, nil
-	}
-}
-
-// slotConn gives its slot back when closed.
-type slotConn struct {
-	net.Conn
-	slots chan struct{}
-	once  sync.Once
-}
-
-func (c *slotConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(func() { <-c.slots })
-	return err
-}
-
-// authHook checks logins against the configured users (constant time),
-// refuses what a client may not do before it is connected (MQTT 5 unless
-// enabled, the hub's client id, a last will it may not publish), bounds
-// the sessions each login keeps, and applies rules to every publish and
-// subscription.
+// authHook checks logins against the configured users (constant time,
+// failures throttled), refuses what a client may not do before it is
+// connected (MQTT 5 unless enabled, the hub's client id or another
+// login's, a last will it may not publish), bounds the clients and the
+// sessions each login keeps, its subscriptions and its retained messages,
+// and applies rules to every publish and subscription.
 type authHook struct {
 	mochi.HookBase
 	srv         *mochi.Server
@@ -363,9 +353,19 @@ type authHook struct {
 	rules       *brokerRules
 	mqtt5       bool
 	maxSessions int
+	maxClients  int
 
-	// Refusals are logged at most once per refusalLogEvery, with a count.
+	subs     *subscriptionBounds
+	retained *retainedShares
+	throttle *loginThrottle
+	// clientIDs maps each client id, or prefix ending in *, that a login
+	// claims (mqtt.users.<login>.client_ids) to that login.
+	clientIDs map[string]string
+
+	// Refusals are logged at most once per refusalLogEvery, with a count,
+	// and each is counted by reason.
 	refusals logLimiter
+	count    func(reason string)
 }
 
 const refusalLogEvery = 10 * time.Second
@@ -396,8 +396,9 @@ func (l *logLimiter) allow() (ok bool, held int) {
 func (h *authHook) ID() string { return "switchbridge-auth" }
 
 func (h *authHook) Provides(b byte) bool {
-	return bytes.Contains([]byte{mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnACLCheck, mochi.OnPublish,
-		mochi.OnWill}, []byte{b})
+	return bytes.Contains([]byte{mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnSessionEstablish,
+		mochi.OnDisconnect, mochi.OnACLCheck, mochi.OnSubscribe, mochi.OnSubscribed, mochi.OnPublish, mochi.OnWill,
+		mochi.OnRetainMessage, mochi.OnRetainedExpired}, []byte{b})
 }
 
 // OnConnect refuses, with the CONNACK code that says why, what no login may
@@ -421,13 +422,29 @@ func (h *authHook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 	if cl.ID == h.rules.hubClientID {
 		return refuse(packets.ErrClientIdentifierNotValid, "the client id is the hub's")
 	}
+	if owner, ok := h.clientIDOwner(cl.ID); ok && owner != user {
+		h.count(refusedClientID)
+		return refuse(packets.ErrClientIdentifierNotValid, "the client id belongs to login "+owner)
+	}
 	existing, ok := h.srv.Clients.Get(cl.ID)
 	if ok && !existing.Closed() && string(existing.Properties.Username) != user {
 		// mochi would disconnect the client holding the id.
+		h.count(refusedClientID)
 		return refuse(packets.ErrClientIdentifierNotValid, "the client id is in use by another login")
 	}
 	if !ok && h.srv.Clients.Len() >= h.maxSessions {
 		return refuse(packets.ErrServerUnavailable, "too many sessions")
+	}
+	if h.pluggedIn(ok && !existing.Closed()) >= h.maxClients {
+		// mochi's own bound is one higher: room kept for the hub's client.
+		h.count(refusedClients)
+		return refuse(packets.ErrServerUnavailable, "max_clients plugs are connected")
+	}
+	if bound := h.rules.keptSessions(user); !h.anonymous && h.connected(user, cl.ID) >= bound {
+		// Room for the other logins' plugs: one login (a compromised plug
+		// cycling client ids) cannot fill max_clients.
+		h.count(refusedLoginClients)
+		return refuse(packets.ErrServerUnavailable, fmt.Sprintf("the login has %d clients connected, one per switch it serves and %d more", bound, spareSessions))
 	}
 	if pk.Connect.WillFlag && !h.rules.mayPublish(user, pk.Connect.WillTopic) {
 		// mochi publishes a will without asking the ACL.
@@ -436,23 +453,164 @@ func (h *authHook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 	return nil
 }
 
-// OnConnectAuthenticate checks the password and then, the login being
-// proven, bounds the sessions it keeps.
+// clientIDOwner returns the login that claims client id id, if any.
+func (h *authHook) clientIDOwner(id string) (string, bool) {
+	if u, ok := h.clientIDs[id]; ok {
+		return u, true
+	}
+	for p, u := range h.clientIDs {
+		if claims(p, id) {
+			return u, true
+		}
+	}
+	return "", false
+}
+
+// pluggedIn is the number of clients connected other than the hub's,
+// less one when the connecting client takes over a connected one.
+func (h *authHook) pluggedIn(takesOver bool) int {
+	n := int(atomic.LoadInt64(&h.srv.Info.ClientsConnected))
+	if hub, ok := h.srv.Clients.Get(h.rules.hubClientID); ok && !hub.Closed() {
+		n--
+	}
+	if takesOver {
+		n--
+	}
+	return n
+}
+
+// connected is the number of clients of user connected with another
+// client id than id (a client taking its own id over replaces its
+// connection).
+func (h *authHook) connected(user, id string) int {
+	n := 0
+	for _, c := range h.srv.Clients.GetAll() {
+		if c.ID != id && !c.Closed() && string(c.Properties.Username) == user {
+			n++
+		}
+	}
+	return n
+}
+
+// OnConnectAuthenticate checks the password, unless the login must wait
+// after failures (see loginThrottle), and then, the login being proven,
+// bounds the sessions it keeps.
 func (h *authHook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bool {
 	user := string(pk.Connect.Username)
-	want, ok := h.logins[user]
-	if ok {
-		ok = subtle.ConstantTimeCompare([]byte(want), pk.Connect.Password) == 1
-	} else {
+	want, known := h.logins[user]
+	var ok bool
+	switch {
+	case !known && h.anonymous:
 		// Without configured users anyone may connect, whatever login the
 		// firmware sends by default (Tasmota sends DVES_USER).
-		ok = h.anonymous
+		ok = true
+	case user == h.rules.hubUser:
+		// The hub's password is random and never fails: not throttled.
+		if ok = subtle.ConstantTimeCompare([]byte(want), pk.Connect.Password) == 1; !ok {
+			h.count(refusedPassword)
+			h.refused(cl, user, "wrong password for the hub's own login")
+		}
+	default:
+		ok = h.checkPassword(cl, user, known, want, pk.Connect.Password)
 	}
 	if ok && user != h.rules.hubUser {
+		h.takeSessionOver(cl, user)
 		h.boundSessions(cl, user)
 	}
 	return ok
 }
+
+// checkPassword checks a plug login's password, throttled per login and
+// address: a login that must still wait is refused unchecked. Failures
+// (an unknown login among them) are logged, rate-limited, and counted.
+func (h *authHook) checkPassword(cl *mochi.Client, user string, known bool, want string, got []byte) bool {
+	addr := remoteKey(cl.Net.Conn.RemoteAddr())
+	if wait := h.throttle.wait(user, addr); wait > 0 {
+		h.count(refusedThrottled)
+		h.refused(cl, user, fmt.Sprintf("too many failed logins from this address; refused unchecked for %s more", wait.Round(time.Second)))
+		return false
+	}
+	if known && subtle.ConstantTimeCompare([]byte(want), got) == 1 {
+		h.throttle.succeed(user, addr)
+		return true
+	}
+	h.count(refusedPassword)
+	if h.throttle.fail(user, addr) {
+		h.log.Warn("MQTT login failing from many addresses: someone may be guessing its password",
+			"login", user, "failures_per_hour", loginAttack)
+	}
+	h.refused(cl, user, "wrong login or password")
+	return false
+}
+
+// takeSessionOver drops the kept session of another login that used cl's
+// client id (its client disconnected; OnConnect refuses a connected one):
+// mochi would hand its subscriptions to cl, a client of another login.
+func (h *authHook) takeSessionOver(cl *mochi.Client, user string) {
+	old, ok := h.srv.Clients.Get(cl.ID)
+	if !ok || string(old.Properties.Username) == user {
+		return
+	}
+	h.srv.UnsubscribeClient(old)
+	old.ClearInflights()
+	if cur, ok := h.srv.Clients.Get(old.ID); ok && cur == old {
+		h.srv.Clients.Delete(old.ID)
+	}
+}
+
+// OnSessionEstablish runs once a client has logged in: its connection no
+// longer takes a place among those logging in.
+func (h *authHook) OnSessionEstablish(cl *mochi.Client, _ packets.Packet) {
+	if c, ok := cl.Net.Conn.(*slotConn); ok {
+		c.loggedIn()
+	}
+}
+
+// OnDisconnect forgets a SUBSCRIBE of cl left undecided.
+func (h *authHook) OnDisconnect(cl *mochi.Client, _ error, _ bool) { h.subs.done(cl) }
+
+// OnSubscribe refuses the filters of a SUBSCRIBE beyond the client's or
+// its login's bounds (see subscriptionBounds); the hub's client has none.
+func (h *authHook) OnSubscribe(cl *mochi.Client, pk packets.Packet) packets.Packet {
+	user := string(cl.Properties.Username)
+	if user == h.rules.hubUser || cl.Net.Inline {
+		return pk
+	}
+	pk, refused := h.subs.admit(h.srv, cl, user, pk)
+	for _, why := range refused {
+		h.count(why)
+	}
+	if len(refused) > 0 {
+		h.refused(cl, user, fmt.Sprintf("%d subscriptions beyond max_subscriptions_per_client (%d), max_subscriptions_per_login (%d) or %d bytes and %d levels a filter",
+			len(refused), h.subs.maxPerClient, h.subs.maxPerLogin, maxFilterLength, maxFilterLevels))
+	}
+	return pk
+}
+
+// OnSubscribed answers each refused filter with "quota exceeded" for an
+// MQTT 5 client (an MQTT 3 client gets mochi's 0x80, failure). mochi
+// writes the SUBACK with reasonCodes after this hook.
+func (h *authHook) OnSubscribed(cl *mochi.Client, pk packets.Packet, reasonCodes []byte) {
+	h.subs.done(cl)
+	if cl.Properties.ProtocolVersion < 5 {
+		return
+	}
+	for i, f := range pk.Filters {
+		if f.Filter == overBound && i < len(reasonCodes) {
+			reasonCodes[i] = packets.ErrQuotaExceeded.Code
+		}
+	}
+}
+
+// OnRetainMessage forgets a retained message cleared by an empty one.
+func (h *authHook) OnRetainMessage(_ *mochi.Client, pk packets.Packet, _ int64) {
+	if len(pk.Payload) == 0 {
+		h.retained.drop(pk.TopicName)
+	}
+}
+
+// OnRetainedExpired forgets a retained message that expired (MQTT 5).
+func (h *authHook) OnRetainedExpired(topic string) { h.retained.drop(topic) }
 
 // boundSessions makes room, when cl brings a new client id, for one more
 // kept session of user: beyond rules.keptSessions its oldest disconnected
@@ -522,29 +680,33 @@ func (h *authHook) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packe
 		h.refused(cl, user, "may not retain a command on "+pk.TopicName)
 		return pk, packets.CodeSuccessIgnore
 	}
-	pk.FixedHeader.Retain = h.mayRetain(pk.TopicName, pk.Payload)
+	pk.FixedHeader.Retain = h.mayRetain(cl, user, pk.TopicName, pk.Payload)
 	return pk, nil
 }
 
 // OnWill applies the retained-message bounds to a last will as it is sent:
 // mochi retains a will without passing it through OnPublish. Its topic was
 // checked at CONNECT.
-func (h *authHook) OnWill(_ *mochi.Client, will mochi.Will) (mochi.Will, error) {
+func (h *authHook) OnWill(cl *mochi.Client, will mochi.Will) (mochi.Will, error) {
 	if will.Retain && len(will.Payload) > 0 {
-		will.Retain = h.mayRetain(will.TopicName, will.Payload)
+		will.Retain = h.mayRetain(cl, string(cl.Properties.Username), will.TopicName, will.Payload)
 	}
 	return will, nil
 }
 
 // mayRetain reports whether a retained message fits the bounds: at most
-// maxRetainedPayload bytes, and a new topic only while fewer than
-// maxRetained are kept. Beyond them the message is delivered, not kept.
-func (h *authHook) mayRetain(topic string, payload []byte) bool {
+// maxRetainedPayload bytes, within the share of user (retainedShares) and
+// of the store. Beyond them the message is delivered, not kept.
+func (h *authHook) mayRetain(cl *mochi.Client, user, topic string, payload []byte) bool {
 	if len(payload) > maxRetainedPayload {
 		return false
 	}
-	_, replaces := h.srv.Topics.Retained.Get(topic)
-	return replaces || h.srv.Topics.Retained.Len() < maxRetained
+	if !h.retained.take(user, topic, payload) {
+		h.count(refusedRetained)
+		h.refused(cl, user, fmt.Sprintf("not retained on %s: the login's share of retained messages is full", topic))
+		return false
+	}
+	return true
 }
 
 // refused logs a refusal, rate-limited: a misbehaving client must not flood

@@ -73,7 +73,7 @@ func TestEmbeddedBrokerNoDelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newGuardedListener(raw, 4)
+	l := newGuardedListener(raw, 4, func(string) {}, nil)
 	defer l.Close()
 	go func() {
 		if c, err := net.Dial("tcp", raw.Addr().String()); err == nil {

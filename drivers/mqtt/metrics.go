@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"net/url"
+	"slices"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,15 +22,18 @@ type observer interface {
 	connected(broker string, up bool) // on connect (true) and on loss (false)
 	reconnect()                       // each reconnection attempt
 	message(direction string)         // dirIn per message received, dirOut per publish
+	brokerRefusal(reason string)      // the embedded broker refused something (a refused* reason)
 }
 
 // metrics are the driver's Prometheus metrics. Registered through
 // drivers.Env.Metrics, which prefixes switchbridge_mqtt_, they are exported
-// as switchbridge_mqtt_connected, _reconnects_total and _messages_total.
+// as switchbridge_mqtt_connected, _reconnects_total, _messages_total and
+// _broker_refusals_total.
 type metrics struct {
 	up         *prometheus.GaugeVec
 	reconnects prometheus.Counter
 	messages   *prometheus.CounterVec
+	refusals   *prometheus.CounterVec
 }
 
 // connectedMu makes connected's reset-and-set one step. It is one for all
@@ -62,10 +66,19 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}, []string{"direction"})); err != nil {
 		return nil, err
 	}
+	if m.refusals, err = drivers.RegisterCollector(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "broker_refusals_total",
+		Help: "What the embedded MQTT broker refused to a client or connection beyond its bounds, by reason.",
+	}, []string{"reason"})); err != nil {
+		return nil, err
+	}
 	// Both directions from the start: a rate over a series that appears
-	// only with the first message misses that message.
+	// only with the first message misses that message. So every reason.
 	m.messages.WithLabelValues(dirIn)
 	m.messages.WithLabelValues(dirOut)
+	for _, r := range refusalReasons {
+		m.refusals.WithLabelValues(r)
+	}
 	return m, nil
 }
 
@@ -92,6 +105,14 @@ func (m *metrics) reconnect() { m.reconnects.Inc() }
 func (m *metrics) message(direction string) {
 	if direction == dirIn || direction == dirOut {
 		m.messages.WithLabelValues(direction).Inc()
+	}
+}
+
+// brokerRefusal counts one refusal of the embedded broker; a reason not
+// in refusalReasons is ignored so it cannot become a label.
+func (m *metrics) brokerRefusal(reason string) {
+	if slices.Contains(refusalReasons, reason) {
+		m.refusals.WithLabelValues(reason).Inc()
 	}
 }
 

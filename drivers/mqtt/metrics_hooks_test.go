@@ -33,8 +33,24 @@ func TestMetricsHooks(t *testing.T) {
 	}
 	d.obs.message(dirOut)
 	d.obs.message("sideways")
+	d.obs.brokerRefusal(refusedPassword)
+	d.obs.brokerRefusal(refusedSubscription)
+	d.obs.brokerRefusal(refusedSubscription)
+	d.obs.brokerRefusal("no such reason")
 
 	want := `
+# HELP switchbridge_mqtt_broker_refusals_total What the embedded MQTT broker refused to a client or connection beyond its bounds, by reason.
+# TYPE switchbridge_mqtt_broker_refusals_total counter
+switchbridge_mqtt_broker_refusals_total{reason="client_id"} 0
+switchbridge_mqtt_broker_refusals_total{reason="filter_too_long"} 0
+switchbridge_mqtt_broker_refusals_total{reason="handshake_address"} 0
+switchbridge_mqtt_broker_refusals_total{reason="handshake_evicted"} 0
+switchbridge_mqtt_broker_refusals_total{reason="login_clients"} 0
+switchbridge_mqtt_broker_refusals_total{reason="login_throttled"} 0
+switchbridge_mqtt_broker_refusals_total{reason="max_clients"} 0
+switchbridge_mqtt_broker_refusals_total{reason="retained_share"} 0
+switchbridge_mqtt_broker_refusals_total{reason="subscription_bound"} 2
+switchbridge_mqtt_broker_refusals_total{reason="wrong_password"} 1
 # HELP switchbridge_mqtt_connected Whether the hub is connected to its MQTT broker (1) or not (0).
 # TYPE switchbridge_mqtt_connected gauge
 switchbridge_mqtt_connected{broker="tcp://broker.lan:1883"} 1
