@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
 // limitListener caps the connections open at once. A burst of clients
@@ -130,7 +130,7 @@ func (l *limitListener) hold(c net.Conn) (string, bool) {
 			return "", true
 		}
 	}
-	key := oauth.AddrKey(a)
+	key := bridge.AddrKey(a)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.byAddr[key] >= l.maxPerAddr {

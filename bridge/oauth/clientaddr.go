@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
 // Who a login comes from, for throttling. Behind a reverse proxy every
@@ -57,23 +59,8 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	return client
 }
 
-// AddrKey is the key of a client address for per-client limits: an IPv4
-// address as it is, an IPv6 address by its /64.
-func AddrKey(a netip.Addr) string { return addrKey(a) }
-
-// addrKey is the throttling key of an address: an IPv4 address as it is,
-// an IPv6 address by its /64, since one home or one host is usually given a
-// whole /64 and can pick any address in it.
-func addrKey(a netip.Addr) string {
-	if !a.IsValid() {
-		return "unknown"
-	}
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.String()
-	}
-	return a.String()
-}
+// addrKey is the throttling key of an address (bridge.AddrKey).
+func addrKey(a netip.Addr) string { return bridge.AddrKey(a) }
 
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 	for _, p := range trusted {

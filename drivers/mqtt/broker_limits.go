@@ -13,7 +13,7 @@ import (
 	mochi "github.com/mochi-mqtt/server/v2"
 	"github.com/mochi-mqtt/server/v2/packets"
 
-	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
 // The embedded broker's bounds per client, per login and per address, so
@@ -215,7 +215,7 @@ func remoteKey(a net.Addr) string {
 	if err != nil {
 		return "unknown"
 	}
-	return oauth.AddrKey(ap.Addr().Unmap())
+	return bridge.AddrKey(ap.Addr().Unmap())
 }
 
 // ---- subscriptions
