@@ -537,7 +537,7 @@ func (h *authHook) checkPassword(cl *mochi.Client, user string, known bool, want
 	h.count(refusedPassword)
 	if h.throttle.fail(user, addr) {
 		h.log.Warn("MQTT login failing from many addresses: someone may be guessing its password",
-			"login", user, "failures_per_hour", loginAttack)
+			"login", bridge.Untrusted(user), "failures_per_hour", loginAttack)
 	}
 	h.refused(cl, user, "wrong login or password")
 	return false
