@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -316,6 +317,7 @@ func Build(cfg *config.Config, reg Registry, env Env) (*Set, error) {
 			set.warnings = append(set.warnings, w...)
 		}
 	}
+	checkUnused(cfg, reg, env, set.drivers, ps)
 	if err := ps.Err(); err != nil {
 		return nil, err
 	}
@@ -323,6 +325,34 @@ func Build(cfg *config.Config, reg Registry, env Env) (*Set, error) {
 		set.prints[name] = fingerprint(settings(name), set.specs[name])
 	}
 	return set, nil
+}
+
+// checkUnused checks the section of every driver no switch uses, as
+// Build checks the others, so that a misspelt key there is an error now
+// rather than when a switch first uses the driver. The driver made for the
+// check is dropped unopened, its metrics on a registry of its own: a driver
+// runs, and exports, only once a switch uses it.
+func checkUnused(cfg *config.Config, reg Registry, env Env, built map[string]Driver, ps *config.Problems) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Sections)) {
+		r, ok := reg.Lookup(name)
+		if _, used := built[name]; !ok || !r.Section || used {
+			continue
+		}
+		sec := cfg.Sections[name].Value
+		denv := env
+		denv.Logger = slog.New(slog.DiscardHandler)
+		denv.Settings = sec
+		denv.Metrics = prometheus.NewRegistry()
+		d, err := r.New(denv)
+		if err != nil {
+			ps.Merge(err, sectionLine(sec))
+			continue
+		}
+		if c, ok := d.(Checker); ok {
+			_, err := c.Check()
+			ps.Merge(err, sectionLine(sec))
+		}
+	}
 }
 
 // Config is the config s was built from. A reload that fails rolls back
