@@ -44,8 +44,10 @@ type Env struct {
 	// Settings is the driver's section of the config: the top-level key
 	// named after the driver (mqtt: for the mqtt driver), as written, or nil
 	// when there is none. Only a driver registered with Section has one.
-	// Decode it with config.DecodeStrict so unknown keys are reported with
-	// their line.
+	// Decode it with config.DecodeSection so unknown keys are reported with
+	// their line and the section's name. Build hands a driver its section
+	// even when no switch uses the driver, to check it, and drops that
+	// driver unopened.
 	Settings *yaml.Node
 	// LastValue returns the value the hub stored for a switch before it last
 	// stopped, for drivers that restore state at start-up.
