@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -160,6 +161,31 @@ type replier interface {
 	// answers and what it says. An answer without a failure to a command
 	// confirms the command's target.
 	reply(payload []byte) (id uint64, r report, ok bool)
+}
+
+// checkProfiles reports a mistake in a list of profiles that no config
+// could get right: a name twice, or a key a switch can never give its
+// profile because the hub or the driver takes it first (an option called
+// name would silently be the switch's name). New refuses to make the
+// driver while the registered profiles have one; TestProfileKeys finds it
+// first.
+func checkProfiles(ps []profile) error {
+	reserved := append(config.SwitchKeys(), "profile")
+	seen := map[string]bool{}
+	var errs []error
+	for _, p := range ps {
+		if seen[p.name] {
+			errs = append(errs, fmt.Errorf("mqtt profile %s is registered twice", p.name))
+		}
+		seen[p.name] = true
+		for _, k := range optionKeys(p.options()) {
+			if slices.Contains(reserved, k) {
+				errs = append(errs, fmt.Errorf("mqtt profile %s: its key %q is a switch's own key (%s are the switch's): give the option another name",
+					p.name, k, strings.Join(reserved, ", ")))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // profileNames lists the registered profiles, in their order.
