@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -132,5 +133,44 @@ func TestProfilesHaveBrokerRules(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProfilesDocumented: the README's two profile tables (a switch's keys,
+// and the broker's rules) each have a row for every registered profile and
+// none for another.
+func TestProfilesDocumented(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	for _, header := range []string{
+		"| profile | keys | topics used |",
+		"| profile | commands (only the hub publishes) | the login's namespace |",
+	} {
+		i := slices.Index(lines, header)
+		if i < 0 {
+			t.Errorf("README.md has no table %s", header)
+			continue
+		}
+		var documented []string
+		for _, l := range lines[i+2:] {
+			if !strings.HasPrefix(l, "| `") {
+				break
+			}
+			name, _, _ := strings.Cut(strings.TrimPrefix(l, "| `"), "`")
+			documented = append(documented, name)
+		}
+		for _, p := range profiles {
+			if !slices.Contains(documented, p.name) {
+				t.Errorf("profile %s has no row in README.md's table %s", p.name, header)
+			}
+		}
+		for _, name := range documented {
+			if _, ok := lookupProfile(name); !ok {
+				t.Errorf("README.md's table %s has a row for %s, which is not a registered profile", header, name)
+			}
+		}
 	}
 }
