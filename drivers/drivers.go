@@ -64,8 +64,8 @@ type Env struct {
 	// Metrics is where the driver registers its Prometheus collectors. Build
 	// gives each driver its own, which puts "switchbridge_<driver>_" before
 	// every metric name, so drivers cannot collide with each other (nor
-	// with the hub's metrics, as long as no driver is named after one of
-	// their groups: http, switch, oauth, api). A reload builds the driver again on the same
+	// with the hub's metrics: no driver may be named after one of their
+	// groups, metricGroups). A reload builds the driver again on the same
 	// registerer: register with RegisterCollector, not MustRegister, so
 	// that counters run on across reloads.
 	Metrics prometheus.Registerer
@@ -191,8 +191,14 @@ func (r Registry) Lookup(name string) (Registration, bool) {
 
 var driverName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
+// metricGroups are the hub's own metric groups (switchbridge_<group>_…,
+// bridge/metrics and bridge/link): a driver of one of these names would
+// put its metrics among them.
+var metricGroups = []string{"api", "http", "location", "oauth", "platform", "switch"}
+
 // check panics on a registry no config could be right for: a name twice,
-// a name that cannot be a metric name, a driver without a factory. These
+// a name that cannot be a metric name or is one of the hub's metric
+// groups, a driver without a factory. These
 // are mistakes in the list of drivers, found by the first test that
 // builds a config.
 func (r Registry) check() {
@@ -201,6 +207,8 @@ func (r Registry) check() {
 		switch {
 		case !driverName.MatchString(d.Name):
 			panic(fmt.Sprintf("drivers: driver name %q must be lower-case letters, digits and '_'", d.Name))
+		case slices.Contains(metricGroups, d.Name):
+			panic(fmt.Sprintf("drivers: driver name %q is a group of the hub's own metrics (%s)", d.Name, strings.Join(metricGroups, ", ")))
 		case seen[d.Name]:
 			panic(fmt.Sprintf("drivers: driver %q registered twice", d.Name))
 		case d.New == nil:

@@ -410,6 +410,7 @@ func TestRegistryMistakes(t *testing.T) {
 	for name, reg := range map[string]drivers.Registry{
 		"twice":      {{Name: "a", New: mk}, {Name: "a", New: mk}},
 		"bad name":   {{Name: "My-Driver", New: mk}},
+		"metrics":    {{Name: "switch", New: mk}},
 		"no factory": {{Name: "a"}},
 	} {
 		func() {
