@@ -113,9 +113,11 @@ func (a availability) String() string {
 }
 
 // profiles is every firmware the driver speaks, by the name a switch gives
-// in its profile: key. A firmware is one file (its options, its plug, its
-// parsers) plus its line here, and the contract test (contract_test.go)
-// fails until it also has a simulator in mqtttest.
+// in its profile: key. A firmware is one file (its options, its plug with
+// its broker rules, its parsers) plus its line here; the tests then fail
+// until it also has a simulator in mqtttest listed in contract_test.go and
+// its rows in the README (the recipe in the repository's README lists the
+// steps).
 var profiles = []profile{
 	{"tasmota", func() firmware { return new(tasmota) }},
 	{"shelly-gen1", func() firmware { return new(shellyGen1) }},
