@@ -26,7 +26,7 @@ func (s *Server) Authorize(ctx context.Context, token, installationID string) (*
 	// An installation in a location one of the platform's hubs holds is
 	// served by that hub, not here: say where, rather than let the
 	// platform's own switches answer that the installation's are gone.
-	if _, local := s.hub.Location(g.LocationID); !local && s.Hubs != nil {
+	if s.Hubs != nil && !s.hasLocation(g.LocationID) {
 		hl, ok, err := s.Hubs.HubLocation(ctx, g.LocationID)
 		if err != nil {
 			return nil, err
@@ -37,6 +37,16 @@ func (s *Server) Authorize(ctx context.Context, token, installationID string) (*
 		}
 	}
 	return g, nil
+}
+
+// hasLocation reports whether the location is the daemon's own. A hub's
+// token check (bridge/link) runs without switches of its own here.
+func (s *Server) hasLocation(id int64) bool {
+	if s.hub == nil {
+		return false
+	}
+	_, ok := s.hub.Location(id)
+	return ok
 }
 
 func (s *Server) grant(ctx context.Context, token string) (*bridge.Grant, error) {
