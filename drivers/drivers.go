@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -43,8 +44,10 @@ type Env struct {
 	// Settings is the driver's section of the config: the top-level key
 	// named after the driver (mqtt: for the mqtt driver), as written, or nil
 	// when there is none. Only a driver registered with Section has one.
-	// Decode it with config.DecodeStrict so unknown keys are reported with
-	// their line.
+	// Decode it with config.DecodeSection so unknown keys are reported with
+	// their line and the section's name. Build hands a driver its section
+	// even when no switch uses the driver, to check it, and drops that
+	// driver unopened.
 	Settings *yaml.Node
 	// LastValue returns the value the hub stored for a switch before it last
 	// stopped, for drivers that restore state at start-up.
@@ -61,8 +64,8 @@ type Env struct {
 	// Metrics is where the driver registers its Prometheus collectors. Build
 	// gives each driver its own, which puts "switchbridge_<driver>_" before
 	// every metric name, so drivers cannot collide with each other (nor
-	// with the hub's metrics, as long as no driver is named after one of
-	// their groups: http, switch, oauth, api). A reload builds the driver again on the same
+	// with the hub's metrics: no driver may be named after one of their
+	// groups, metricGroups). A reload builds the driver again on the same
 	// registerer: register with RegisterCollector, not MustRegister, so
 	// that counters run on across reloads.
 	Metrics prometheus.Registerer
@@ -195,8 +198,14 @@ func (r Registry) Lookup(name string) (Registration, bool) {
 
 var driverName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
+// metricGroups are the hub's own metric groups (switchbridge_<group>_…,
+// bridge/metrics and bridge/link): a driver of one of these names would
+// put its metrics among them.
+var metricGroups = []string{"api", "http", "location", "oauth", "platform", "switch"}
+
 // check panics on a registry no config could be right for: a name twice,
-// a name that cannot be a metric name, a driver without a factory. These
+// a name that cannot be a metric name or is one of the hub's metric
+// groups, a driver without a factory. These
 // are mistakes in the list of drivers, found by the first test that
 // builds a config.
 func (r Registry) check() {
@@ -205,6 +214,8 @@ func (r Registry) check() {
 		switch {
 		case !driverName.MatchString(d.Name):
 			panic(fmt.Sprintf("drivers: driver name %q must be lower-case letters, digits and '_'", d.Name))
+		case slices.Contains(metricGroups, d.Name):
+			panic(fmt.Sprintf("drivers: driver name %q is a group of the hub's own metrics (%s)", d.Name, strings.Join(metricGroups, ", ")))
 		case seen[d.Name]:
 			panic(fmt.Sprintf("drivers: driver %q registered twice", d.Name))
 		case d.New == nil:
@@ -323,6 +334,7 @@ func Build(cfg *config.Config, reg Registry, env Env) (*Set, error) {
 			set.warnings = append(set.warnings, w...)
 		}
 	}
+	checkUnused(cfg, reg, env, set.drivers, ps)
 	if err := ps.Err(); err != nil {
 		return nil, err
 	}
@@ -330,6 +342,34 @@ func Build(cfg *config.Config, reg Registry, env Env) (*Set, error) {
 		set.prints[name] = fingerprint(settings(name), set.specs[name])
 	}
 	return set, nil
+}
+
+// checkUnused checks the section of every driver no switch uses, as
+// Build checks the others, so that a misspelt key there is an error now
+// rather than when a switch first uses the driver. The driver made for the
+// check is dropped unopened, its metrics on a registry of its own: a driver
+// runs, and exports, only once a switch uses it.
+func checkUnused(cfg *config.Config, reg Registry, env Env, built map[string]Driver, ps *config.Problems) {
+	for _, name := range slices.Sorted(maps.Keys(cfg.Sections)) {
+		r, ok := reg.Lookup(name)
+		if _, used := built[name]; !ok || !r.Section || used {
+			continue
+		}
+		sec := cfg.Sections[name].Value
+		denv := env
+		denv.Logger = slog.New(slog.DiscardHandler)
+		denv.Settings = sec
+		denv.Metrics = prometheus.NewRegistry()
+		d, err := r.New(denv)
+		if err != nil {
+			ps.Merge(err, sectionLine(sec))
+			continue
+		}
+		if c, ok := d.(Checker); ok {
+			_, err := c.Check()
+			ps.Merge(err, sectionLine(sec))
+		}
+	}
 }
 
 // Config is the config s was built from. A reload that fails rolls back

@@ -240,7 +240,7 @@ func widgetRegistry(log *[]string, got **yaml.Node) drivers.Registry {
 		var s struct {
 			Speed int `yaml:"speed"`
 		}
-		if err := config.DecodeStrict(env.Settings, &s); err != nil {
+		if err := config.DecodeSection(env.Settings, "widget", &s); err != nil {
 			return nil, err
 		}
 		opens, err := drivers.RegisterCollector(env.Metrics, prometheus.NewCounter(prometheus.CounterOpts{Name: "opens_total", Help: "Opens."}))
@@ -279,7 +279,7 @@ func TestSettingsSection(t *testing.T) {
 
 	cfg = mustConfig(t, "widget:\n  speed: 3\n  sped: 4\n"+widgetSwitches)
 	_, err := drivers.Build(cfg, reg, drivers.Env{})
-	if err == nil || !strings.Contains(err.Error(), `x.yaml:3: unknown key "sped"`) {
+	if err == nil || !strings.Contains(err.Error(), `x.yaml:3: unknown key "sped" in widget`) {
 		t.Errorf("a bad key in the section: %v", err)
 	}
 
@@ -287,6 +287,37 @@ func TestSettingsSection(t *testing.T) {
 	got = &yaml.Node{}
 	if _, err := drivers.Build(mustConfig(t, widgetSwitches), reg, drivers.Env{}); err != nil || got != nil {
 		t.Errorf("without a section: settings %+v, err %v", got, err)
+	}
+}
+
+// The section of a driver no switch uses is checked all the same, so a
+// misspelt key is found before a switch needs the driver; the driver is
+// neither opened nor does it export metrics.
+func TestUnusedSectionChecked(t *testing.T) {
+	var log []string
+	var got *yaml.Node
+	reg := widgetRegistry(&log, &got)
+	plainOnly := "locations:\n  - id: 1\n    name: Home\n    switches:\n      - {id: p1, name: P, driver: plain}\n"
+	_, err := drivers.Build(mustConfig(t, "widget:\n  speed: 3\n  sped: 4\n"+plainOnly), reg, drivers.Env{})
+	if err == nil || !strings.Contains(err.Error(), `x.yaml:3: unknown key "sped" in widget`) {
+		t.Errorf("a bad key in an unused driver's section: %v", err)
+	}
+
+	prom := prometheus.NewPedanticRegistry()
+	set, err := drivers.Build(mustConfig(t, "widget:\n  speed: 3\n"+plainOnly), reg, drivers.Env{Metrics: prom})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sws, err := set.Open(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	set.Close()
+	if len(sws) != 1 || strings.Join(log, ",") != "open plain,close plain" {
+		t.Errorf("switches %v, log %v: only the used driver may open", sws, log)
+	}
+	if n, err := testutil.GatherAndCount(prom); err != nil || n != 0 {
+		t.Errorf("an unused driver exported %d metrics (%v)", n, err)
 	}
 }
 
@@ -379,6 +410,7 @@ func TestRegistryMistakes(t *testing.T) {
 	for name, reg := range map[string]drivers.Registry{
 		"twice":      {{Name: "a", New: mk}, {Name: "a", New: mk}},
 		"bad name":   {{Name: "My-Driver", New: mk}},
+		"metrics":    {{Name: "switch", New: mk}},
 		"no factory": {{Name: "a"}},
 	} {
 		func() {

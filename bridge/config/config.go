@@ -165,7 +165,14 @@ type Switch struct {
 	Line       int
 }
 
-// UnmarshalYAML splits the common keys from the driver's own.
+// SwitchKeys lists the keys every switch has, whatever its driver, sorted:
+// UnmarshalYAML keeps them out of Options, so a driver (or an MQTT
+// profile) must not take one of them for a key of its own, which would
+// never reach it.
+func SwitchKeys() []string { return []string{"driver", "id", "max_changes", "name"} }
+
+// UnmarshalYAML splits the common keys from the driver's own
+// (SwitchKeys).
 func (s *Switch) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.MappingNode {
 		return typeError(n, "a switch must be a mapping with id, name and driver")

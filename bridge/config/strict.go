@@ -87,6 +87,18 @@ func (ps *Problems) Err() error {
 // gap. Fields of type yaml.Node or *yaml.Node, and types that unmarshal
 // themselves, are left to their own checks.
 func DecodeStrict(node *yaml.Node, v any) error {
+	return decodeStrict(node, v, "")
+}
+
+// DecodeSection is DecodeStrict for the top-level section called name (a
+// driver's settings, mqtt:): an unknown key is reported as in that
+// section, as the config's own sections' are ("unknown key "brokr" in
+// mqtt").
+func DecodeSection(node *yaml.Node, name string, v any) error {
+	return decodeStrict(node, v, name)
+}
+
+func decodeStrict(node *yaml.Node, v any, path string) error {
 	var ps Problems
 	if node == nil || node.Kind == 0 {
 		return nil
@@ -94,7 +106,7 @@ func DecodeStrict(node *yaml.Node, v any) error {
 	if node.Kind == yaml.DocumentNode && len(node.Content) == 1 {
 		node = node.Content[0]
 	}
-	checkKeys(&ps, node, reflect.TypeOf(v), "")
+	checkKeys(&ps, node, reflect.TypeOf(v), path)
 	if err := node.Decode(v); err != nil {
 		var te *yaml.TypeError
 		if errors.As(err, &te) {

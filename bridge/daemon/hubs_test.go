@@ -91,3 +91,40 @@ func TestPlatformConsentOffersHubLocations(t *testing.T) {
 		t.Errorf("after the change the installation is %+v %v", in, err)
 	}
 }
+
+// TestPlatformSendsHubInstallationsToTheirHub: a client that calls the
+// platform for an installation one of its hubs serves is told which hub
+// serves it and where, not that its switches are gone; the platform's own
+// installations are answered as before.
+func TestPlatformSendsHubInstallationsToTheirHub(t *testing.T) {
+	h := daemontest.Start(t, hubConfig)
+	ctx := context.Background()
+	hub := &bridge.RemoteHub{ID: "hub-barn", Name: "barn", BaseURL: "http://barn.example:8080", SecretHash: oauth.Hash("s")}
+	if err := h.Store.CreateHub(ctx, hub); err != nil {
+		t.Fatal(err)
+	}
+	err := h.Store.SetInventory(ctx, hub.ID, "v", []bridge.RemoteLocation{{ID: 20, Name: "Barn", Switches: []bridge.RemoteSwitch{
+		{ID: "barn-light", Name: "Barn light", Commands: bridge.Commands},
+	}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Store.TouchHub(ctx, hub.ID, 0, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	u := h.AddUser(t, "alice", "pw-alice", 1, 20)
+	app := h.AddApp(t, u, true, "https://client.example/cb")
+	g := h.Authorize(t, app, "alice", "pw-alice", 20, "barn-light")
+	atPlatform := h.URL + strings.TrimPrefix(g.URI, hub.BaseURL)
+	want := `which hub \"barn\" serves: call it at ` + g.URI + `, not at the platform`
+	for _, c := range []struct{ method, path string }{{http.MethodGet, "/switches"}, {http.MethodGet, "/switches/barn-light"}, {http.MethodPut, "/switches/on"}} {
+		p := h.Call(t, c.method, atPlatform+c.path, g.Token.AccessToken)
+		if p.StatusCode != http.StatusNotFound || !strings.Contains(p.Body, want) || strings.Contains(p.Body, "no longer configured") {
+			t.Errorf("%s %s at the platform = %d %s, want 404 naming the hub (%s)", c.method, c.path, p.StatusCode, p.Body, want)
+		}
+	}
+	own := h.Authorize(t, app, "alice", "pw-alice", 1, "kitchen")
+	if p := h.Call(t, http.MethodGet, own.URI+"/switches", own.Token.AccessToken); p.StatusCode != http.StatusOK {
+		t.Errorf("the platform's own installation: %d %s", p.StatusCode, p.Body)
+	}
+}

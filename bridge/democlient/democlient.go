@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"golang.org/x/oauth2"
+
+	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
 // CallbackPath is the demo client's redirect URI path.
@@ -116,13 +118,11 @@ type homeData struct {
 	Error     string
 }
 
+// headers sets the page's type and the security headers the hub's own
+// pages carry (wire.PageHeaders).
 func headers(w http.ResponseWriter) {
-	h := w.Header()
-	h.Set("Content-Type", "text/html; charset=utf-8")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
-	h.Set("Referrer-Policy", "no-referrer")
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	wire.PageHeaders(w)
 }
 
 func (c *Client) home(w http.ResponseWriter, r *http.Request) {

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
 func TestHomeShowsOnlyItsOwnNotices(t *testing.T) {
@@ -54,5 +56,27 @@ func TestDisconnectNeedsCSRF(t *testing.T) {
 	post("good")
 	if _, ok := c.sessions["sid"]; ok {
 		t.Error("disconnect with the page's CSRF token kept the session")
+	}
+}
+
+// The demo client's pages carry the security headers of the hub's own
+// pages (nosniff, base-uri 'none' and the rest), from the same helper.
+func TestPagesCarryThePageHeaders(t *testing.T) {
+	c := New(Options{ClientID: "x", AuthURL: "http://127.0.0.1:1", RedirectURL: "http://127.0.0.1:1" + CallbackPath})
+	mux := http.NewServeMux()
+	c.Register(mux)
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/demo/", nil))
+	want := httptest.NewRecorder()
+	wire.PageHeaders(want)
+	for k := range want.Header() {
+		if got := w.Header().Get(k); got != want.Header().Get(k) {
+			t.Errorf("%s = %q, want %q as the hub's pages", k, got, want.Header().Get(k))
+		}
+	}
+	for k, v := range map[string]string{"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "base-uri 'none'"} {
+		if !strings.Contains(w.Header().Get(k), v) {
+			t.Errorf("%s = %q, want %q", k, w.Header().Get(k), v)
+		}
 	}
 }

@@ -17,7 +17,7 @@ var commandBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1
 func (m *Metrics) initCommands(f promauto.Factory) {
 	m.commands = f.NewCounterVec(prometheus.CounterOpts{
 		Namespace: namespace, Subsystem: "switch", Name: "commands_total",
-		Help: "Commands run on switches, per switch, by driver, command and outcome (ok, unsupported, rate_limited, timeout, unavailable, failed).",
+		Help: "Switches' parts in commands (a command to three switches counts three), by driver, command and outcome (ok, unsupported, rate_limited, timeout, unavailable, failed).",
 	}, []string{"driver", "command", "outcome"})
 	m.commandDuration = f.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: namespace, Subsystem: "switch", Name: "command_duration_seconds",
@@ -41,11 +41,15 @@ func (m *Metrics) ObserveCommand(sw *bridge.Switch, cmd bridge.Command, outcome 
 
 // switchCollector exports each switch's state and availability as const
 // metrics built from the drivers' caches at scrape time, so there are no
-// gauges to keep in step with state reports or config reloads.
+// gauges to keep in step with state reports or config reloads. Their
+// location label is the location's id, which never changes; its name,
+// which a config may change, is in switchbridge_location_info, so renaming
+// a location keeps its switches' series.
 type switchCollector struct {
 	src       SwitchSource
 	state     *prometheus.Desc
 	available *prometheus.Desc
+	location  *prometheus.Desc
 }
 
 func newSwitchCollector(src SwitchSource) *switchCollector {
@@ -53,23 +57,26 @@ func newSwitchCollector(src SwitchSource) *switchCollector {
 	return &switchCollector{
 		src: src,
 		state: prometheus.NewDesc(prometheus.BuildFQName(namespace, "switch", "state"),
-			"Whether the switch is on (1) or off (0); absent while its value is unknown.", labels, nil),
+			"Whether the switch is on (1) or off (0); absent while its value is unknown. location is the location's id.", labels, nil),
 		available: prometheus.NewDesc(prometheus.BuildFQName(namespace, "switch", "available"),
-			"Whether the switch's device is reachable (1) or known to be unreachable (0).", labels, nil),
+			"Whether the switch's device is reachable (1) or known to be unreachable (0). location is the location's id.", labels, nil),
+		location: prometheus.NewDesc(prometheus.BuildFQName(namespace, "location", "info"),
+			"Each configured location, always 1: its id (location, as on the switch metrics) and its name.", []string{"location", "name"}, nil),
 	}
 }
 
 func (c *switchCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.state
 	ch <- c.available
+	ch <- c.location
 }
 
 func (c *switchCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, l := range c.src.Locations() {
+		ch <- constGauge(c.location, 1, strconv.FormatInt(l.ID, 10), l.Name)
+	}
 	for _, sw := range c.src.Switches() {
 		loc := strconv.FormatInt(sw.LocationID, 10)
-		if l, ok := c.src.Location(sw.LocationID); ok && l.Name != "" {
-			loc = l.Name
-		}
 		st := sw.Device.State()
 		switch st.Value {
 		case bridge.On:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -122,7 +123,7 @@ func TestCommandOutcomes(t *testing.T) {
 	runScript(t, h)
 
 	want := `
-# HELP switchbridge_switch_commands_total Commands run on switches, per switch, by driver, command and outcome (ok, unsupported, rate_limited, timeout, unavailable, failed).
+# HELP switchbridge_switch_commands_total Switches' parts in commands (a command to three switches counts three), by driver, command and outcome (ok, unsupported, rate_limited, timeout, unavailable, failed).
 # TYPE switchbridge_switch_commands_total counter
 switchbridge_switch_commands_total{command="off",driver="gpio",outcome="ok"} 1
 switchbridge_switch_commands_total{command="off",driver="gpio",outcome="unsupported"} 1
@@ -156,19 +157,19 @@ func TestSwitchGaugesFollowTheHub(t *testing.T) {
 	m := metrics.New(metrics.Options{Switches: h.Hub})
 
 	want := `
-# HELP switchbridge_switch_available Whether the switch's device is reachable (1) or known to be unreachable (0).
+# HELP switchbridge_switch_available Whether the switch's device is reachable (1) or known to be unreachable (0). location is the location's id.
 # TYPE switchbridge_switch_available gauge
-switchbridge_switch_available{location="Garden",switch="fan"} 1
-switchbridge_switch_available{location="Garden",switch="pump"} 0
-switchbridge_switch_available{location="Hall",switch="bell"} 1
-switchbridge_switch_available{location="Hall",switch="heater"} 1
-switchbridge_switch_available{location="Hall",switch="lamp"} 1
-# HELP switchbridge_switch_state Whether the switch is on (1) or off (0); absent while its value is unknown.
+switchbridge_switch_available{location="1",switch="bell"} 1
+switchbridge_switch_available{location="1",switch="heater"} 1
+switchbridge_switch_available{location="1",switch="lamp"} 1
+switchbridge_switch_available{location="2",switch="fan"} 1
+switchbridge_switch_available{location="2",switch="pump"} 0
+# HELP switchbridge_switch_state Whether the switch is on (1) or off (0); absent while its value is unknown. location is the location's id.
 # TYPE switchbridge_switch_state gauge
-switchbridge_switch_state{location="Garden",switch="pump"} 0
-switchbridge_switch_state{location="Hall",switch="bell"} 1
-switchbridge_switch_state{location="Hall",switch="heater"} 0
-switchbridge_switch_state{location="Hall",switch="lamp"} 1
+switchbridge_switch_state{location="1",switch="bell"} 1
+switchbridge_switch_state{location="1",switch="heater"} 0
+switchbridge_switch_state{location="1",switch="lamp"} 1
+switchbridge_switch_state{location="2",switch="pump"} 0
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want),
 		"switchbridge_switch_state", "switchbridge_switch_available"); err != nil {
@@ -179,27 +180,54 @@ switchbridge_switch_state{location="Hall",switch="lamp"} 1
 	h.fan.set(bridge.State{Value: bridge.On, Available: true})
 	h.lamp.set(bridge.State{Value: bridge.Off, Available: false})
 	want = `
-# HELP switchbridge_switch_state Whether the switch is on (1) or off (0); absent while its value is unknown.
+# HELP switchbridge_switch_state Whether the switch is on (1) or off (0); absent while its value is unknown. location is the location's id.
 # TYPE switchbridge_switch_state gauge
-switchbridge_switch_state{location="Garden",switch="fan"} 1
-switchbridge_switch_state{location="Garden",switch="pump"} 0
-switchbridge_switch_state{location="Hall",switch="bell"} 1
-switchbridge_switch_state{location="Hall",switch="heater"} 0
-switchbridge_switch_state{location="Hall",switch="lamp"} 0
+switchbridge_switch_state{location="1",switch="bell"} 1
+switchbridge_switch_state{location="1",switch="heater"} 0
+switchbridge_switch_state{location="1",switch="lamp"} 0
+switchbridge_switch_state{location="2",switch="fan"} 1
+switchbridge_switch_state{location="2",switch="pump"} 0
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "switchbridge_switch_state"); err != nil {
 		t.Error(err)
 	}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
-# HELP switchbridge_switch_available Whether the switch's device is reachable (1) or known to be unreachable (0).
+# HELP switchbridge_switch_available Whether the switch's device is reachable (1) or known to be unreachable (0). location is the location's id.
 # TYPE switchbridge_switch_available gauge
-switchbridge_switch_available{location="Garden",switch="fan"} 1
-switchbridge_switch_available{location="Garden",switch="pump"} 0
-switchbridge_switch_available{location="Hall",switch="bell"} 1
-switchbridge_switch_available{location="Hall",switch="heater"} 1
-switchbridge_switch_available{location="Hall",switch="lamp"} 0
+switchbridge_switch_available{location="1",switch="bell"} 1
+switchbridge_switch_available{location="1",switch="heater"} 1
+switchbridge_switch_available{location="1",switch="lamp"} 0
+switchbridge_switch_available{location="2",switch="fan"} 1
+switchbridge_switch_available{location="2",switch="pump"} 0
 `), "switchbridge_switch_available"); err != nil {
 		t.Error(err)
+	}
+
+	// Renaming a location keeps its switches' series: their location label
+	// is its id, and the name is in switchbridge_location_info.
+	renamed := slices.Clone(h.locs)
+	renamed[0].Name = "Hallway"
+	if err := h.Replace(renamed, []*bridge.Switch{h.lampSw, h.heaterSw, h.bellSw, h.pumpSw, h.fanSw}); err != nil {
+		t.Fatal(err)
+	}
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
+# HELP switchbridge_location_info Each configured location, always 1: its id (location, as on the switch metrics) and its name.
+# TYPE switchbridge_location_info gauge
+switchbridge_location_info{location="1",name="Hallway"} 1
+switchbridge_location_info{location="2",name="Garden"} 1
+`), "switchbridge_location_info"); err != nil {
+		t.Error(err)
+	}
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
+# HELP switchbridge_switch_state Whether the switch is on (1) or off (0); absent while its value is unknown. location is the location's id.
+# TYPE switchbridge_switch_state gauge
+switchbridge_switch_state{location="1",switch="bell"} 1
+switchbridge_switch_state{location="1",switch="heater"} 0
+switchbridge_switch_state{location="1",switch="lamp"} 0
+switchbridge_switch_state{location="2",switch="fan"} 1
+switchbridge_switch_state{location="2",switch="pump"} 0
+`), "switchbridge_switch_state"); err != nil {
+		t.Errorf("after renaming a location: %v", err)
 	}
 
 	// A reload that drops a switch drops its series.

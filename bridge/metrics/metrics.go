@@ -32,13 +32,13 @@ const scrapeTimeout = 10 * time.Second
 // no bookkeeping here.
 type SwitchSource interface {
 	Switches() []*bridge.Switch
-	Location(id int64) (*bridge.Location, bool)
+	Locations() []*bridge.Location
 }
 
 // Options says where the scrape-time metrics come from.
 type Options struct {
-	// Switches feeds switchbridge_switch_state and _available; nil exports
-	// neither.
+	// Switches feeds switchbridge_switch_state and _available and
+	// switchbridge_location_info; nil exports none of them.
 	Switches SwitchSource
 	// Installations counts the installations that exist now, normally
 	// (*store.DB).CountInstallations; nil exports no installations gauge.

@@ -139,7 +139,7 @@ func TestScrapeOverHTTP(t *testing.T) {
 	for _, want := range []string{
 		`switchbridge_http_requests_total{code="200",method="GET",route="/api/apps/installations/{id}/{path...}"} 1`,
 		`switchbridge_switch_commands_total{command="off",driver="mqtt",outcome="timeout"} 1`,
-		`switchbridge_switch_state{location="Hall",switch="lamp"} 0`,
+		`switchbridge_switch_state{location="1",switch="lamp"} 0`,
 		`switchbridge_installations 7`,
 		"go_goroutines ",
 		"process_cpu_seconds_total ",
@@ -173,7 +173,7 @@ func TestScrapeSurvivesAFailingCount(t *testing.T) {
 	if strings.Contains(body, "switchbridge_installations ") {
 		t.Error("a failed count still exported switchbridge_installations")
 	}
-	if !strings.Contains(body, `switchbridge_switch_available{location="Hall",switch="lamp"} 1`) {
+	if !strings.Contains(body, `switchbridge_switch_available{location="1",switch="lamp"} 1`) {
 		t.Error("a failed count hid the other metrics")
 	}
 	if !strings.Contains(logs.String(), "database is locked") {

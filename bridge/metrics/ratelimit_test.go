@@ -28,7 +28,7 @@ func TestRateLimitedCommandsCountedNotTimed(t *testing.T) {
 		hub.Command(context.Background(), []string{"lamp"}, bridge.CommandOn)
 	}
 	want := `
-# HELP switchbridge_switch_commands_total Commands run on switches, per switch, by driver, command and outcome (ok, unsupported, rate_limited, timeout, unavailable, failed).
+# HELP switchbridge_switch_commands_total Switches' parts in commands (a command to three switches counts three), by driver, command and outcome (ok, unsupported, rate_limited, timeout, unavailable, failed).
 # TYPE switchbridge_switch_commands_total counter
 switchbridge_switch_commands_total{command="on",driver="gpio",outcome="ok"} 1
 switchbridge_switch_commands_total{command="on",driver="gpio",outcome="rate_limited"} 2

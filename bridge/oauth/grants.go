@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/bearer"
+	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
 // Authorize implements bridge.Authorizer for the installation API.
@@ -22,7 +23,30 @@ func (s *Server) Authorize(ctx context.Context, token, installationID string) (*
 	if g.InstallationID != installationID {
 		return nil, bridge.Errorf(bridge.EFORBIDDEN, "the access token is not for this installation")
 	}
+	// An installation in a location one of the platform's hubs holds is
+	// served by that hub, not here: say where, rather than let the
+	// platform's own switches answer that the installation's are gone.
+	if s.Hubs != nil && !s.hasLocation(g.LocationID) {
+		hl, ok, err := s.Hubs.HubLocation(ctx, g.LocationID)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return nil, bridge.Errorf(bridge.ENOTFOUND, "installation %s is in location %d (%s), which hub %q serves: call it at %s, not at the platform",
+				g.InstallationID, g.LocationID, hl.Name, hl.HubName, hl.BaseURL+wire.InstallationPath(g.InstallationID))
+		}
+	}
 	return g, nil
+}
+
+// hasLocation reports whether the location is the daemon's own. A hub's
+// token check (bridge/link) runs without switches of its own here.
+func (s *Server) hasLocation(id int64) bool {
+	if s.hub == nil {
+		return false
+	}
+	_, ok := s.hub.Location(id)
+	return ok
 }
 
 func (s *Server) grant(ctx context.Context, token string) (*bridge.Grant, error) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
 //go:embed pages/*.html
@@ -33,17 +34,9 @@ type pageData struct {
 	Installation string
 }
 
-// pageHeaders sets what every login, consent, connected apps and error page carries: no
-// framing (clickjacking), no referrer (the query holds the client's state),
-// no caching, no scripts.
-func pageHeaders(w http.ResponseWriter) {
-	h := w.Header()
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; frame-ancestors 'none'")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", "no-store")
-}
+// pageHeaders sets what every login, consent, connected apps and error
+// page carries: wire.PageHeaders, which the demo client's pages carry too.
+func pageHeaders(w http.ResponseWriter) { wire.PageHeaders(w) }
 
 func (s *Server) render(w http.ResponseWriter, status int, name string, d pageData) {
 	var buf bytes.Buffer

@@ -2,7 +2,9 @@
 // roles put on the wire: where an installation lives below base_url, and
 // the error body its clients parse. The hub role (bridge/api) serves them;
 // the platform role (bridge/oauth) advertises the path in discovery and
-// answers discovery's errors with the same body.
+// answers discovery's errors with the same body. It also holds the
+// security headers of every HTML page the daemon serves (PageHeaders), the
+// login pages' and the demo client's alike.
 package wire
 
 import (

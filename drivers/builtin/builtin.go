@@ -1,5 +1,6 @@
 // Package builtin lists the drivers compiled into switchbridge. Adding a
-// driver is one folder under drivers/ and one line here.
+// driver is one folder under drivers/, its import and one line here, and
+// its row in the README's driver table (TestRegistry checks the two agree).
 package builtin
 
 import (

@@ -167,7 +167,7 @@ func checkSettings(n *yaml.Node) (Settings, error) {
 		ps.Add(nil, "mqtt switches need a top-level mqtt: section with at least broker (a URL, or embedded)")
 		return s, ps.Err()
 	}
-	if err := config.DecodeStrict(n, &s); err != nil {
+	if err := config.DecodeSection(n, "mqtt", &s); err != nil {
 		return s, err
 	}
 	switch {

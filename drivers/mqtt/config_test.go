@@ -39,7 +39,7 @@ func TestConfigProblems(t *testing.T) {
 		{"no broker", "client_id: x", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
 			[]string{"hub.yaml:3: mqtt.broker is required"}},
 		{"unknown key", ok + "\nbrokr: x", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
-			[]string{`hub.yaml:4: unknown key "brokr"`}},
+			[]string{`hub.yaml:4: unknown key "brokr" in mqtt`}},
 		{"bad scheme", "broker: http://h:1883", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
 			[]string{"hub.yaml:3: mqtt.broker \"http://h:1883\": the scheme must be tcp, ssl, ws or wss"}},
 		{"credentials in url", "broker: tcp://u:p@h:1883", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},

@@ -10,37 +10,39 @@ import (
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
 
-// simulator starts a simulated device of one firmware on broker and
-// returns it with the keys (besides profile) of a switch that reaches its
-// first relay.
-type simulator func(t *testing.T, broker string) (mqtttest.Plug, string)
+// simulator is one firmware's simulated device: start starts it on a
+// broker, and keys are the keys (besides profile) of a switch that
+// reaches its first relay. The contract test runs the device; the broker
+// rules and fuzzing tests take a registered profile's plug from keys.
+type simulator struct {
+	keys  string
+	start func(t *testing.T, broker string) mqtttest.Plug
+}
 
 // simulators holds one simulator per registered profile: the contract test
 // runs each profile against its own, and fails for a profile that has none.
 // A simulator lives in mqtttest and sends what the firmware sends
 // (as the firmware documents it), not what the driver expects.
 var simulators = map[string]simulator{
-	"tasmota": func(t *testing.T, url string) (mqtttest.Plug, string) {
-		return mqtttest.NewTasmota(t, url, mqtttest.TasmotaOptions{Topic: "contract"}), "topic: contract"
-	},
-	"shelly-gen1": func(t *testing.T, url string) (mqtttest.Plug, string) {
-		return mqtttest.NewShellyGen1(t, url, "shelly1-c0ffee", 1, true), "device_id: shelly1-c0ffee"
-	},
-	"shelly-rpc": func(t *testing.T, url string) (mqtttest.Plug, string) {
-		return mqtttest.NewShellyRPC(t, url, "shellyplus1-c0ffee", 1, false), "prefix: shellyplus1-c0ffee"
-	},
-	"zigbee2mqtt": func(t *testing.T, url string) (mqtttest.Plug, string) {
-		return mqtttest.NewZ2M(t, url, "contract", mqtttest.Z2MAvailabilityJSON, mqtttest.Z2MDevice{Name: "hall/lamp"}),
-			"base_topic: contract, friendly_name: hall/lamp"
-	},
-	"esphome": func(t *testing.T, url string) (mqtttest.Plug, string) {
-		return mqtttest.NewESPHome(t, url, "contract", "relay"), "prefix: contract, object_id: relay"
-	},
-	"generic": func(t *testing.T, url string) (mqtttest.Plug, string) {
+	"tasmota": {"topic: contract", func(t *testing.T, url string) mqtttest.Plug {
+		return mqtttest.NewTasmota(t, url, mqtttest.TasmotaOptions{Topic: "contract"})
+	}},
+	"shelly-gen1": {"device_id: shelly1-c0ffee", func(t *testing.T, url string) mqtttest.Plug {
+		return mqtttest.NewShellyGen1(t, url, "shelly1-c0ffee", 1, true)
+	}},
+	"shelly-rpc": {"prefix: shellyplus1-c0ffee", func(t *testing.T, url string) mqtttest.Plug {
+		return mqtttest.NewShellyRPC(t, url, "shellyplus1-c0ffee", 1, false)
+	}},
+	"zigbee2mqtt": {"base_topic: contract, friendly_name: hall/lamp", func(t *testing.T, url string) mqtttest.Plug {
+		return mqtttest.NewZ2M(t, url, "contract", mqtttest.Z2MAvailabilityJSON, mqtttest.Z2MDevice{Name: "hall/lamp"})
+	}},
+	"esphome": {"prefix: contract, object_id: relay", func(t *testing.T, url string) mqtttest.Plug {
+		return mqtttest.NewESPHome(t, url, "contract", "relay")
+	}},
+	"generic": {"command_topic: contract/set, state_topic: contract/state, availability_topic: contract/status", func(t *testing.T, url string) mqtttest.Plug {
 		return mqtttest.NewGeneric(t, url, mqtttest.GenericOptions{CommandTopic: "contract/set", StateTopic: "contract/state",
-				Retain: true, AvailabilityTopic: "contract/status"}),
-			"command_topic: contract/set, state_topic: contract/state, availability_topic: contract/status"
-	},
+			Retain: true, AvailabilityTopic: "contract/status"})
+	}},
 }
 
 // TestProfilesHaveSimulators fails for a registered profile that the
@@ -70,11 +72,11 @@ func TestProfileContract(t *testing.T) {
 	b := mqtttest.StartMosquitto(t)
 	for _, p := range profiles {
 		t.Run(p.name, func(t *testing.T) {
-			start, ok := simulators[p.name]
+			sim, ok := simulators[p.name]
 			if !ok {
 				t.Fatalf("profile %s has no simulator (see TestProfilesHaveSimulators)", p.name)
 			}
-			dev, opts := start(t, b.URL)
+			dev, opts := sim.start(t, b.URL), sim.keys
 			dev.Set(true) // switched on at the device before the hub starts
 			h := startHub(t, hubConfig("broker: "+b.URL+"\nclient_id: contract-"+p.name+"\nconfirm_timeout: 2s",
 				"id: plug, name: Plug, profile: "+p.name+", "+opts))

@@ -49,7 +49,7 @@ func TestMQTTMetrics(t *testing.T) {
 	eventually("connected", func() bool { return series(connected) == 1 })
 	eventually("the plug's state received", func() bool {
 		return series(`switchbridge_mqtt_messages_total{direction="in"}`) > 0 &&
-			series(`switchbridge_switch_state{location="Home",switch="plug"}`) >= 0
+			series(`switchbridge_switch_state{location="1",switch="plug"}`) >= 0
 	})
 	if out := series(`switchbridge_mqtt_messages_total{direction="out"}`); out < 1 {
 		t.Errorf("messages out = %v, want the start-up state query at least", out)

@@ -28,6 +28,9 @@ func Registration() drivers.Registration {
 // New is the driver's factory: it checks the mqtt: section and registers
 // the driver's metrics.
 func New(env drivers.Env) (drivers.Driver, error) {
+	if err := checkProfiles(profiles); err != nil {
+		return nil, err
+	}
 	s, err := checkSettings(env.Settings)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,8 @@
 package mqtt
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,8 +66,12 @@ func TestParsers(t *testing.T) {
 	}
 }
 
-// FuzzParsers feeds every parser arbitrary payloads: none may panic, each
-// says on, off or nothing, and the same payload always says the same.
+// FuzzParsers feeds arbitrary payloads to every parser of every registered
+// profile (each one's plug made from its simulator's keys: every route, and
+// a replier's reply), so a new profile's parsers are fuzzed as soon as it is
+// registered: none may panic, each says on, off or nothing, and the same
+// payload always says the same. The shared parsers are also called with
+// settings the simulators' switches do not use (a state_key, other texts).
 func FuzzParsers(f *testing.F) {
 	for _, s := range []string{
 		`ON`, `off`, ``, `?`, `{"POWER":"ON"}`, `{"POWER1":"OFF","POWER2":"ON"}`, `{"Command":"Error"}`,
@@ -76,32 +82,63 @@ func FuzzParsers(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	type route struct {
+		name  string // profile and topic
+		parse parser
+	}
+	var routes []route
+	var repliers []replier
+	for _, prof := range profiles {
+		p := profilePlug(f, prof.name)
+		for _, topic := range slices.Sorted(maps.Keys(p.routes)) {
+			routes = append(routes, route{prof.name + " " + topic, p.routes[topic]})
+		}
+		if p.requests != nil {
+			repliers = append(repliers, p.requests)
+		}
+	}
 	texts := stateText{Off: "OFF", On: "ON"}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) > 4*maxPayload {
 			t.Skip("larger than any message the parsers are given")
 		}
-		valid := func(v bridge.Value) {
+		valid := func(what string, v bridge.Value) {
 			if v != "" && v != bridge.On && v != bridge.Off {
-				t.Fatalf("value %q from %q", v, b)
+				t.Fatalf("%s: value %q from %q", what, v, b)
 			}
 		}
+		validReport := func(what string, r report) {
+			valid(what, r.value)
+			for _, a := range []availability{r.avail, r.bridge} {
+				if a < availUnknown || a > availOffline {
+					t.Fatalf("%s: availability %d from %q", what, a, b)
+				}
+			}
+		}
+		for _, r := range routes {
+			got := r.parse(b)
+			validReport(r.name, got)
+			if got != r.parse(b) {
+				t.Fatalf("%s: not deterministic on %q", r.name, b)
+			}
+		}
+		for _, rp := range repliers {
+			id, got, ok := rp.reply(b)
+			if ok {
+				validReport("reply", got)
+			}
+			if id2, again, ok2 := rp.reply(b); id2 != id || again != got || ok2 != ok {
+				t.Fatalf("reply: not deterministic on %q", b)
+			}
+		}
+
 		r := parseTasmotaJSON(b, []string{"POWER", "POWER1"}, texts)
-		valid(r.value)
+		valid("tasmota", r.value)
 		if r.avail != availUnknown || r.bridge != availUnknown {
 			t.Fatalf("Tasmota JSON gave availability from %q", b)
 		}
-		if r != parseTasmotaJSON(b, []string{"POWER", "POWER1"}, texts) {
-			t.Fatal("not deterministic")
-		}
-		valid(parseWord(b, "ON", "OFF"))
-		valid(parseJSONState(b, "state", "ON", "OFF"))
-		valid(parseJSONState(b, "a.b.c", "1", "0"))
-		valid(parseShellyNotify(b, 0))
-		valid(parseShellyOutput(b))
-		if a := parseZ2MAvailability(b); a < availUnknown || a > availOffline {
-			t.Fatalf("availability %d", a)
-		}
+		valid("state_key", parseJSONState(b, "a.b.c", "1", "0"))
+		valid("shelly output", parseShellyOutput(b))
 		if rep, ok := parseRPCReply(b); ok && rep.ID == 0 {
 			t.Fatalf("accepted a reply without id: %q", b)
 		}

@@ -1,6 +1,7 @@
 package mqtt
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -112,9 +113,11 @@ func (a availability) String() string {
 }
 
 // profiles is every firmware the driver speaks, by the name a switch gives
-// in its profile: key. A firmware is one file (its options, its plug, its
-// parsers) plus its line here, and the contract test (contract_test.go)
-// fails until it also has a simulator in mqtttest.
+// in its profile: key. A firmware is one file (its options, its plug with
+// its broker rules, its parsers) plus its line here; the tests then fail
+// until it also has a simulator in mqtttest listed in contract_test.go and
+// its rows in the README (the recipe in the repository's README lists the
+// steps).
 var profiles = []profile{
 	{"tasmota", func() firmware { return new(tasmota) }},
 	{"shelly-gen1", func() firmware { return new(shellyGen1) }},
@@ -160,6 +163,31 @@ type replier interface {
 	// answers and what it says. An answer without a failure to a command
 	// confirms the command's target.
 	reply(payload []byte) (id uint64, r report, ok bool)
+}
+
+// checkProfiles reports a mistake in a list of profiles that no config
+// could get right: a name twice, or a key a switch can never give its
+// profile because the hub or the driver takes it first (an option called
+// name would silently be the switch's name). New refuses to make the
+// driver while the registered profiles have one; TestProfileKeys finds it
+// first.
+func checkProfiles(ps []profile) error {
+	reserved := append(config.SwitchKeys(), "profile")
+	seen := map[string]bool{}
+	var errs []error
+	for _, p := range ps {
+		if seen[p.name] {
+			errs = append(errs, fmt.Errorf("mqtt profile %s is registered twice", p.name))
+		}
+		seen[p.name] = true
+		for _, k := range optionKeys(p.options()) {
+			if slices.Contains(reserved, k) {
+				errs = append(errs, fmt.Errorf("mqtt profile %s: its key %q is a switch's own key (%s are the switch's): give the option another name",
+					p.name, k, strings.Join(reserved, ", ")))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // profileNames lists the registered profiles, in their order.
