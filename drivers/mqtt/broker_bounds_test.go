@@ -133,7 +133,13 @@ func TestEmbeddedBrokerRetainedBounds(t *testing.T) {
 	})
 
 	t.Run("will size", func(t *testing.T) {
+		// The login may hold one client per switch and two more: the first
+		// will's client must be gone before the next connects.
+		before := atomic.LoadInt64(&d.broker.srv.Info.ClientsConnected)
 		dieWithWill(t, addr, "bounds/will-fits", []byte("offline"))
+		eventually(t, 3*time.Second, "the first will's client gone", func() bool {
+			return atomic.LoadInt64(&d.broker.srv.Info.ClientsConnected) <= before
+		})
 		dieWithWill(t, addr, "bounds/will-big", bytes.Repeat([]byte("x"), maxRetainedPayload+1))
 		receiveAll(t, got, "bounds/will-fits", "bounds/will-big")
 		if !isRetained("bounds/will-fits") {
