@@ -9,8 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"strconv"
 	"strings"
+
+	"github.com/switchbridge/switchbridge/bridge/version"
 )
 
 // DefaultConfig is where a packaged install keeps its config.
@@ -48,6 +51,7 @@ commands:
   installation list [--user NAME] [--app CLIENT_ID]
                               list installations: app, user, location, switches, when granted and last used
   installation delete ID      uninstall one installation
+  version                     print the version, the commit and the Go release it was built with (also --version)
   backup FILE                 write a consistent copy of the hub's database (switch values included) to FILE,
                               also while the hub runs; see "Backups and restore" in systemd/README.md
 ` + hubUsage + `
@@ -86,8 +90,41 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 0
 	default:
 		fmt.Fprintln(stderr, "switchbridge:", err)
+		if args[0] != "serve" {
+			if hint := permissionHint(err); hint != "" {
+				fmt.Fprintln(stderr, "switchbridge:", hint)
+			}
+		}
 		return 1
 	}
+}
+
+// ServiceGroup is the group the packaged service runs as
+// (systemd/switchbridge.sysusers); it owns the config.
+const ServiceGroup = "switchbridge"
+
+// permissionHint says what to do when an administration command was
+// refused a file: on a packaged install the config is root:switchbridge
+// 0640 and the data directory belongs to the service's user, so a user
+// without sudo gets a bare "permission denied" (or, for the data
+// directory, "operation not permitted" from its chmod). It returns "" for
+// any other error.
+func permissionHint(err error) string {
+	if !errors.Is(err, fs.ErrPermission) {
+		return ""
+	}
+	path := "a file"
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		path = pe.Path
+	}
+	if strings.HasPrefix(err.Error(), "reading config") {
+		return fmt.Sprintf("permission denied: %s is readable only by root and the %s group. "+
+			"Run the command with sudo; check-config also works for members of the group (sudo adduser $USER %s, then log in again)",
+			path, ServiceGroup, ServiceGroup)
+	}
+	return fmt.Sprintf("permission denied: %s belongs to the service's user (the hub's data is private to it). "+
+		"Run the command with sudo", path)
 }
 
 func usageErr(format string, args ...any) error {
@@ -148,6 +185,12 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 		return c.hubRemove(ctx, rest)
 	case "backup ":
 		return c.backup(ctx, rest)
+	case "version ", "--version ", "-version ":
+		if len(rest) > 0 {
+			return usageErr("version takes no arguments")
+		}
+		fmt.Fprintln(c.stdout, "switchbridge", version.Get())
+		return nil
 	case "help ", "-h ", "--help ":
 		return flag.ErrHelp
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/daemon"
+	"github.com/switchbridge/switchbridge/bridge/version"
 	"github.com/switchbridge/switchbridge/drivers/builtin"
 )
 
@@ -37,7 +38,9 @@ func (c *cli) serve(ctx context.Context, args []string) error {
 	}
 	logger := newLogger(cfg, c.stderr)
 	limit, from := applyMemoryLimit(cfg)
-	logger.Info("switchbridge starting", "config", cfg.File, "pid", os.Getpid(),
+	v := version.Get()
+	logger.Info("switchbridge starting", "version", v.Version, "commit", v.Commit, "go", v.Go,
+		"config", cfg.File, "pid", os.Getpid(),
 		"memory_limit", limit.String(), "memory_limit_from", from)
 	d, err := daemon.Open(ctx, cfg, builtin.Registry(), logger)
 	if err != nil {
