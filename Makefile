@@ -7,7 +7,11 @@
 # may name an existing install). Not part of make test.
 # make dist: switchbridge for every hub target (linux arm64, armv7, armv6
 # and amd64), statically linked without cgo, in dist/. The target list
-# lives in .ci/cross-build.
+# lives in .ci/cross-build. VERSION=v1.2.3 names the build (default: the
+# checkout's tag, or a pseudo-version: .ci/version).
+# make package: make dist plus the Debian packages
+# dist/switchbridge_<version>_{armhf,arm64,amd64}.deb, built by nfpm
+# (systemd/deb); armhf is the ARMv6 binary, for every 32-bit Pi.
 
 GO ?= go
 DIST ?= dist
@@ -15,7 +19,7 @@ FUZZTIME ?= 10s
 BENCH_REQUESTS ?= 200
 BENCH_N ?= 1,10,100
 
-.PHONY: test lint unit fuzz cross qemu dist clean bench
+.PHONY: test lint unit fuzz cross qemu dist package clean bench
 
 test: lint unit fuzz cross qemu
 
@@ -47,12 +51,22 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDaemonBroker$$' -fuzztime $(FUZZTIME) ./bridge/daemon
 
 # The cross-compiled targets must build, and the Pi binaries must run:
-# the ARMv6 (Pi Zero, Pi 1) and arm64 builds serve the demo under qemu-user.
+# the ARMv6 build serves the demo under qemu-user on the Pi Zero's core
+# (arm1176), and the arm64 build under qemu-aarch64. The ARMv7 build must
+# fail on that core (Go refuses to start a GOARM=7 binary without VFPv3),
+# or the ARMv6 check would prove nothing.
+ARMV6_CPU = qemu-arm -cpu arm1176
 cross:
 	d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
 	GO=$(GO) ./.ci/cross-build "$$d" && \
-	./.ci/qemu-demo qemu-arm "$$d/switchbridge-linux-armv6" && \
-	./.ci/qemu-demo qemu-aarch64 "$$d/switchbridge-linux-arm64"
+	./.ci/qemu-demo "$(ARMV6_CPU)" "$$d/switchbridge-linux-armv6" && \
+	./.ci/qemu-demo qemu-aarch64 "$$d/switchbridge-linux-arm64" && \
+	if ./.ci/qemu-demo "$(ARMV6_CPU)" "$$d/switchbridge-linux-armv7" 2>"$$d/armv7.log"; then \
+		echo "cross: the GOARM=7 binary ran on $(ARMV6_CPU): the ARMv6 check proves nothing" >&2; exit 1; \
+	fi && \
+	grep -q 'cannot run this GOARM=7 binary\|Illegal instruction' "$$d/armv7.log" || \
+		{ echo "cross: the GOARM=7 binary failed on $(ARMV6_CPU), but not for its instruction set:" >&2; cat "$$d/armv7.log" >&2; exit 1; }; \
+	echo "cross: the GOARM=7 binary does not run on $(ARMV6_CPU), as expected"
 
 # The unit tests of the Pi targets under Debian's qemu-user: ARMv6 is
 # 32-bit, where a misaligned 64-bit atomic or an int overflow shows, and
@@ -78,6 +92,9 @@ bench:
 
 dist:
 	GO=$(GO) ./.ci/cross-build $(DIST)
+
+package:
+	GO=$(GO) ./.ci/package $(DIST)
 
 clean:
 	rm -rf $(DIST)
