@@ -68,8 +68,9 @@ cross:
 		{ echo "cross: the GOARM=7 binary failed on $(ARMV6_CPU), but not for its instruction set:" >&2; cat "$$d/armv7.log" >&2; exit 1; }; \
 	echo "cross: the GOARM=7 binary does not run on $(ARMV6_CPU), as expected"
 
-# The unit tests of the Pi targets under Debian's qemu-user: ARMv6 is
-# 32-bit, where a misaligned 64-bit atomic or an int overflow shows, and
+# The unit tests of the Pi targets under Debian's qemu-user: ARMv6 (on the
+# Pi Zero's core) is 32-bit, where a misaligned 64-bit atomic or an int
+# overflow shows, and
 # arm64 is what most hubs run. No race detector (it needs cgo and amd64 or
 # arm64 hosts). SWITCHBRIDGE_TEST_EMULATED makes the tests that cannot run
 # under emulation skip: those that run the test binary as a process (the
@@ -79,7 +80,7 @@ cross:
 QEMU_PKGS ?= ./...
 qemu:
 	CGO_ENABLED=0 GOARCH=arm GOARM=6 SWITCHBRIDGE_TEST_EMULATED=qemu-arm \
-		$(GO) test -count=1 -timeout 8m -exec qemu-arm $(QEMU_PKGS)
+		$(GO) test -count=1 -timeout 8m -exec "$(ARMV6_CPU)" $(QEMU_PKGS)
 	CGO_ENABLED=0 GOARCH=arm64 SWITCHBRIDGE_TEST_EMULATED=qemu-aarch64 \
 		$(GO) test -count=1 -timeout 8m -exec qemu-aarch64 $(QEMU_PKGS)
 

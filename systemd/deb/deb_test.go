@@ -520,3 +520,19 @@ func TestInstallUpgradeRemovePurge(t *testing.T) {
 		t.Errorf("after apt purge dpkg says %q", out)
 	}
 }
+
+// TestNfpmStaysOutOfGoMod: nfpm runs with go run …@version, so neither it
+// nor its dependencies are in the daemon's go.mod or go.sum.
+func TestNfpmStaysOutOfGoMod(t *testing.T) {
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b := readFile(t, filepath.Join(repo, f))
+		for _, m := range []string{"goreleaser", "nfpm", "go-git"} {
+			if bytes.Contains(b, []byte(m)) {
+				t.Errorf("%s names %s: nfpm must run outside the module (go run …@version)", f, m)
+			}
+		}
+	}
+	if !bytes.Contains(readFile(t, filepath.Join(repo, ".ci/package")), []byte("github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2")) {
+		t.Error(".ci/package does not pin nfpm v2.45.2")
+	}
+}
