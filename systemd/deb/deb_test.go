@@ -383,9 +383,14 @@ func chroot(root, stdin string, args ...string) (string, error) {
 // TestInstallUpgradeRemovePurge installs the amd64 package with apt in a
 // Debian bookworm chroot, as an owner would, then upgrades it to a newer
 // version, removes it and purges it, checking what each step leaves.
-// There is no running systemd in a chroot: the maintainer scripts then
-// enable the unit without starting it, as deb-systemd-helper does while
-// building an image.
+// There is no running systemd in a chroot. The maintainer scripts look
+// for one at /run/systemd/system, which the test creates while apt runs,
+// with a deb-systemd-invoke of its own (in /usr/sbin, before the real one
+// in /usr/bin on the PATH apt gives dpkg) that writes down what it is
+// asked: so the test sees the hub started once at the install, restarted
+// once (and never stopped) by the upgrade, and stopped by the removal.
+// Outside apt, /run/systemd/system is gone again, so systemctl works
+// offline on the files.
 func TestInstallUpgradeRemovePurge(t *testing.T) {
 	notEmulated(t)
 	if os.Geteuid() != 0 {
@@ -404,6 +409,31 @@ func TestInstallUpgradeRemovePurge(t *testing.T) {
 	for _, deb := range []string{debFile(dir, deb1, "amd64"), debFile(dir2, deb2, "amd64")} {
 		if err := os.WriteFile(filepath.Join(root, "tmp", filepath.Base(deb)), readFile(t, deb), 0o644); err != nil {
 			t.Fatal(err)
+		}
+	}
+	const invokeLog = "/var/log/deb-systemd-invoke.log"
+	if err := os.WriteFile(filepath.Join(root, "usr/sbin/deb-systemd-invoke"),
+		[]byte("#!/bin/sh\necho \"$*\" >>"+invokeLog+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	invoked := func(want ...string) {
+		t.Helper()
+		b, _ := os.ReadFile(filepath.Join(root, invokeLog))
+		if got := strings.Fields(strings.ReplaceAll(string(b), " switchbridge.service", "")); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("the maintainer scripts asked deb-systemd-invoke for %q, want %q", got, want)
+		}
+	}
+	// apt runs apt-get as if systemd were running.
+	apt := func(args ...string) {
+		t.Helper()
+		booted := filepath.Join(root, "run/systemd/system")
+		if err := os.MkdirAll(booted, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(booted)
+		out, err := chroot(root, "", append([]string{"apt-get", "--yes", "--quiet"}, args...)...)
+		if err != nil {
+			t.Fatalf("apt-get %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
 	}
 	// in runs a command that must succeed; fails runs one that must fail.
@@ -434,10 +464,11 @@ func TestInstallUpgradeRemovePurge(t *testing.T) {
 	)
 
 	// Install.
-	in("", "apt-get", "install", "--yes", "--quiet", "/tmp/switchbridge_"+deb1+"_amd64.deb")
+	apt("install", "/tmp/switchbridge_"+deb1+"_amd64.deb")
 	if out := in("", "getent", "passwd", "switchbridge"); !strings.Contains(out, ":/var/lib/switchbridge:/usr/sbin/nologin") {
 		t.Errorf("the service's user: %q", out)
 	}
+	invoked("start")
 	in("", "getent", "group", "gpio")
 	if out := in("", "stat", "-c", "%a %U:%G", config); strings.TrimSpace(out) != "640 root:switchbridge" {
 		t.Errorf("%s is %s, want 640 root:switchbridge", config, out)
@@ -480,10 +511,11 @@ func TestInstallUpgradeRemovePurge(t *testing.T) {
 	const edit = "\n# edited by the owner\n"
 	in("", "sh", "-c", "sed -i 's/^  level: info/  level: debug/' "+config+" && printf '"+strings.ReplaceAll(edit, "\n", `\n`)+"' >>"+config)
 	edited := readFile(t, filepath.Join(root, config))
-	in("", "apt-get", "install", "--yes", "--quiet", "/tmp/switchbridge_"+deb2+"_amd64.deb")
+	apt("install", "/tmp/switchbridge_"+deb2+"_amd64.deb")
 	if out := in("", "dpkg-query", "--show", "--showformat", "${Version} ${db:Status-Status}", "switchbridge"); out != deb2+" installed" {
 		t.Errorf("after the upgrade: %q", out)
 	}
+	invoked("start", "restart")
 	if out := in("", "switchbridge", "version"); !strings.HasPrefix(out, "switchbridge "+version2+" ") {
 		t.Errorf("switchbridge version after the upgrade: %q", out)
 	}
@@ -501,7 +533,8 @@ func TestInstallUpgradeRemovePurge(t *testing.T) {
 	}
 
 	// Remove: the program goes, the data and the config stay.
-	in("", "apt-get", "remove", "--yes", "--quiet", "switchbridge")
+	apt("remove", "switchbridge")
+	invoked("start", "restart", "stop")
 	if exists("/usr/bin/switchbridge") || exists("/usr/lib/systemd/system/switchbridge.service") {
 		t.Error("apt remove left the program or the unit")
 	}
@@ -510,12 +543,13 @@ func TestInstallUpgradeRemovePurge(t *testing.T) {
 	}
 
 	// Purge: everything goes but the user.
-	in("", "apt-get", "purge", "--yes", "--quiet", "switchbridge")
+	apt("purge", "switchbridge")
 	for _, p := range []string{"/var/lib/switchbridge", "/etc/switchbridge", wants} {
 		if exists(p) {
 			t.Errorf("apt purge left %s", p)
 		}
 	}
+	invoked("start", "restart", "stop")
 	if out, _ := chroot(root, "", "dpkg-query", "--show", "--showformat", "${db:Status-Status}", "switchbridge"); strings.Contains(out, "installed") || strings.Contains(out, "config-files") {
 		t.Errorf("after apt purge dpkg says %q", out)
 	}
