@@ -1,5 +1,7 @@
 # make test: the whole suite, as CI runs it.
 # make qemu: the unit tests of the Pi targets under qemu-user (part of test).
+# make deb: the Debian packages' tests, an install in a chroot included
+# (part of test).
 # make bench: the fan-out comparison (BenchmarkFanout: bare paho floor,
 # bare net/http handler, the hub, and Node-RED when node and npm are there)
 # and the hub's footprint (BenchmarkFootprint), as tables. Loopback only;
@@ -19,9 +21,9 @@ FUZZTIME ?= 10s
 BENCH_REQUESTS ?= 200
 BENCH_N ?= 1,10,100
 
-.PHONY: test lint unit fuzz cross qemu dist package clean bench
+.PHONY: test lint unit fuzz cross qemu deb dist package clean bench
 
-test: lint unit fuzz cross qemu
+test: lint unit fuzz cross qemu deb
 
 # Formatting, vet and staticcheck problems fail the suite. staticcheck is
 # pinned as a tool in go.mod, so it comes from the module proxy.
@@ -35,7 +37,7 @@ lint:
 # their seed corpus here. The browser test is left out of the race build
 # (chromedp races internally) and runs on its own.
 unit:
-	$(GO) test -race -count=1 -timeout 8m ./...
+	$(GO) test -race -count=1 -timeout 8m $$($(GO) list ./... | grep -v '/systemd/deb$$')
 	$(GO) test -count=1 -run '^TestBrowser' ./bridge/daemon ./cmd/switchbridge
 
 # Each fuzz target runs briefly with coverage guidance, from its seed
@@ -83,6 +85,16 @@ qemu:
 		$(GO) test -count=1 -timeout 8m -exec "$(ARMV6_CPU)" $(QEMU_PKGS)
 	CGO_ENABLED=0 GOARCH=arm64 SWITCHBRIDGE_TEST_EMULATED=qemu-aarch64 \
 		$(GO) test -count=1 -timeout 8m -exec qemu-aarch64 $(QEMU_PKGS)
+
+# The Debian packages (systemd/deb): built as make package builds them,
+# read with dpkg-deb, checked by lintian, run under qemu on the Pi Zero's
+# core, and installed, upgraded, removed and purged with apt in a Debian
+# bookworm chroot (root only; the base system is made once by mmdebstrap
+# and kept in the Go build cache). After cross, whose compiled packages
+# the package build reuses, so it only links; not in unit, whose -race
+# and timeout are for Go code.
+deb:
+	$(GO) test -count=1 -timeout 15m ./systemd/deb
 
 # Timed requests per target and N, and the plug counts, can be changed:
 # make bench BENCH_REQUESTS=400 BENCH_N=1,100

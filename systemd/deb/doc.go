@@ -3,5 +3,5 @@
 // overrides, with tests that build the packages (.ci/package) and check
 // them with Debian's own tools: dpkg-deb, lintian, and an install,
 // upgrade, remove and purge in a Debian bookworm chroot made by
-// mmdebstrap. It has no Go code to import.
+// mmdebstrap (make deb). It has no Go code to import.
 package deb
