@@ -1,5 +1,7 @@
 # make test: the whole suite, as CI runs it.
 # make qemu: the unit tests of the Pi targets under qemu-user (part of test).
+# make deb: the Debian packages' tests, an install in a chroot included
+# (part of test).
 # make bench: the fan-out comparison (BenchmarkFanout: bare paho floor,
 # bare net/http handler, the hub, and Node-RED when node and npm are there)
 # the hub's footprint (BenchmarkFootprint) and its CPU time per command
@@ -8,7 +10,11 @@
 # may name an existing install). Not part of make test.
 # make dist: switchbridge for every hub target (linux arm64, armv7, armv6
 # and amd64), statically linked without cgo, in dist/. The target list
-# lives in .ci/cross-build.
+# lives in .ci/cross-build. VERSION=v1.2.3 names the build (default: the
+# checkout's tag, or a pseudo-version: .ci/version).
+# make package: make dist plus the Debian packages
+# dist/switchbridge_<version>_{armhf,arm64,amd64}.deb, built by nfpm
+# (systemd/deb); armhf is the ARMv6 binary, for every 32-bit Pi.
 
 GO ?= go
 DIST ?= dist
@@ -16,9 +22,9 @@ FUZZTIME ?= 10s
 BENCH_REQUESTS ?= 200
 BENCH_N ?= 1,10,100
 
-.PHONY: test lint unit fuzz cross qemu dist clean bench
+.PHONY: test lint unit fuzz cross qemu deb dist package clean bench
 
-test: lint unit fuzz cross qemu
+test: lint unit fuzz cross qemu deb
 
 # Formatting, vet and staticcheck problems fail the suite. staticcheck is
 # pinned as a tool in go.mod, so it comes from the module proxy.
@@ -34,7 +40,7 @@ lint:
 # subscription flood once more, where its resident size is measured (the
 # race detector's shadow memory is never given back).
 unit:
-	$(GO) test -race -count=1 -timeout 8m ./...
+	$(GO) test -race -count=1 -timeout 8m $$($(GO) list ./... | grep -v '/systemd/deb$$')
 	$(GO) test -count=1 -run '^TestBrowser|^TestDaemonBrokerSubscriptionFlood$$' ./bridge/daemon ./cmd/switchbridge
 
 # Each fuzz target runs briefly with coverage guidance, from its seed
@@ -50,15 +56,26 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDaemonBroker$$' -fuzztime $(FUZZTIME) ./bridge/daemon
 
 # The cross-compiled targets must build, and the Pi binaries must run:
-# the ARMv6 (Pi Zero, Pi 1) and arm64 builds serve the demo under qemu-user.
+# the ARMv6 build serves the demo under qemu-user on the Pi Zero's core
+# (arm1176), and the arm64 build under qemu-aarch64. The ARMv7 build must
+# fail on that core (Go refuses to start a GOARM=7 binary without VFPv3),
+# or the ARMv6 check would prove nothing.
+ARMV6_CPU = qemu-arm -cpu arm1176
 cross:
 	d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
 	GO=$(GO) ./.ci/cross-build "$$d" && \
-	./.ci/qemu-demo qemu-arm "$$d/switchbridge-linux-armv6" && \
-	./.ci/qemu-demo qemu-aarch64 "$$d/switchbridge-linux-arm64"
+	./.ci/qemu-demo "$(ARMV6_CPU)" "$$d/switchbridge-linux-armv6" && \
+	./.ci/qemu-demo qemu-aarch64 "$$d/switchbridge-linux-arm64" && \
+	if ./.ci/qemu-demo "$(ARMV6_CPU)" "$$d/switchbridge-linux-armv7" 2>"$$d/armv7.log"; then \
+		echo "cross: the GOARM=7 binary ran on $(ARMV6_CPU): the ARMv6 check proves nothing" >&2; exit 1; \
+	fi && \
+	grep -q 'cannot run this GOARM=7 binary\|Illegal instruction' "$$d/armv7.log" || \
+		{ echo "cross: the GOARM=7 binary failed on $(ARMV6_CPU), but not for its instruction set:" >&2; cat "$$d/armv7.log" >&2; exit 1; }; \
+	echo "cross: the GOARM=7 binary does not run on $(ARMV6_CPU), as expected"
 
-# The unit tests of the Pi targets under Debian's qemu-user: ARMv6 is
-# 32-bit, where a misaligned 64-bit atomic or an int overflow shows, and
+# The unit tests of the Pi targets under Debian's qemu-user: ARMv6 (on the
+# Pi Zero's core) is 32-bit, where a misaligned 64-bit atomic or an int
+# overflow shows, and
 # arm64 is what most hubs run. No race detector (it needs cgo and amd64 or
 # arm64 hosts). SWITCHBRIDGE_TEST_EMULATED makes the tests that cannot run
 # under emulation skip: those that run the test binary as a process (the
@@ -68,9 +85,19 @@ cross:
 QEMU_PKGS ?= ./...
 qemu:
 	CGO_ENABLED=0 GOARCH=arm GOARM=6 SWITCHBRIDGE_TEST_EMULATED=qemu-arm \
-		$(GO) test -count=1 -timeout 8m -exec qemu-arm $(QEMU_PKGS)
+		$(GO) test -count=1 -timeout 8m -exec "$(ARMV6_CPU)" $(QEMU_PKGS)
 	CGO_ENABLED=0 GOARCH=arm64 SWITCHBRIDGE_TEST_EMULATED=qemu-aarch64 \
 		$(GO) test -count=1 -timeout 8m -exec qemu-aarch64 $(QEMU_PKGS)
+
+# The Debian packages (systemd/deb): built as make package builds them,
+# read with dpkg-deb, checked by lintian, run under qemu on the Pi Zero's
+# core, and installed, upgraded, removed and purged with apt in a Debian
+# bookworm chroot (root only; the base system is made once by mmdebstrap
+# and kept in the Go build cache). After cross, whose compiled packages
+# the package build reuses, so it only links; not in unit, whose -race
+# and timeout are for Go code.
+deb:
+	$(GO) test -count=1 -timeout 15m ./systemd/deb
 
 # Timed requests per target and N, and the plug counts, can be changed:
 # make bench BENCH_REQUESTS=400 BENCH_N=1,100
@@ -82,6 +109,9 @@ bench:
 
 dist:
 	GO=$(GO) ./.ci/cross-build $(DIST)
+
+package:
+	GO=$(GO) ./.ci/package $(DIST)
 
 clean:
 	rm -rf $(DIST)

@@ -18,7 +18,7 @@ import (
 const (
 	unitFile     = "switchbridge.service"
 	sysusersFile = "switchbridge.sysusers"
-	installedBin = "/usr/local/bin/switchbridge"
+	installedBin = "/usr/bin/switchbridge" // where the package installs it
 	// maxExposure is the highest "Overall exposure level" that
 	// systemd-analyze security may give the unit (0 is best, 10 worst).
 	maxExposure = 2.0
@@ -129,7 +129,8 @@ func TestUnitShape(t *testing.T) {
 	for key, want := range map[string]string{
 		"Type":                   "notify",
 		"Restart":                "on-failure",
-		"DynamicUser":            "yes",
+		"User":                   "switchbridge",
+		"Group":                  "switchbridge",
 		"StateDirectory":         "switchbridge",
 		"ConfigurationDirectory": "switchbridge",
 		"SupplementaryGroups":    "gpio",
@@ -159,6 +160,11 @@ func TestUnitShape(t *testing.T) {
 		t.Errorf("MemoryHigh=%d MemoryMax=%d: want 1.5 × server.memory_limit's default (%d) <= MemoryHigh < MemoryMax <= 512M",
 			high, max, config.DefaultMemoryLimit)
 	}
+	// The user exists (the package creates it); DynamicUser= would move
+	// the data under /var/lib/private.
+	if slices.Contains(d["DynamicUser"], "yes") {
+		t.Error("DynamicUser=yes: the packaged unit runs as the static user switchbridge.sysusers creates")
+	}
 	// PrivateDevices=yes would hide /dev/gpiochip*.
 	if slices.Contains(d["PrivateDevices"], "yes") || slices.Contains(d["PrivateDevices"], "true") {
 		t.Error("PrivateDevices=yes hides /dev/gpiochip*")
@@ -187,7 +193,10 @@ func TestSysusers(t *testing.T) {
 			entries[f[0]+" "+f[1]] = true
 		}
 	}
-	user := strings.TrimSuffix(unitFile, ".service") // DynamicUser's default name
+	if len(d["User"]) != 1 {
+		t.Fatalf("User= must be set once, have %q", d["User"])
+	}
+	user := d["User"][0]
 	if !entries["u "+user] {
 		t.Errorf("%s creates no user %q", sysusersFile, user)
 	}

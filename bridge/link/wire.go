@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime/debug"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/version"
 )
 
 // The paths of the link, below the platform's URL.
@@ -51,19 +51,7 @@ func decodeOne(r io.Reader, v any) error {
 }
 
 // Version is this binary's version, as a hub reports it.
-func Version() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "unknown"
-	}
-	v := bi.Main.Version
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v = fmt.Sprintf("%s+%s", v, s.Value[:12])
-		}
-	}
-	return v
-}
+func Version() string { return version.Version() }
 
 // statusError is a link request the platform answered with an error.
 type statusError struct {

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/version"
 )
 
 const namespace = "switchbridge"
@@ -90,6 +91,7 @@ func New(o Options) *Metrics {
 	}
 	f := promauto.With(reg)
 	m := &Metrics{reg: reg}
+	initBuildInfo(f)
 	m.initHTTP(f)
 	m.initCommands(f)
 	m.initOAuth(f)
@@ -109,6 +111,23 @@ func New(o Options) *Metrics {
 	mux.Handle("GET /metrics", promhttp.InstrumentMetricHandler(reg, scrape))
 	m.handler = mux
 	return m
+}
+
+// initBuildInfo exports switchbridge_build_info: always 1, with the
+// running build as labels, so a dashboard can show (and join on) the
+// version each hub runs, as Prometheus' own *_build_info metrics do.
+func initBuildInfo(f promauto.Factory) {
+	v := version.Get()
+	f.NewGauge(prometheus.GaugeOpts{
+		Namespace: namespace,
+		Name:      "build_info",
+		Help:      "Always 1; the labels name the running build: its version, commit and Go release.",
+		ConstLabels: prometheus.Labels{
+			"version":   v.Version,
+			"commit":    v.Commit,
+			"goversion": v.Go,
+		},
+	}).Set(1)
 }
 
 // WatchSwitches exports the per-switch gauges of src from now on. It is

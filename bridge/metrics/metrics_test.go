@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/switchbridge/switchbridge/bridge/metrics"
+	"github.com/switchbridge/switchbridge/bridge/version"
 )
 
 func TestOAuthEvents(t *testing.T) {
@@ -216,5 +217,19 @@ func TestPromtool(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || len(bytes.TrimSpace(out)) > 0 {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// TestBuildInfo: the metric names the build version.Get describes.
+func TestBuildInfo(t *testing.T) {
+	m := metrics.New(metrics.Options{})
+	v := version.Get()
+	want := fmt.Sprintf(`
+# HELP switchbridge_build_info Always 1; the labels name the running build: its version, commit and Go release.
+# TYPE switchbridge_build_info gauge
+switchbridge_build_info{commit=%q,goversion=%q,version=%q} 1
+`, v.Commit, v.Go, v.Version)
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "switchbridge_build_info"); err != nil {
+		t.Error(err)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/version"
 )
 
 // DefaultConfig is where a packaged install keeps its config.
@@ -91,7 +92,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		writeHelp(stderr, helpRequest{})
 		return 2
 	default:
-		printError(stderr, err)
+		printError(stderr, err, len(args) > 0 && args[0] == "serve")
 		return 1
 	}
 }
@@ -100,21 +101,18 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // on a line of its own, as check-config lists them; a domain error by its
 // message; anything else with its whole chain, so that the cause (a locked
 // database, a full disk, a permission) shows.
-func printError(w io.Writer, err error) {
+// serving: serve runs as the service, so no hint about sudo.
+func printError(w io.Writer, err error, serving bool) {
 	var ps *config.Problems
 	if errors.As(err, &ps) {
 		fmt.Fprintln(w, ps.Error())
 		return
 	}
 	fmt.Fprintln(w, "switchbridge: "+errorText(err))
-	if errors.Is(err, fs.ErrPermission) {
-		fmt.Fprintln(w, "switchbridge: "+permissionHint)
+	if hint := permissionHint(err); hint != "" && !serving {
+		fmt.Fprintln(w, "switchbridge: "+hint)
 	}
 }
-
-// permissionHint is what to do when the config or the data directory may
-// not be read: on a packaged install both belong to the service.
-const permissionHint = "the config and the database belong to the service: run the command with sudo, or as a member of the service's group (switchbridge)"
 
 // errorText is err's message with every domain error shown by its message
 // alone: "user "alice" exists already", not "conflict: user ...".
@@ -127,6 +125,34 @@ func errorText(err error) string {
 	return msg
 }
 
+// ServiceGroup is the group the packaged service runs as
+// (systemd/switchbridge.sysusers); it owns the config.
+const ServiceGroup = "switchbridge"
+
+// permissionHint says what to do when an administration command was
+// refused a file: on a packaged install the config is root:switchbridge
+// 0640 and the data directory belongs to the service's user, so a user
+// without sudo gets a bare "permission denied" (or, for the data
+// directory, "operation not permitted" from its chmod). It returns "" for
+// any other error.
+func permissionHint(err error) string {
+	if !errors.Is(err, fs.ErrPermission) {
+		return ""
+	}
+	path := "a file"
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		path = pe.Path
+	}
+	if strings.HasPrefix(err.Error(), "reading config") {
+		return fmt.Sprintf("permission denied: %s is readable only by root and the %s group. "+
+			"Run the command with sudo; check-config also works for members of the group (sudo adduser $USER %s, then log in again)",
+			path, ServiceGroup, ServiceGroup)
+	}
+	return fmt.Sprintf("permission denied: %s belongs to the service's user (the hub's data is private to it). "+
+		"Run the command with sudo", path)
+}
+
 func (c *cli) dispatch(ctx context.Context, args []string) error {
 	if len(args) == 0 {
 		return errUsage
@@ -134,6 +160,8 @@ func (c *cli) dispatch(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "help", "-h", "-help", "--help":
 		return helpFor(args[1:])
+	case "--version", "-version":
+		args = append([]string{"version"}, args[1:]...)
 	}
 	cmd, rest, group := findCommand(args)
 	if cmd == nil {
@@ -344,4 +372,9 @@ func parseLocationID(v string) (int64, error) {
 		return 0, fmt.Errorf("%q is not a location id (a positive number)", v)
 	}
 	return n, nil
+}
+
+func printVersion(c *invocation) error {
+	_, err := fmt.Fprintln(c.stdout, "switchbridge", version.Get())
+	return err
 }

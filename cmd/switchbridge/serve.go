@@ -21,6 +21,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/asynclog"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/daemon"
+	"github.com/switchbridge/switchbridge/bridge/version"
 	"github.com/switchbridge/switchbridge/drivers/builtin"
 )
 
@@ -37,7 +38,9 @@ func serve(c *invocation) error {
 	defer logOut.Close()
 	logger := newLogger(cfg, logOut)
 	limit, from := applyMemoryLimit(cfg)
-	logger.Info("switchbridge starting", "config", cfg.File, "pid", os.Getpid(),
+	v := version.Get()
+	logger.Info("switchbridge starting", "version", v.Version, "commit", v.Commit, "go", v.Go,
+		"config", cfg.File, "pid", os.Getpid(),
 		"memory_limit", limit.String(), "memory_limit_from", from)
 	// The lines that mark the daemon's life go out at once: an operator
 	// (or systemd's journal) watching a start sees it as it happens.
