@@ -61,6 +61,7 @@ func runHub(t *testing.T, pl *platform, id string, db *store.DB, locs ...int64) 
 	}
 	rh.auth = link.NewAuthorizer(db.Replica(), nil)
 	rh.auth.Sync = rh.h.SyncNow
+	rh.auth.Settled = rh.h.Settled
 	rh.h.Applied = rh.auth.Forget
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -152,8 +153,8 @@ func TestReplicaHoldsExactlyTheHubsLocations(t *testing.T) {
 			if a.has(gone.ID) {
 				t.Error("an installation uninstalled while the location was away is back in the replica")
 			}
-			if _, err := a.auth.Authorize(ctx, "gone-token", gone.ID); bridge.ErrorCode(err) != bridge.ENOTFOUND {
-				t.Errorf("the uninstalled token at hub A: %v, want not found", err)
+			if _, err := a.auth.Authorize(ctx, "gone-token", gone.ID); bridge.ErrorCode(err) != bridge.EUNAUTHORIZED {
+				t.Errorf("the uninstalled token at hub A: %v, want unauthorized, as on a single daemon", err)
 			}
 			if _, err := a.auth.Authorize(ctx, "kept-token", kept.ID); err != nil {
 				t.Errorf("the kept token at hub A: %v", err)
@@ -234,7 +235,7 @@ func TestRemovedHubEmptiesItsReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the removed hub empties its replica", func() bool { return !a.has(inA.ID) })
-	if _, err := a.auth.Authorize(ctx, "token-a", inA.ID); bridge.ErrorCode(err) != bridge.ENOTFOUND {
+	if _, err := a.auth.Authorize(ctx, "token-a", inA.ID); bridge.ErrorCode(err) != bridge.EUNAUTHORIZED {
 		t.Errorf("the removed hub's token: %v", err)
 	}
 	if !strings.Contains(a.logs.String(), "the platform removed this hub") {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"runtime/debug"
+	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
 )
@@ -71,6 +72,13 @@ type statusError struct {
 	Message string
 	// Removed: the platform said this hub was removed (RemovedHeader).
 	Removed bool
+	// Rekey: the platform said its history lost this hub's credentials
+	// (RekeyHeader).
+	Rekey bool
+	// RetryAfter is the answer's Retry-After, 0 when none.
+	RetryAfter time.Duration
+	// Header is the answer's header.
+	Header http.Header
 }
 
 func (e *statusError) Error() string {
