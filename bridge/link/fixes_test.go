@@ -44,9 +44,25 @@ func startHub(t *testing.T, pl *platform, id string, locs ...int64) *runningHub 
 // until stop or the end of the test.
 func runHub(t *testing.T, pl *platform, id string, db *store.DB, locs ...int64) *runningHub {
 	t.Helper()
+	return runHubAt(t, pl.srv.URL, id, pl.hubs[id], db, locs...)
+}
+
+// runHubAt runs hub id with secret against the platform at url (a fault
+// proxy, say).
+func runHubAt(t *testing.T, url, id, secret string, db *store.DB, locs ...int64) *runningHub {
+	t.Helper()
+	rh := launchHub(t, url, id, secret, db, locs...)
+	waitUntil(t, "the hub's link comes up", rh.h.Up)
+	return rh
+}
+
+// launchHub runs hub id until stop or the end of the test, without
+// waiting for its link.
+func launchHub(t *testing.T, url, id, secret string, db *store.DB, locs ...int64) *runningHub {
+	t.Helper()
 	var err error
 	rh := &runningHub{db: db, logs: &logtest.Buffer{}, locs: locs}
-	rh.h, err = link.NewHub(pl.srv.URL, id, pl.hubs[id], db, slog.New(slog.NewTextHandler(rh.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	rh.h, err = link.NewHub(url, id, secret, db, slog.New(slog.NewTextHandler(rh.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,9 +82,8 @@ func runHub(t *testing.T, pl *platform, id string, db *store.DB, locs ...int64) 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { rh.h.Run(ctx); close(done) }()
-	rh.stop = func() { cancel(); <-done }
+	rh.stop = sync.OnceFunc(func() { cancel(); <-done })
 	t.Cleanup(rh.stop)
-	waitUntil(t, "the hub's link comes up", rh.h.Up)
 	return rh
 }
 
