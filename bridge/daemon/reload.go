@@ -33,7 +33,7 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 		}
 	}
 	if err := d.reloadSecret(cfg); err != nil {
-		d.logger.Error("reload: "+err.Error())
+		d.logger.Error("reload: " + err.Error())
 	}
 	env := d.env
 	env.Reload = true

@@ -346,7 +346,9 @@ func TestSecondInstanceIsRefused(t *testing.T) {
 	}
 	t.Cleanup(func() { db2.Close() })
 	copycat := launchHub(t, pl.srv.URL, "h1", pl.hubs["h1"], db2, 30)
-	waitUntil(t, "the copy is refused", func() bool { return strings.Contains(copycat.h.Refused(), "another process with this hub's credentials") })
+	waitUntil(t, "the copy is refused", func() bool {
+		return strings.Contains(copycat.h.Refused(), "another process with this hub's credentials")
+	})
 	h, err := pl.db.Hub(ctx, "h1")
 	if err != nil || len(h.Locations) != 1 || h.Locations[0].ID != 10 || !strings.Contains(h.Conflict, "refused instance") {
 		t.Errorf("hub h1 on the platform: %+v %v", h, err)

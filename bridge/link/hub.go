@@ -114,7 +114,7 @@ type Hub struct {
 	polled atomic.Bool
 	// accepted is the platform's last LocationsHeader the replica follows.
 	accepted atomic.Pointer[string]
-	usage    usageReports  // uses not yet reported (usage.go)
+	usage    usageReports // uses not yet reported (usage.go)
 	up       atomic.Bool
 	syncedAt atomic.Int64 // unix ms of the platform's last answer
 	// refused is the platform's last refusal of the inventory or the
