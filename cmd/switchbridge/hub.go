@@ -22,7 +22,8 @@ import (
 
 const hubUsage = `  hub add NAME --base-url URL [--json]
                               register a hub with this platform; prints its hub_id and secret (shown only now)
-  hub list [--json]           list hubs: link state, last seen, version, locations, replica lag
+  hub list [--json]           list hubs: link state, last seen, version, locations, replica lag,
+                              and a second process with a hub's credentials that was refused
   hub rotate-secret ID [--json]
                               give a hub a new secret; the old one stops working at once
   hub remove ID               unregister a hub and uninstall every installation in its locations
@@ -95,7 +96,14 @@ type hubListEntry struct {
 	// Lag is the platform's newest change sequence less the hub's
 	// acknowledged cursor.
 	Lag int64 `json:"replica_lag"`
+	// Conflict is why the platform last refused a second process with
+	// this hub's credentials, within conflictShown, and when.
+	Conflict   string `json:"conflict,omitempty"`
+	ConflictAt string `json:"conflict_at,omitempty"`
 }
+
+// conflictShown is how long hub list shows a refused second process.
+const conflictShown = 24 * time.Hour
 
 func (c *cli) hubList(ctx context.Context, args []string) error {
 	f := newFlags("hub list")
@@ -134,17 +142,28 @@ func (c *cli) hubList(ctx context.Context, args []string) error {
 		for _, l := range h.Locations {
 			e.Locations = append(e.Locations, l.ID)
 		}
+		if h.Conflict != "" && now.Sub(h.ConflictAt) < conflictShown {
+			e.Conflict, e.ConflictAt = h.Conflict, h.ConflictAt.UTC().Format(time.RFC3339)
+		}
 		out = append(out, e)
 	}
 	if *asJSON {
 		return json.NewEncoder(c.stdout).Encode(out)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tBASE_URL\tLINK\tLAST_SEEN\tVERSION\tLOCATIONS\tREPLICA_LAG")
+	fmt.Fprintln(tw, "ID\tNAME\tBASE_URL\tLINK\tLAST_SEEN\tVERSION\tLOCATIONS\tREPLICA_LAG\tSECOND_PROCESS_REFUSED")
 	for _, e := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", e.ID, e.Name, e.BaseURL, e.Link, orDash(e.LastSeen), orDash(e.Version), orDash(joinIDs(e.Locations)), e.Lag)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.Name, e.BaseURL, e.Link, orDash(e.LastSeen), orDash(e.Version), orDash(joinIDs(e.Locations)), e.Lag, orDash(e.ConflictAt))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, e := range out {
+		if e.Conflict != "" {
+			fmt.Fprintf(c.stdout, "hub %s (%s), %s: %s\n", e.Name, e.ID, e.ConflictAt, e.Conflict)
+		}
+	}
+	return nil
 }
 
 func orDash(s string) string {
