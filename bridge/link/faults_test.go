@@ -60,7 +60,8 @@ func TestDeadConnectionsAreDropped(t *testing.T) {
 		t.Fatalf("an unknown token: %v", err)
 	}
 	waitUntil(t, "two connections through the proxy", func() bool { return proxy.Conns() >= 2 })
-	time.Sleep(200 * time.Millisecond) // the long poll waits
+	// The long poll waits and has heard a heartbeat.
+	time.Sleep(link.HeartbeatInterval + 300*time.Millisecond)
 
 	killed := proxy.Blackhole()
 	start := time.Now()
@@ -357,4 +358,31 @@ func TestSecondInstanceIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the uninstall reaches hub A", func() bool { return !a.has(in.ID) })
+}
+
+// dropInterim is a reverse proxy's view of the platform that forwards no
+// interim (1xx) answer.
+type dropInterim struct{ http.ResponseWriter }
+
+func (w dropInterim) WriteHeader(code int) {
+	if code >= 200 {
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+// TestHeartbeatsSwallowedByAProxy: a reverse proxy in front of the
+// platform that forwards no heartbeat does not make the hub take its
+// healthy long polls for dead.
+func TestHeartbeatsSwallowedByAProxy(t *testing.T) {
+	pl := newPlatform(t)
+	pl.p.PollTimeout = 5 * time.Second
+	inner := pl.srv.Config.Handler
+	pl.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inner.ServeHTTP(dropInterim{w}, r)
+	})
+	hub := startHub(t, pl, "h1", 10)
+	time.Sleep(2*pl.p.PollTimeout + time.Second)
+	if !hub.h.Up() || strings.Contains(hub.logs.String(), "the connection is dead") {
+		t.Errorf("healthy polls without heartbeats were taken for dead (up %v):\n%s", hub.h.Up(), hub.logs.String())
+	}
 }

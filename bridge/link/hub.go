@@ -110,6 +110,8 @@ type Hub struct {
 	// heartbeats: the platform said (at the last inventory) that it sends
 	// 102 Processing on long polls.
 	heartbeats atomic.Bool
+	// beatsHeard: a heartbeat reached this hub, and none was missed since.
+	beatsHeard atomic.Bool
 	// polled: a poll was answered since the session started.
 	polled atomic.Bool
 	// accepted is the platform's last LocationsHeader the replica follows.
@@ -565,24 +567,58 @@ func (h *Hub) poll(ctx context.Context, st bridge.ReplicaState) error {
 	var silent atomic.Bool
 	if h.heartbeats.Load() {
 		// The platform sends 102 Processing every HeartbeatInterval while
-		// the poll waits; silence means a dead connection.
+		// the poll waits; silence means a dead connection. The watchdog is
+		// armed once heartbeats were heard (on an earlier poll, or on this
+		// one): a reverse proxy in front of the platform may swallow them,
+		// and then the poll's own deadline is all there is.
 		hdr = http.Header{HeartbeatHeader: {"1"}}
-		watchdog := time.AfterFunc(heartbeatSilence, func() { silent.Store(true); cancel() })
-		defer watchdog.Stop()
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-			Got1xxResponse: func(int, textproto.MIMEHeader) error {
+		var (
+			wmu      sync.Mutex
+			watchdog *time.Timer
+			answered bool
+		)
+		arm := func() {
+			wmu.Lock()
+			defer wmu.Unlock()
+			switch {
+			case answered:
+			case watchdog == nil:
+				watchdog = time.AfterFunc(heartbeatSilence, func() { silent.Store(true); cancel() })
+			default:
 				watchdog.Reset(heartbeatSilence)
+			}
+		}
+		disarm := func() {
+			wmu.Lock()
+			defer wmu.Unlock()
+			answered = true
+			if watchdog != nil {
+				watchdog.Stop()
+			}
+		}
+		defer disarm()
+		if h.beatsHeard.Load() {
+			arm()
+		}
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
+				if code == http.StatusProcessing {
+					h.beatsHeard.Store(true)
+					arm()
+				}
 				return nil
 			},
 		})
 		// Once the answer is there, its body (however large) has the
 		// poll's own deadline.
-		ctx = context.WithValue(ctx, answeredKey{}, func() { watchdog.Stop() })
+		ctx = context.WithValue(ctx, answeredKey{}, disarm)
 	}
 	var b bridge.ChangeBatch
 	got, err := h.do(ctx, http.MethodGet, changesQuery(st, true), hdr, nil, &b)
 	if err != nil {
 		if silent.Load() {
+			// Heard again before the watchdog is armed on the next poll.
+			h.beatsHeard.Store(false)
 			return fmt.Errorf("no word from the platform for %s on a long poll: the connection is dead", heartbeatSilence)
 		}
 		if errors.Is(err, context.Canceled) && len(h.reported) > 0 {

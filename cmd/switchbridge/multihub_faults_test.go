@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/link/linktest"
 )
 
@@ -70,7 +71,8 @@ func TestHubLinkSurvivesDeadConnections(t *testing.T) {
 	if c, body := call(t, "GET", endpoint+"/switches", token); c != 200 {
 		t.Fatalf("the token at hub B: %d %s", c, body)
 	}
-	time.Sleep(300 * time.Millisecond) // the long poll waits
+	// The long poll waits and has heard a heartbeat.
+	time.Sleep(link.HeartbeatInterval + 300*time.Millisecond)
 
 	killed := proxy.Blackhole()
 	start := time.Now()
