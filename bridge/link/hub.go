@@ -274,6 +274,10 @@ func (h *Hub) Run(ctx context.Context) {
 	var restarting time.Time // until when the platform is called again quickly
 	for ctx.Err() == nil {
 		h.polled.Store(false)
+		select {
+		case <-h.kick: // this session uses the new secret already
+		default:
+		}
 		err := h.session(ctx)
 		wasUp := h.up.Swap(false)
 		// The pool may hold connections that died with this one (a
@@ -283,7 +287,7 @@ func (h *Hub) Run(ctx context.Context) {
 			return
 		}
 		if h.polled.Load() {
-			backoff = minBackoff
+			backoff, restarting = minBackoff, time.Time{}
 		}
 		var se *statusError
 		if errors.As(err, &se) {
@@ -298,7 +302,7 @@ func (h *Hub) Run(ctx context.Context) {
 			h.setRefused(se.Message)
 			h.logger.Error("the platform refused this hub: "+se.Message+"; serving the installations and tokens the replica holds",
 				"platform", h.platform.String(), "status", se.Status)
-		case errors.As(err, &se) && se.Status == http.StatusServiceUnavailable && se.RetryAfter > 0:
+		case errors.As(err, &se) && se.Status == http.StatusServiceUnavailable && se.RetryAfter > 0 && se.RetryAfter <= 2*time.Second:
 			if restarting.IsZero() || time.Now().After(restarting) {
 				restarting = time.Now().Add(restartWindow)
 			}
