@@ -219,3 +219,74 @@ func TestCopiedHubCredentials(t *testing.T) {
 		return status(t, "GET", endpoint2+"/switches", token2) != http.StatusOK
 	})
 }
+
+// TestRestoreOlderThanAHubsSecret follows systemd/README.md's restore with
+// a hub whose secret is newer than the backup: the restored platform tells
+// the hub, which stops serving (a token issued after the backup no longer
+// works there) and says it needs new credentials; rotate-secret, the
+// secret written and SIGHUP bring it back, serving what the restored
+// platform holds.
+func TestRestoreOlderThanAHubsSecret(t *testing.T) {
+	m := startPlatform(t)
+	b := m.addHub("barn", barnLocation, "")
+	b.start(t)
+	waitFor(t, 15*time.Second, "hub B's link is up", func() bool { return metric(b, "switchbridge_platform_link_up") == 1 })
+	kept, keptEP, _ := m.grantAt("alice", "20", "barn-light")
+	backup := filepath.Join(m.dir, "platform-backup.db")
+	if r := runCLI(t, "", "backup", backup, "--config", m.platform.cfg); r.code != 0 {
+		t.Fatalf("backup: %+v", r)
+	}
+	rekey := func() {
+		t.Helper()
+		r := runCLI(t, "", "hub", "rotate-secret", b.hubID, "--json", "--config", m.platform.cfg)
+		var out map[string]string
+		if err := json.Unmarshal([]byte(r.stdout), &out); r.code != 0 || err != nil {
+			t.Fatalf("rotate-secret: %+v", r)
+		}
+		writeFile(t, filepath.Join(m.dir, "barn.secret"), out["secret"]+"\n")
+		b.sighup(t)
+		waitFor(t, 10*time.Second, "hub B links with its new secret", func() bool {
+			return metric(b, "switchbridge_platform_link_up") == 1 && metric(b, "switchbridge_platform_link_refused") == 0
+		})
+	}
+	rekey() // after the backup
+	later, laterEP, _ := m.grantAt("bob", "20", "barn-light")
+	if c, body := call(t, "GET", laterEP+"/switches", later); c != 200 {
+		t.Fatalf("a token issued after the backup at hub B: %d %s", c, body)
+	}
+
+	// The restore, as systemd/README.md says.
+	m.platform.proc.cmd.Process.Signal(syscall.SIGTERM)
+	<-m.platform.proc.done
+	data := filepath.Join(m.dir, "platform-data")
+	aside := filepath.Join(m.dir, "damaged")
+	if err := os.Mkdir(aside, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(data, "switchbridge.db*"))
+	for _, f := range files {
+		if err := os.Rename(f, filepath.Join(aside, filepath.Base(f))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(data, "switchbridge.db"), string(raw))
+	m.platform.start(t)
+
+	waitFor(t, 30*time.Second, "hub B says it needs new credentials", func() bool {
+		return metric(b, "switchbridge_platform_link_refused") == 2 && strings.Contains(b.proc.stderr.String(), "this hub needs new credentials")
+	})
+	for name, g := range map[string][2]string{"issued after the backup": {later, laterEP}, "issued before": {kept, keptEP}} {
+		if c, body := call(t, "GET", g[1]+"/switches", g[0]); c == 200 {
+			t.Errorf("a token %s at a hub told to get new credentials: %d %s", name, c, body)
+		}
+	}
+	rekey()
+	waitFor(t, 5*time.Second, "hub B serves what the restored platform holds", func() bool { return status(t, "GET", keptEP+"/switches", kept) == 200 })
+	if c, body := call(t, "GET", laterEP+"/switches", later); c != http.StatusUnauthorized {
+		t.Errorf("a token issued after the backup, at the re-keyed hub: %d %s, want 401", c, body)
+	}
+}
