@@ -116,11 +116,14 @@ func TestPlatformRestartWithHubs(t *testing.T) {
 		t.Errorf("the platform took %v to exit with a hub linked, want ≤ 3 s", took)
 	}
 	waitFor(t, 5*time.Second, "hub B sees its link down", func() bool { return metric(b, "switchbridge_platform_link_up") == 0 })
+	// A restart that takes a few seconds (a slow machine, an upgrade):
+	// the hub must not have backed off meanwhile.
+	time.Sleep(4 * time.Second)
 
 	m.platform.start(t)
 	back := waitFor(t, 30*time.Second, "hub B links to the restarted platform", func() bool { return metric(b, "switchbridge_platform_link_up") == 1 })
 	t.Logf("hub B linked %v after the platform listened again", back.Round(time.Millisecond))
-	if back > 2*time.Second {
+	if back > 1500*time.Millisecond {
 		t.Errorf("hub B took %v to link to the restarted platform, want about a second", back)
 	}
 }
