@@ -153,6 +153,9 @@ func NewHub(platformURL, hubID, secret string, st ReplicaStore, logger *slog.Log
 	crand.Read(inst[:])
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAliveConfig: net.KeepAliveConfig{
 		Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: 3}}
+	// HTTP/1.1 (a DialContext of its own turns HTTP/2 off): each request
+	// has a connection of its own, so a long poll that died takes no other
+	// request with it, and the pool can be dropped as a whole.
 	h := &Hub{platform: u, hubID: hubID, secret: secret, instance: hex.EncodeToString(inst[:]), store: st, logger: logger,
 		reported: make(chan struct{}, 1), kick: make(chan struct{}, 1),
 		client: &http.Client{Transport: &http.Transport{

@@ -74,7 +74,7 @@ func (c *cli) printHubSecret(id, secret string, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(c.stdout).Encode(map[string]string{"hub_id": id, "secret": secret})
 	}
-	fmt.Fprintf(c.stdout, "hub_id: %s\nsecret: %s\n(the secret is shown only now; it is stored hashed. On the hub, write it to platform.secret_file.)\n", id, secret)
+	fmt.Fprintf(c.stdout, "hub_id: %s\nsecret: %s\n(the secret is shown only now; it is stored hashed. On the hub, write it to platform.secret_file and reload it: systemctl reload switchbridge.)\n", id, secret)
 	return nil
 }
 
