@@ -56,10 +56,14 @@ func TestDeadConnectionsAreDropped(t *testing.T) {
 	in := pl.install(t, 10, "revoke-me")
 	waitUntil(t, "the installation reaches the hub", func() bool { return hub.has(in.ID) })
 	// A sync on a miss leaves a second connection idle in the hub's pool.
-	if _, err := hub.auth.Authorize(ctx, "unknown-token", in.ID); bridge.ErrorCode(err) != bridge.EUNAUTHORIZED {
-		t.Fatalf("an unknown token: %v", err)
-	}
-	waitUntil(t, "two connections through the proxy", func() bool { return proxy.Conns() >= 2 })
+	n := 0
+	waitWithin(t, 20*time.Second, "two connections through the proxy", func() bool {
+		n++
+		if _, err := hub.auth.Authorize(ctx, fmt.Sprint("unknown-token-", n), in.ID); bridge.ErrorCode(err) != bridge.EUNAUTHORIZED {
+			t.Fatalf("an unknown token: %v", err)
+		}
+		return proxy.Conns() >= 2
+	})
 	// The long poll waits and has heard a heartbeat.
 	time.Sleep(link.HeartbeatInterval + 300*time.Millisecond)
 

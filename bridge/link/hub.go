@@ -314,6 +314,10 @@ func (h *Hub) Run(ctx context.Context) {
 		case wasUp:
 			h.logger.Warn("platform link lost: serving the installations and tokens the replica holds until it is back",
 				"platform", h.platform.String(), "err", err, "replica_age_seconds", int64(h.ReplicaAge().Seconds()))
+		case time.Now().Before(restarting):
+			// Called every few hundred milliseconds while it restarts: once
+			// said is enough.
+			h.logger.Debug("platform unreachable while it restarts", "platform", h.platform.String(), "err", err)
 		default:
 			h.logger.Warn("platform unreachable: serving the installations and tokens the replica holds",
 				"platform", h.platform.String(), "err", err, "retry_in_seconds", backoff.Seconds())
