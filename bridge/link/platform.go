@@ -418,6 +418,9 @@ func (p *Platform) handleInventory(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusConflict, bridge.ErrorMessage(err), nil)
 		return
 	default:
+		if r.Context().Err() != nil {
+			return // the hub went away: nothing to answer, nothing wrong here
+		}
 		p.logger.Error("hub link: storing an inventory", "hub", h.ID, "err", err)
 		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
 		return
@@ -444,6 +447,9 @@ func (p *Platform) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 	setLocations(w, locationIDs(h.Locations))
 	b, err := p.store.Snapshot(r.Context(), h.ID)
 	if err != nil {
+		if r.Context().Err() != nil {
+			return // the hub went away: nothing to answer, nothing wrong here
+		}
 		p.logger.Error("hub link: snapshot", "hub", h.ID, "err", err)
 		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
 		return
@@ -480,6 +486,9 @@ func (p *Platform) handleChanges(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusGone, fmt.Sprintf("cursor %d: %v", cursor, err), nil)
 		return
 	case err != nil:
+		if r.Context().Err() != nil {
+			return // the hub went away: nothing to answer, nothing wrong here
+		}
 		p.logger.Error("hub link: checking a cursor", "hub", h.ID, "err", err)
 		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
 		return
