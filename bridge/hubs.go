@@ -25,6 +25,11 @@ type RemoteHub struct {
 	// Cursor is the change sequence the hub acknowledged last.
 	Cursor    int64
 	Locations []RemoteLocation
+	// Conflict says why the platform last refused a second process that
+	// called with this hub's credentials while its link was live, at
+	// ConflictAt; "" when it never did.
+	Conflict   string
+	ConflictAt time.Time
 }
 
 // RemoteLocation is a location a hub reported in its inventory.

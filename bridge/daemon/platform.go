@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/api"
+	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
@@ -45,6 +46,7 @@ func (d *Daemon) setUpHub(mux *http.ServeMux) error {
 	d.Link.Inventory = func() []bridge.RemoteLocation { return link.InventoryOf(d.Hub) }
 	d.Link.Applied = auth.Forget
 	auth.Sync = d.Link.SyncNow
+	auth.Settled = d.Link.Settled
 	// The platform keeps when each installation was last used, for its
 	// connected apps page: a hub reports the uses of its tokens there.
 	d.usage.Close()
@@ -114,6 +116,25 @@ func (d *Daemon) pruneLinks(ctx context.Context, now time.Time) {
 	if _, err := d.Store.CompactChanges(ctx, now.Add(-changeLogAge), changeLogKeep); err != nil && ctx.Err() == nil {
 		d.logger.Warn("compacting the hubs' change log", "err", err)
 	}
+}
+
+// reloadSecret reads platform.secret_file again (SIGHUP): after hub
+// rotate-secret on the platform, the operator writes the new secret there
+// and reloads, and the hub links with it at once. The file's path may
+// change too; the platform's url and the hub's id need a restart.
+func (d *Daemon) reloadSecret(cfg *config.Config) error {
+	if d.Link == nil || cfg.Platform == nil {
+		return nil
+	}
+	secret, err := readSecret(cfg.Platform.SecretFile)
+	if err != nil {
+		return fmt.Errorf("platform.secret_file: %w (the hub keeps the secret it had)", err)
+	}
+	if d.Link.SetSecret(secret) {
+		d.logger.Info("reload: platform.secret_file holds a new secret: linking with it")
+	}
+	d.Config.Platform.SecretFile = cfg.Platform.SecretFile
+	return nil
 }
 
 // readSecret reads a secret file: its first line, which must not be empty.

@@ -15,20 +15,25 @@ import (
 // is (its GPIO lines stay claimed, its broker connection up); the others
 // are closed and opened anew; then the hub switches tables. If the
 // new drivers fail to open, the old config's drivers are opened again and
-// the error is returned. Sections that need a restart (server, data_dir,
-// oauth, log, demo) are left as they were, with a warning when they changed.
+// the error is returned. It reads platform.secret_file again. Sections
+// that need a restart (server, data_dir, oauth, log, demo, platform.url and
+// platform.hub_id) are left as they were, with a warning when they changed.
 func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 	for name, changed := range map[string]bool{
 		"server":   cfg.Server != d.Config.Server,
 		"data_dir": cfg.DataDir != d.Config.DataDir,
 		"oauth":    cfg.OAuth != d.Config.OAuth,
 		"log":      cfg.Log != d.Config.Log,
-		"platform": (cfg.Platform == nil) != (d.Config.Platform == nil) || (cfg.Platform != nil && *cfg.Platform != *d.Config.Platform),
+		// platform.secret_file is read again below; url and hub_id need a restart.
+		"platform": (cfg.Platform == nil) != (d.Config.Platform == nil) || (cfg.Platform != nil && (cfg.Platform.URL != d.Config.Platform.URL || cfg.Platform.HubID != d.Config.Platform.HubID)),
 		"demo":     (cfg.Demo == nil) != (d.Config.Demo == nil) || (cfg.Demo != nil && *cfg.Demo != *d.Config.Demo),
 	} {
 		if changed {
 			d.logger.Warn("reload: this section changed but takes effect only after a restart", "section", name)
 		}
+	}
+	if err := d.reloadSecret(cfg); err != nil {
+		d.logger.Error("reload: " + err.Error())
 	}
 	env := d.env
 	env.Reload = true

@@ -69,6 +69,11 @@ func (d *Daemon) Serve(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	d.logger.Info("shutting down: finishing requests in flight", "timeout_seconds", d.Config.Server.ShutdownTimeout.Std().Seconds())
+	if d.Platform != nil {
+		// Hubs' long polls would outlast the shutdown timeout: they end
+		// now, with an answer that has the hubs call again in a second.
+		d.Platform.Shutdown()
+	}
 	// A fresh timeout, not the cancelled ctx: requests in flight get their time.
 	sctx, cancel := context.WithTimeout(context.Background(), d.Config.Server.ShutdownTimeout.Std())
 	defer cancel()

@@ -62,6 +62,21 @@
 //	                                 records only installations in the hub's
 //	                                 locations.
 //
+// Every call carries the hub process's instance id (InstanceHeader): while
+// one instance holds a hub's link, another is refused 409 and the platform
+// records it (hub list). Every answer names the locations the platform
+// accepts from the hub (LocationsHeader); the hub serves no installation of
+// any other. A long poll that asks for it (HeartbeatHeader) gets an interim
+// 102 Processing every HeartbeatInterval while it waits, so the hub tells a
+// dead connection from a quiet one within seconds; one hub holds at most
+// MaxPollsPerHub polls, a newer one ending the oldest with no changes. A
+// platform shutting down ends its polls with 503 and Retry-After: 1, and
+// the hub calls again within a second. A hub's inventory carries its
+// replica cursor (CursorHeader): a platform that refuses the hub's
+// credentials and never held that cursor (restored from a backup older
+// than the hub's secret) answers 401 with RekeyHeader, and the hub empties
+// its replica until it has new credentials.
+//
 // A batch may name Locations the hub (re)gained: it carries their whole
 // state, and the hub drops what it held of them first. A hub drops a
 // location's replica itself when it gives the location up (before it
@@ -95,5 +110,5 @@
 // from its replica, so it keeps serving what it knows while the platform
 // is away, and says so (log, switchbridge_platform_link_up,
 // switchbridge_platform_replica_age_seconds). It reconnects with
-// exponential back-off, reset after a link that lived.
+// exponential back-off, reset after any answered poll.
 package link

@@ -3,13 +3,18 @@ package link
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
@@ -54,13 +59,34 @@ const (
 // refused again, the operator having perhaps fixed the other side.
 const inventoryRetry = time.Minute
 
-// Back-off between attempts to reach the platform.
+// Back-off between attempts to reach the platform. It starts from
+// minBackoff again after any session in which a poll was answered.
 const (
 	minBackoff = time.Second
 	maxBackoff = 30 * time.Second
-	// A link that lived this long was healthy: the next break starts the
-	// back-off from minBackoff again.
-	healthyLink = time.Minute
+)
+
+// A platform that said it is shutting down (503 with Retry-After) is
+// called again every restartRetry (with jitter) for up to restartWindow,
+// rather than after a growing back-off: it is most likely restarting, and
+// the hub should be back within a second of it.
+const (
+	restartRetry  = 400 * time.Millisecond
+	restartWindow = time.Minute
+)
+
+// Dead connections. A long poll that heard no heartbeat (102 Processing,
+// sent every HeartbeatInterval) for heartbeatSilence is on a dead
+// connection: the hub drops it and connects again. A platform that sends
+// no heartbeats (an older version) is given the poll time plus pollGrace.
+// TCP keepalives find a dead idle connection in about keepAliveIdle +
+// 3 × keepAliveInterval, for whatever the pool holds.
+const (
+	heartbeatSilence  = 3 * time.Second
+	pollGrace         = 5 * time.Second
+	requestTimeout    = 15 * time.Second
+	keepAliveIdle     = 10 * time.Second
+	keepAliveInterval = 5 * time.Second
 )
 
 // Hub is the hub's side of the link: it reports the inventory, follows the
@@ -74,20 +100,34 @@ type Hub struct {
 
 	platform *url.URL
 	hubID    string
-	secret   string
+	instance string // drawn at start: this process (InstanceHeader)
 	store    ReplicaStore
 	logger   *slog.Logger
 	client   *http.Client
 
 	reported chan struct{} // an inventory change waits to be reported
-	usage    usageReports  // uses not yet reported (usage.go)
+	kick     chan struct{} // a new secret: try again now
+	// heartbeats: the platform said (at the last inventory) that it sends
+	// 102 Processing on long polls.
+	heartbeats atomic.Bool
+	// beatsHeard: a heartbeat reached this hub, and none was missed since.
+	beatsHeard atomic.Bool
+	// polled: a poll was answered since the session started.
+	polled atomic.Bool
+	// accepted is the platform's last LocationsHeader the replica follows.
+	accepted atomic.Pointer[string]
+	usage    usageReports // uses not yet reported (usage.go)
 	up       atomic.Bool
 	syncedAt atomic.Int64 // unix ms of the platform's last answer
 	// refused is the platform's last refusal of the inventory or the
 	// credentials, "" while the link is fine.
 	mu      sync.Mutex
 	refused string
-	removed atomic.Bool // the platform said this hub was removed
+	secret  string
+	// removed: the platform said this hub was removed, or that it must be
+	// given new credentials (a platform restored from an older backup);
+	// the replica is emptied until the platform accepts the hub again.
+	removed atomic.Bool
 
 	// applyMu orders the batches of the long poll and of SyncNow: a batch
 	// older than the replica's cursor is not applied over a newer one.
@@ -109,13 +149,22 @@ func NewHub(platformURL, hubID, secret string, st ReplicaStore, logger *slog.Log
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{platform: u, hubID: hubID, secret: secret, store: st, logger: logger, reported: make(chan struct{}, 1),
+	var inst [8]byte
+	crand.Read(inst[:])
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAliveConfig: net.KeepAliveConfig{
+		Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: 3}}
+	// HTTP/1.1 (a DialContext of its own turns HTTP/2 off): each request
+	// has a connection of its own, so a long poll that died takes no other
+	// request with it, and the pool can be dropped as a whole.
+	h := &Hub{platform: u, hubID: hubID, secret: secret, instance: hex.EncodeToString(inst[:]), store: st, logger: logger,
+		reported: make(chan struct{}, 1), kick: make(chan struct{}, 1),
 		client: &http.Client{Transport: &http.Transport{
 			Proxy:                 http.ProxyFromEnvironment,
+			DialContext:           dialer.DialContext,
 			MaxIdleConns:          2,
 			IdleConnTimeout:       90 * time.Second,
 			TLSHandshakeTimeout:   10 * time.Second,
-			ResponseHeaderTimeout: DefaultPollTimeout + 20*time.Second,
+			ResponseHeaderTimeout: DefaultPollTimeout + pollGrace,
 		}},
 	}
 	if s, err := st.ReplicaState(context.Background()); err == nil && s.Synced {
@@ -132,6 +181,36 @@ func (h *Hub) InventoryChanged() {
 	default:
 	}
 }
+
+// SetSecret replaces the hub's secret (platform.secret_file read again on
+// reload) and, when it changed, connects again with it at once. It
+// reports whether it changed.
+func (h *Hub) SetSecret(secret string) bool {
+	h.mu.Lock()
+	changed := secret != h.secret
+	h.secret = secret
+	h.mu.Unlock()
+	if changed {
+		select {
+		case h.kick <- struct{}{}:
+		default:
+		}
+		h.InventoryChanged()
+	}
+	return changed
+}
+
+func (h *Hub) credentials() (string, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.hubID, h.secret
+}
+
+// Settled reports whether what the replica lacks is known not to exist
+// for this hub: the platform removed it, or told it to get new
+// credentials, and the replica was emptied. Otherwise, while the link is
+// down, an unknown token cannot be confirmed either way.
+func (h *Hub) Settled() bool { return h.removed.Load() }
 
 // Up reports whether the link is up.
 func (h *Hub) Up() bool { return h.up.Load() }
@@ -172,7 +251,7 @@ func (h *Hub) Register(reg prometheus.Registerer) error {
 				return -1
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchbridge_platform_link_refused",
-			Help: "1 while the platform refuses this hub (a wrong or rotated secret, a conflicting inventory; the hub serves its replica), 2 once it said the hub was removed (the replica is emptied), else 0."},
+			Help: "1 while the platform refuses this hub (a wrong or rotated secret, a conflicting inventory, another process with its credentials; the hub serves its replica), 2 once it said the hub was removed or must be given new credentials (the replica is emptied), else 0."},
 			func() float64 {
 				switch {
 				case h.removed.Load():
@@ -195,26 +274,50 @@ func (h *Hub) Register(reg prometheus.Registerer) error {
 // cursor.
 func (h *Hub) Run(ctx context.Context) {
 	backoff := minBackoff
+	var restarting time.Time // until when the platform is called again quickly
 	for ctx.Err() == nil {
-		start := time.Now()
+		h.polled.Store(false)
+		select {
+		case <-h.kick: // this session uses the new secret already
+		default:
+		}
 		err := h.session(ctx)
 		wasUp := h.up.Swap(false)
+		// The pool may hold connections that died with this one (a
+		// network event kills them all): the next session dials anew.
+		h.client.CloseIdleConnections()
 		if ctx.Err() != nil {
 			return
 		}
-		if time.Since(start) > healthyLink {
-			backoff = minBackoff
+		if h.polled.Load() {
+			backoff, restarting = minBackoff, time.Time{}
 		}
 		var se *statusError
+		if errors.As(err, &se) {
+			h.follow(ctx, se.Header)
+		}
 		switch {
 		case errors.As(err, &se) && se.Removed:
-			h.removedByPlatform(ctx, se.Message)
+			h.removedByPlatform(ctx, se.Message, false)
+		case errors.As(err, &se) && se.Rekey:
+			h.removedByPlatform(ctx, se.Message, true)
 		case errors.As(err, &se) && (se.Status == http.StatusConflict || se.Status == http.StatusUnauthorized || se.Status == http.StatusBadRequest):
+			h.setRefused(se.Message)
 			h.logger.Error("the platform refused this hub: "+bridge.Untrusted(se.Message).String()+"; serving the installations and tokens the replica holds",
 				"platform", h.platform.String(), "status", se.Status)
+		case errors.As(err, &se) && se.Status == http.StatusServiceUnavailable && se.RetryAfter > 0 && se.RetryAfter <= 2*time.Second:
+			if restarting.IsZero() || time.Now().After(restarting) {
+				restarting = time.Now().Add(restartWindow)
+			}
+			h.logger.Warn("the platform is shutting down: calling it again in a moment; serving the installations and tokens the replica holds meanwhile",
+				"platform", h.platform.String())
 		case wasUp:
 			h.logger.Warn("platform link lost: serving the installations and tokens the replica holds until it is back",
 				"platform", h.platform.String(), "err", err, "replica_age_seconds", int64(h.ReplicaAge().Seconds()))
+		case time.Now().Before(restarting):
+			// Called every few hundred milliseconds while it restarts: once
+			// said is enough.
+			h.logger.Debug("platform unreachable while it restarts", "platform", h.platform.String(), "err", err)
 		default:
 			h.logger.Warn("platform unreachable: serving the installations and tokens the replica holds",
 				"platform", h.platform.String(), "err", err, "retry_in_seconds", backoff.Seconds())
@@ -222,12 +325,21 @@ func (h *Hub) Run(ctx context.Context) {
 		// Full jitter on the upper half: many hubs that lost one platform
 		// do not all call it again at once.
 		d := backoff/2 + rand.N(backoff/2+1)
+		fast := time.Now().Before(restarting)
+		if fast {
+			d = restartRetry/2 + rand.N(restartRetry/2+1)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(d):
+		case <-h.kick:
+			backoff = minBackoff
+			continue
 		}
-		backoff = min(backoff*2, maxBackoff)
+		if !fast {
+			backoff = min(backoff*2, maxBackoff)
+		}
 	}
 }
 
@@ -246,6 +358,7 @@ func (h *Hub) session(ctx context.Context) error {
 		switch {
 		case err == nil:
 			h.setRefused("")
+			h.removed.Store(false)
 			retryAt = time.Time{}
 			return nil
 		case errors.As(err, &se) && !se.Removed && (se.Status == http.StatusConflict || se.Status == http.StatusBadRequest):
@@ -306,7 +419,7 @@ func (h *Hub) session(ctx context.Context) error {
 // removedByPlatform empties the replica of a hub the platform removed: its
 // installations were uninstalled there, and unlike an outage nothing will
 // bring their revocations.
-func (h *Hub) removedByPlatform(ctx context.Context, msg string) {
+func (h *Hub) removedByPlatform(ctx context.Context, msg string, rekey bool) {
 	h.setRefused(msg)
 	first := !h.removed.Swap(true)
 	h.applyMu.Lock()
@@ -319,7 +432,12 @@ func (h *Hub) removedByPlatform(ctx context.Context, msg string) {
 	if h.Applied != nil {
 		h.Applied()
 	}
-	if first {
+	switch {
+	case first && rekey:
+		h.logger.Error("this hub needs new credentials: the platform does not know its secret and never held its replica's cursor (restored from an older backup); "+
+			"replica emptied, serving no installation; on the platform run hub rotate-secret (or hub add), write the secret into platform.secret_file and reload (SIGHUP)",
+			"platform", h.platform.String(), "hub", h.hubID, "reason", msg)
+	case first:
 		h.logger.Error("the platform removed this hub (hub remove): replica emptied, serving no installation; "+
 			"register it again with hub add and write the new id and secret into its config", "platform", h.platform.String(), "hub", h.hubID, "reason", msg)
 	}
@@ -340,14 +458,63 @@ func (h *Hub) putInventory(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
-	_, err = h.do(ctx, http.MethodPut, InventoryPath, body, nil)
+	// The replica's cursor lets a platform restored from an older backup
+	// tell this hub that it needs new credentials (RekeyHeader).
+	var hdr http.Header
+	if st, err := h.store.ReplicaState(ctx); err == nil && st.Synced {
+		hdr = http.Header{CursorHeader: {strconv.FormatInt(st.Cursor, 10) + " " + st.CursorTag}}
+	}
+	got, err := h.do(ctx, http.MethodPut, InventoryPath, hdr, body, nil)
 	var se *statusError
 	if errors.As(err, &se) {
 		h.setRefused(se.Message)
 	}
+	if err == nil {
+		h.heartbeats.Store(got.Get(HeartbeatHeader) != "")
+		h.follow(ctx, got)
+	}
 	return err
+}
+
+// follow drops from the replica the locations the platform no longer
+// accepts from this hub (LocationsHeader): another process with this
+// hub's credentials took them, or an inventory the platform refused left
+// them elsewhere. Their changes no longer reach this hub, so what the
+// replica holds of them is frozen: it serves none of it.
+func (h *Hub) follow(ctx context.Context, hdr http.Header) {
+	vals, ok := hdr[LocationsHeader]
+	if !ok || len(vals) != 1 {
+		return
+	}
+	if last := h.accepted.Load(); last != nil && *last == vals[0] {
+		return
+	}
+	accepted := map[int64]bool{}
+	for f := range strings.SplitSeq(vals[0], ",") {
+		if id, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64); err == nil {
+			accepted[id] = true
+		}
+	}
+	var keep []bridge.RemoteLocation
+	var dropped []int64
+	for _, l := range h.Inventory() {
+		if accepted[l.ID] {
+			keep = append(keep, l)
+		} else {
+			dropped = append(dropped, l.ID)
+		}
+	}
+	if err := h.retain(ctx, keep); err != nil {
+		h.logger.Warn("following the locations the platform accepts", "err", err)
+		return
+	}
+	if len(dropped) > 0 {
+		h.logger.Warn("the platform does not accept these locations from this hub: serving none of their installations", "locations", dropped)
+	}
+	v := vals[0]
+	h.accepted.Store(&v)
 }
 
 // retain drops from the replica what lies outside the hub's locations now,
@@ -378,9 +545,11 @@ func (h *Hub) snapshot(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var b bridge.ChangeBatch
-	if _, err := h.do(ctx, http.MethodGet, SnapshotPath, nil, &b); err != nil {
+	got, err := h.do(ctx, http.MethodGet, SnapshotPath, nil, nil, &b)
+	if err != nil {
 		return err
 	}
+	h.follow(ctx, got)
 	b.Snapshot = true
 	if err := h.apply(ctx, &b); err != nil {
 		return err
@@ -393,7 +562,7 @@ func (h *Hub) snapshot(ctx context.Context) error {
 // change cuts it short.
 func (h *Hub) poll(ctx context.Context, st bridge.ReplicaState) error {
 	cursor := st.Cursor
-	ctx, cancel := context.WithTimeout(ctx, DefaultPollTimeout+30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, DefaultPollTimeout+pollGrace)
 	defer cancel()
 	stop := make(chan struct{})
 	defer close(stop)
@@ -405,14 +574,71 @@ func (h *Hub) poll(ctx context.Context, st bridge.ReplicaState) error {
 		case <-stop:
 		}
 	}()
+	var hdr http.Header
+	var silent atomic.Bool
+	if h.heartbeats.Load() {
+		// The platform sends 102 Processing every HeartbeatInterval while
+		// the poll waits; silence means a dead connection. The watchdog is
+		// armed once heartbeats were heard (on an earlier poll, or on this
+		// one): a reverse proxy in front of the platform may swallow them,
+		// and then the poll's own deadline is all there is.
+		hdr = http.Header{HeartbeatHeader: {"1"}}
+		var (
+			wmu      sync.Mutex
+			watchdog *time.Timer
+			answered bool
+		)
+		arm := func() {
+			wmu.Lock()
+			defer wmu.Unlock()
+			switch {
+			case answered:
+			case watchdog == nil:
+				watchdog = time.AfterFunc(heartbeatSilence, func() { silent.Store(true); cancel() })
+			default:
+				watchdog.Reset(heartbeatSilence)
+			}
+		}
+		disarm := func() {
+			wmu.Lock()
+			defer wmu.Unlock()
+			answered = true
+			if watchdog != nil {
+				watchdog.Stop()
+			}
+		}
+		defer disarm()
+		if h.beatsHeard.Load() {
+			arm()
+		}
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
+				if code == http.StatusProcessing {
+					h.beatsHeard.Store(true)
+					arm()
+				}
+				return nil
+			},
+		})
+		// Once the answer is there, its body (however large) has the
+		// poll's own deadline.
+		ctx = context.WithValue(ctx, answeredKey{}, disarm)
+	}
 	var b bridge.ChangeBatch
-	_, err := h.do(ctx, http.MethodGet, changesQuery(st, true), nil, &b)
+	got, err := h.do(ctx, http.MethodGet, changesQuery(st, true), hdr, nil, &b)
 	if err != nil {
+		if silent.Load() {
+			// Heard again before the watchdog is armed on the next poll.
+			h.beatsHeard.Store(false)
+			return fmt.Errorf("no word from the platform for %s on a long poll: the connection is dead", heartbeatSilence)
+		}
 		if errors.Is(err, context.Canceled) && len(h.reported) > 0 {
 			return nil // cut short to report the inventory
 		}
 		return err
 	}
+	h.polled.Store(true)
+	h.follow(ctx, got)
 	if b.Snapshot {
 		return errors.New("the platform sent a snapshot in answer to a poll")
 	}
@@ -515,7 +741,7 @@ func (h *Hub) syncOnce(ctx context.Context) error {
 		return fmt.Errorf("no replica to sync: %v", err)
 	}
 	var b bridge.ChangeBatch
-	if _, err := h.do(ctx, http.MethodGet, changesQuery(st, false), nil, &b); err != nil {
+	if _, err := h.do(ctx, http.MethodGet, changesQuery(st, false), nil, nil, &b); err != nil {
 		return err
 	}
 	if b.Snapshot {
@@ -534,31 +760,48 @@ func changesQuery(st bridge.ReplicaState, wait bool) string {
 	return ChangesPath + "?" + q.Encode()
 }
 
-// do sends one link request with the hub's credentials; out, when set,
-// receives the JSON answer. An error answer is a *statusError.
-func (h *Hub) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
+// answeredKey is the context key of a function do calls once the answer's
+// header is in.
+type answeredKey struct{}
+
+// do sends one link request with the hub's credentials and instance, and
+// the headers in hdr; out, when set, receives the JSON answer. It returns
+// the answer's header. An error answer is a *statusError.
+func (h *Hub) do(ctx context.Context, method, path string, hdr http.Header, body []byte, out any) (http.Header, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, h.platform.String()+path, rd)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	req.SetBasicAuth(h.hubID, h.secret)
+	for k, v := range hdr {
+		req.Header[k] = v
+	}
+	req.SetBasicAuth(h.credentials())
+	req.Header.Set(InstanceHeader, h.instance)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
+	if f, ok := ctx.Value(answeredKey{}).(func()); ok {
+		f()
+	}
 	if resp.StatusCode >= 300 {
 		var e wire.ErrorBody
 		json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e)
-		return resp.StatusCode, &statusError{Status: resp.StatusCode, Message: e.Message,
-			Removed: resp.StatusCode == http.StatusGone && resp.Header.Get(RemovedHeader) != ""}
+		se := &statusError{Status: resp.StatusCode, Message: e.Message, Header: resp.Header,
+			Removed: resp.StatusCode == http.StatusGone && resp.Header.Get(RemovedHeader) != "",
+			Rekey:   resp.StatusCode == http.StatusUnauthorized && resp.Header.Get(RekeyHeader) != ""}
+		if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n > 0 {
+			se.RetryAfter = time.Duration(min(n, 3600)) * time.Second
+		}
+		return resp.Header, se
 	}
 	if out != nil {
 		// One byte past the limit tells a body that is too large from one
@@ -568,25 +811,37 @@ func (h *Hub) do(ctx context.Context, method, path string, body []byte, out any)
 			if lr.N <= 0 {
 				err = fmt.Errorf("larger than %d bytes", MaxBatchBytes)
 			}
-			return resp.StatusCode, fmt.Errorf("reading the platform's answer: %w", err)
+			return resp.Header, fmt.Errorf("reading the platform's answer: %w", err)
 		}
 	}
-	return resp.StatusCode, nil
+	return resp.Header, nil
 }
 
-// Authorizer is the token check of a hub: it answers from the replica.
-// An installation the replica does not hold is not on this hub (404),
-// whatever the token; the rest is the platform's own check (oauth) over
-// the replica. On a miss (an installation or a token hash the replica
-// does not hold) it asks Sync, when set, for the platform's latest changes
-// and checks once more: a token issued a moment ago works at once.
+// Authorizer is the token check of a hub: it answers from the replica,
+// as a single daemon answers from its records. On a miss (an installation
+// or a token hash the replica does not hold) it asks Sync, when set, for
+// the platform's latest changes and checks once more: a token issued a
+// moment ago works at once. A miss the sync could not settle (the link
+// down or slow, and the platform has not said this hub holds nothing) is
+// 503 with Retry-After: the token may be one the platform issued a moment
+// ago, and a 401 or 404 would tell the client it is gone for good. A miss
+// the sync settled is what a single daemon answers: 401 invalid_token for
+// a token the hub does not know (an installation deleted at the platform,
+// another hub's), 403 for a token of another installation.
 type Authorizer struct {
 	// Sync brings the replica up to date now; it reports whether it did.
 	Sync func(ctx context.Context) bool
+	// Settled reports whether the replica is known to hold all there is
+	// (Hub.Settled), so a miss needs no sync to be final. Nil: never.
+	Settled func() bool
 
 	check *oauth.Server
 	src   ReplicaSource
 }
+
+// unconfirmedRetry is the Retry-After of a token the hub cannot confirm
+// yet.
+const unconfirmedRetry = 5 * time.Second
 
 // ReplicaSource is the replica as the hub's token check reads it.
 type ReplicaSource interface {
@@ -603,30 +858,40 @@ func NewAuthorizer(src ReplicaSource, logger *slog.Logger) *Authorizer {
 
 // Authorize implements bridge.Authorizer.
 func (a *Authorizer) Authorize(ctx context.Context, token, installationID string) (*bridge.Grant, error) {
-	synced := false
+	tried, synced := false, false
 	sync := func() bool {
-		if synced || a.Sync == nil {
+		if tried || a.Sync == nil {
 			return false
 		}
-		synced = true
-		return a.Sync(ctx)
+		tried = true
+		synced = a.Sync(ctx)
+		return synced
+	}
+	// unconfirmed: a miss no sync settled.
+	unconfirmed := func() bool {
+		return a.Sync != nil && !synced && (a.Settled == nil || !a.Settled())
 	}
 	for {
 		_, err := a.src.Installation(ctx, installationID)
 		if bridge.ErrorCode(err) == bridge.ENOTFOUND && sync() {
 			continue
 		}
-		if bridge.ErrorCode(err) == bridge.ENOTFOUND {
-			return nil, bridge.Errorf(bridge.ENOTFOUND, "no installation %q on this hub", installationID)
-		}
-		if err != nil {
+		if err != nil && bridge.ErrorCode(err) != bridge.ENOTFOUND {
 			return nil, err
 		}
+		missing := err != nil
 		g, err := a.check.Authorize(ctx, token, installationID)
 		if bridge.ErrorCode(err) == bridge.EUNAUTHORIZED && len(token) <= maxTokenLen {
-			if _, terr := a.src.TokenGrant(ctx, oauth.Hash(token)); errors.Is(terr, bridge.ErrTokenUnknown) && sync() {
-				continue
+			if _, terr := a.src.TokenGrant(ctx, oauth.Hash(token)); errors.Is(terr, bridge.ErrTokenUnknown) {
+				if sync() {
+					continue
+				}
+				missing = true
 			}
+		}
+		if err != nil && missing && unconfirmed() {
+			return nil, &bridge.Error{Code: bridge.EUNAVAILABLE, RetryAfter: unconfirmedRetry,
+				Message: "this hub cannot confirm the token yet: its link to the platform is down or slow; try again shortly"}
 		}
 		return g, err
 	}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +42,12 @@ type PlatformStore interface {
 	// RemovedHubSecret returns the secret hash of a removed hub;
 	// ENOTFOUND when none with that id was removed.
 	RemovedHubSecret(ctx context.Context, id string) ([]byte, error)
+	// CursorFromElsewhere reports whether a hub's cursor names a point
+	// the change log never held (a platform restored from an older backup).
+	CursorFromElsewhere(ctx context.Context, seq int64, tag string) (bool, error)
+	// SetHubConflict records a second process refused with the hub's
+	// credentials, for hub list.
+	SetHubConflict(ctx context.Context, id, why string, at time.Time) error
 }
 
 // maxCursorTag bounds the tag a hub sends with its cursor.
@@ -69,11 +76,18 @@ type Platform struct {
 	// client, for throttling wrong hub logins (server.trusted_proxies).
 	TrustedProxies []netip.Prefix
 
-	store  PlatformStore
-	logger *slog.Logger
-	watch  *watcher
-	fails  *failures
-	now    func() time.Time
+	store    PlatformStore
+	logger   *slog.Logger
+	watch    *watcher
+	fails    *failures
+	sessions *sessions
+	now      func() time.Time
+
+	closing   chan struct{} // closed by Shutdown
+	closeOnce sync.Once
+
+	conflictMu  sync.Mutex
+	conflictLog map[string]time.Time // when each hub's conflict was last logged
 }
 
 // NewPlatform returns the platform's side of the link over st.
@@ -81,9 +95,35 @@ func NewPlatform(st PlatformStore, logger *slog.Logger) *Platform {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Platform{PollTimeout: DefaultPollTimeout, WakeInterval: DefaultWakeInterval, store: st, logger: logger, fails: newFailures(), now: time.Now}
+	p := &Platform{PollTimeout: DefaultPollTimeout, WakeInterval: DefaultWakeInterval, store: st, logger: logger, fails: newFailures(),
+		sessions: newSessions(), now: time.Now, closing: make(chan struct{}), conflictLog: map[string]time.Time{}}
 	p.watch = &watcher{p: p, ch: make(chan struct{})}
 	return p
+}
+
+// Shutdown ends every long poll at once with 503 and Retry-After: 1, and
+// answers every later link request so: the platform is stopping (to be
+// started again, as a rule), and its hubs should call again within a
+// second or so rather than after their back-off. Call it before the HTTP
+// server's own Shutdown, which would otherwise wait out the long polls.
+func (p *Platform) Shutdown() {
+	p.closeOnce.Do(func() { close(p.closing) })
+}
+
+func (p *Platform) shuttingDown() bool {
+	select {
+	case <-p.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// answerShuttingDown is the answer to a hub while the platform stops.
+func answerShuttingDown(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	w.Header().Set("Connection", "close")
+	wire.WriteError(w, http.StatusServiceUnavailable, "the platform is shutting down: call again in a second", nil)
 }
 
 // Register adds the link's routes to mux.
@@ -175,6 +215,10 @@ const RemovedHeader = "Switchbridge-Hub-Removed"
 // removed hub, so that hub stops serving.
 func (p *Platform) authenticate(w http.ResponseWriter, r *http.Request) *bridge.RemoteHub {
 	w.Header().Set("Cache-Control", "no-store")
+	if p.shuttingDown() {
+		answerShuttingDown(w)
+		return nil
+	}
 	addr := oauth.ClientKey(r, p.TrustedProxies)
 	id, secret, ok := r.BasicAuth()
 	if wait := p.fails.wait(id, addr, p.now()); wait > 0 {
@@ -199,14 +243,19 @@ func (p *Platform) authenticate(w http.ResponseWriter, r *http.Request) *bridge.
 			wire.WriteError(w, http.StatusGone, "this hub was removed from the platform (hub remove): it must serve no installation of the platform; hub add registers it anew", nil)
 			return nil
 		}
-		p.refuse(w, addr, id, "unknown hub id or wrong secret")
+		p.refuseRestored(w, r, addr, id, false)
+		return nil
+	case err != nil && r.Context().Err() != nil:
+		// The hub went away mid-authentication: nothing to answer, and
+		// nothing wrong here.
+		p.logger.Debug("hub link: a hub's request ended while reading the hub registry", "hub", id, "err", err)
 		return nil
 	case err != nil:
 		p.logger.Error("hub link: reading the hub registry", "err", err)
 		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
 		return nil
 	case !oauth.SecretMatches(secret, h.SecretHash):
-		p.refuse(w, addr, id, "unknown hub id or wrong secret")
+		p.refuseRestored(w, r, addr, id, true)
 		return nil
 	}
 	p.fails.succeed(id, addr)
@@ -214,6 +263,117 @@ func (p *Platform) authenticate(w http.ResponseWriter, r *http.Request) *bridge.
 }
 
 var dummyHash = oauth.Hash("no such hub")
+
+// refuseRestored refuses a hub's credentials; when the hub's replica
+// cursor names a point this change log never held, the platform was
+// restored from a backup older than what the hub followed, its secret (or
+// its registration) included, and the answer says so (RekeyHeader): the
+// hub then empties its replica rather than serve, for ever, tokens this
+// platform never issued.
+func (p *Platform) refuseRestored(w http.ResponseWriter, r *http.Request, addr, id string, known bool) {
+	if seq, tag, ok := cursorOf(r); ok {
+		if elsewhere, err := p.store.CursorFromElsewhere(r.Context(), seq, tag); err == nil && elsewhere {
+			p.fails.fail(id, addr, p.now())
+			how := "hub rotate-secret " + id + " prints a new secret for it"
+			if !known {
+				how = "hub add registers it anew"
+			}
+			p.logger.Warn("hub link: refused a hub that followed a later history of this platform (restored from an older backup?): told it to empty its replica until it is given new credentials",
+				"hub", id, "peer", addr, "cursor", seq)
+			w.Header().Set(RekeyHeader, "1")
+			w.Header().Set("WWW-Authenticate", `Basic realm="switchbridge hubs"`)
+			wire.WriteError(w, http.StatusUnauthorized, "the platform does not know this hub's credentials, and its change log never held the replica's cursor: "+
+				"it was restored from a backup older than them; the hub must serve nothing until it has new credentials ("+how+")", nil)
+			return
+		}
+	}
+	p.refuse(w, addr, id, "unknown hub id or wrong secret")
+}
+
+// cursorOf is the replica cursor a hub's request names: the query of a
+// changes request, else CursorHeader.
+func cursorOf(r *http.Request) (int64, string, bool) {
+	q := r.URL.Query()
+	c, tag := q.Get("cursor"), q.Get("tag")
+	if c == "" {
+		c, tag, _ = strings.Cut(r.Header.Get(CursorHeader), " ")
+	}
+	seq, err := strconv.ParseInt(c, 10, 64)
+	if err != nil || seq < 0 || len(tag) > maxCursorTag {
+		return 0, "", false
+	}
+	return seq, tag, true
+}
+
+// admit lets a request of an authenticated hub in, unless another process
+// with the hub's credentials (another instance) holds its link now: then
+// it answers 409, says why, and records it for hub list. The newcomer is
+// refused, not the instance serving: a copied config must not take a
+// working hub's locations away. done must be called when the request ends.
+func (p *Platform) admit(w http.ResponseWriter, r *http.Request, h *bridge.RemoteHub) (done func(answered bool), ok bool) {
+	inst := r.Header.Get(InstanceHeader)
+	if len(inst) > 64 {
+		inst = inst[:64]
+	}
+	done, holder, ok := p.sessions.enter(h.ID, inst, p.now())
+	if ok {
+		return done, true
+	}
+	addr := oauth.ClientKey(r, p.TrustedProxies)
+	why := fmt.Sprintf("another process with this hub's credentials holds its link (instance %s); refused instance %s from %s", orNone(holder), orNone(inst), addr)
+	if p.noteConflict(h.ID) {
+		p.logger.Error("hub link: two processes call with the credentials of hub "+h.Name+": the one holding the link keeps it, the newcomer is refused; "+
+			"stop one of them (a copied config?), or give it its own hub (hub add)", "hub", h.ID, "holder", orNone(holder), "newcomer", orNone(inst), "peer", addr)
+		if err := p.store.SetHubConflict(context.WithoutCancel(r.Context()), h.ID, why, p.now()); err != nil {
+			p.logger.Warn("hub link: recording a hub's conflict", "hub", h.ID, "err", err)
+		}
+	}
+	setLocations(w, locationIDs(h.Locations))
+	wire.WriteError(w, http.StatusConflict, "another process with this hub's credentials holds the link to the platform: this one is refused and must serve none of the hub's installations", nil)
+	return nil, false
+}
+
+// noteConflict reports whether a hub's conflict is worth logging and
+// recording now: at most once per 10 s per hub, however often the
+// newcomer calls.
+func (p *Platform) noteConflict(id string) bool {
+	p.conflictMu.Lock()
+	defer p.conflictMu.Unlock()
+	now := p.now()
+	if now.Sub(p.conflictLog[id]) < 10*time.Second {
+		return false
+	}
+	if len(p.conflictLog) > maxTracked {
+		clear(p.conflictLog)
+	}
+	p.conflictLog[id] = now
+	return true
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func locationIDs(locs []bridge.RemoteLocation) []int64 {
+	ids := make([]int64, len(locs))
+	for i, l := range locs {
+		ids[i] = l.ID
+	}
+	return ids
+}
+
+// setLocations tells a hub which of its locations the platform accepts
+// (LocationsHeader).
+func setLocations(w http.ResponseWriter, ids []int64) {
+	parts := make([]string, len(ids))
+	for i, id := range ids {
+		parts[i] = strconv.FormatInt(id, 10)
+	}
+	w.Header().Set(LocationsHeader, strings.Join(parts, ","))
+}
 
 func (p *Platform) refuse(w http.ResponseWriter, addr, id, why string) {
 	p.fails.fail(id, addr, p.now())
@@ -227,6 +387,13 @@ func (p *Platform) handleInventory(w http.ResponseWriter, r *http.Request) {
 	if h == nil {
 		return
 	}
+	done, ok := p.admit(w, r, h)
+	if !ok {
+		return
+	}
+	defer func() { done(r.Context().Err() == nil) }()
+	w.Header().Set(HeartbeatHeader, HeartbeatInterval.String())
+	setLocations(w, locationIDs(h.Locations))
 	var inv Inventory
 	if err := decodeOne(http.MaxBytesReader(w, r.Body, MaxInventoryBytes), &inv); err != nil {
 		p.logger.Warn("hub link: unreadable inventory", "hub", h.ID, "err", bridge.Untrusted(err.Error()))
@@ -251,10 +418,14 @@ func (p *Platform) handleInventory(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusConflict, bridge.ErrorMessage(err), nil)
 		return
 	default:
+		if r.Context().Err() != nil {
+			return // the hub went away: nothing to answer, nothing wrong here
+		}
 		p.logger.Error("hub link: storing an inventory", "hub", h.ID, "err", err)
 		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
 		return
 	}
+	setLocations(w, locationIDs(inv.Locations))
 	p.logger.Info("hub link: inventory", "hub", h.ID, "name", h.Name, "version", bridge.Untrusted(inv.Version), "locations", len(inv.Locations))
 	if v := Version(); inv.Version != v {
 		p.logger.Info("hub link: the hub runs another version than the platform; the link works across versions, but upgrade both when you can",
@@ -268,8 +439,17 @@ func (p *Platform) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 	if h == nil {
 		return
 	}
+	done, ok := p.admit(w, r, h)
+	if !ok {
+		return
+	}
+	defer func() { done(r.Context().Err() == nil) }()
+	setLocations(w, locationIDs(h.Locations))
 	b, err := p.store.Snapshot(r.Context(), h.ID)
 	if err != nil {
+		if r.Context().Err() != nil {
+			return // the hub went away: nothing to answer, nothing wrong here
+		}
 		p.logger.Error("hub link: snapshot", "hub", h.ID, "err", err)
 		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
 		return
@@ -286,6 +466,11 @@ func (p *Platform) handleChanges(w http.ResponseWriter, r *http.Request) {
 	if h == nil {
 		return
 	}
+	done, ok := p.admit(w, r, h)
+	if !ok {
+		return
+	}
+	defer func() { done(r.Context().Err() == nil) }()
 	cursor, err := strconv.ParseInt(r.URL.Query().Get("cursor"), 10, 64)
 	if err != nil || cursor < 0 {
 		wire.WriteError(w, http.StatusBadRequest, "cursor must be a change sequence (a number ≥ 0)", nil)
@@ -301,6 +486,9 @@ func (p *Platform) handleChanges(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusGone, fmt.Sprintf("cursor %d: %v", cursor, err), nil)
 		return
 	case err != nil:
+		if r.Context().Err() != nil {
+			return // the hub went away: nothing to answer, nothing wrong here
+		}
 		p.logger.Error("hub link: checking a cursor", "hub", h.ID, "err", err)
 		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
 		return
@@ -315,7 +503,11 @@ func (p *Platform) handleChanges(w http.ResponseWriter, r *http.Request) {
 		// without waiting.
 		b, err = p.store.Changes(r.Context(), h.ID, cursor)
 	} else {
-		b, err = p.Poll(r.Context(), h.ID, cursor)
+		var stop bool
+		b, stop, err = p.longPoll(w, r, h.ID, cursor, tag)
+		if stop {
+			return
+		}
 	}
 	switch {
 	case errors.Is(err, errHubChanged):
@@ -333,7 +525,54 @@ func (p *Platform) handleChanges(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
 		return
 	}
+	if locs, err := p.store.HubLocationIDs(r.Context(), h.ID); err == nil {
+		setLocations(w, locs)
+	}
 	wire.WriteJSON(w, http.StatusOK, b)
+}
+
+// longPoll runs Poll for a hub's request. While it waits it sends the hub
+// 102 Processing every HeartbeatInterval when the hub asked for it, so a
+// dead connection shows within seconds at the hub. A newer poll of the
+// same hub past MaxPollsPerHub ends it with no changes; Shutdown ends it
+// with 503 (stop true: the answer is written).
+func (p *Platform) longPoll(w http.ResponseWriter, r *http.Request, hubID string, cursor int64, tag string) (b *bridge.ChangeBatch, stop bool, err error) {
+	ended, release := p.sessions.poll(hubID)
+	defer release()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	type result struct {
+		b   *bridge.ChangeBatch
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		b, err := p.Poll(ctx, hubID, cursor)
+		res <- result{b, err}
+	}()
+	var beat <-chan time.Time
+	if r.Header.Get(HeartbeatHeader) != "" {
+		t := time.NewTicker(HeartbeatInterval)
+		defer t.Stop()
+		beat = t.C
+	}
+	for {
+		select {
+		case x := <-res:
+			return x.b, false, x.err
+		case <-beat:
+			w.WriteHeader(http.StatusProcessing)
+		case <-ended:
+			cancel()
+			<-res
+			return &bridge.ChangeBatch{Cursor: cursor, CursorTag: tag}, false, nil
+		case <-p.closing:
+			cancel()
+			<-res
+			answerShuttingDown(w)
+			return nil, true, nil
+		}
+	}
 }
 
 // CheckInventory applies the limits on what a hub may report: counts,

@@ -42,7 +42,7 @@ func TestRefusedInventoryKeepsFollowing(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Second)
 	for {
 		_, err := h1.auth.Authorize(ctx, "revoke-me", in.ID)
-		if bridge.ErrorCode(err) == bridge.ENOTFOUND {
+		if bridge.ErrorCode(err) == bridge.EUNAUTHORIZED {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -75,8 +75,8 @@ func TestHubAfterThePlatformIsRestored(t *testing.T) {
 		token string
 		in    *bridge.Installation
 	}{{"later-token", later}, {"revoked-token", revoked}} {
-		if _, err := hub.auth.Authorize(ctx, gone.token, gone.in.ID); bridge.ErrorCode(err) != bridge.ENOTFOUND {
-			t.Errorf("%s at the hub after the restore: %v, want not found", gone.token, err)
+		if _, err := hub.auth.Authorize(ctx, gone.token, gone.in.ID); bridge.ErrorCode(err) != bridge.EUNAUTHORIZED {
+			t.Errorf("%s at the hub after the restore: %v, want unauthorized", gone.token, err)
 		}
 	}
 	if !strings.Contains(hub.logs.String(), "fetching a snapshot") {

@@ -47,6 +47,11 @@ func (p *Platform) handleUsage(w http.ResponseWriter, r *http.Request) {
 	if h == nil {
 		return
 	}
+	done, ok := p.admit(w, r, h)
+	if !ok {
+		return
+	}
+	defer func() { done(r.Context().Err() == nil) }()
 	us, ok := p.store.(UsageStore)
 	if !ok {
 		wire.WriteError(w, http.StatusNotFound, "this platform does not record usage", nil)
@@ -149,7 +154,7 @@ func (h *Hub) reportUsage(ctx context.Context) {
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), usageTimeout)
 		defer cancel()
-		_, err = h.do(ctx, http.MethodPut, UsagePath, body, nil)
+		_, err = h.do(ctx, http.MethodPut, UsagePath, nil, body, nil)
 	}
 	if err != nil {
 		h.usage.add(used)

@@ -49,7 +49,7 @@ func TestHubReportsUsage(t *testing.T) {
 		t.Error("h2 reported a use of h1's installation")
 	}
 	for _, bad := range []string{`{"used":`, `{"used":{}} {}`, `[]`} {
-		if c, _ := pl.do(t, "PUT", link.UsagePath, "h1", pl.hubs["h1"], bad); c != http.StatusBadRequest {
+		if c, _ := pl.do(t, "PUT", link.UsagePath, "h2", pl.hubs["h2"], bad); c != http.StatusBadRequest {
 			t.Errorf("usage report %s: %d, want 400", bad, c)
 		}
 	}

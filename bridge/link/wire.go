@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/version"
@@ -59,6 +60,13 @@ type statusError struct {
 	Message string
 	// Removed: the platform said this hub was removed (RemovedHeader).
 	Removed bool
+	// Rekey: the platform said its history lost this hub's credentials
+	// (RekeyHeader).
+	Rekey bool
+	// RetryAfter is the answer's Retry-After, 0 when none.
+	RetryAfter time.Duration
+	// Header is the answer's header.
+	Header http.Header
 }
 
 func (e *statusError) Error() string {

@@ -219,6 +219,37 @@ func (db *DB) CheckCursor(ctx context.Context, seq int64, tag string) error {
 	return nil
 }
 
+// CursorFromElsewhere reports whether a hub's cursor (seq, tag) names a
+// point this change log never held: past its newest entry, or an entry it
+// holds with another tag. That is a platform restored from a backup older
+// than what the hub followed (or another platform). A cursor compaction
+// dropped is not: the log may well have held it.
+func (db *DB) CursorFromElsewhere(ctx context.Context, seq int64, tag string) (bool, error) {
+	tx, err := db.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback()
+	newest, floor, _, err := newestChange(ctx, tx)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case seq > newest:
+		return true, nil
+	case seq <= floor:
+		return false, nil
+	}
+	e, err := entryAt(ctx, tx, seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return subtle.ConstantTimeCompare([]byte(e.tag()), []byte(tag)) != 1, nil
+}
+
 func entryAt(ctx context.Context, tx *sql.Tx, seq int64) (changeEntry, error) {
 	e := changeEntry{seq: seq}
 	err := tx.QueryRowContext(ctx, `SELECT kind, location_id, key, at FROM changes WHERE seq = ?`, seq).Scan(&e.kind, &e.loc, &e.key, &e.at)

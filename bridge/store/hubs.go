@@ -51,7 +51,7 @@ func (db *DB) hubs(ctx context.Context, where string, args ...any) ([]*bridge.Re
 		return nil, err
 	}
 	defer tx.Rollback()
-	rows, err := tx.QueryContext(ctx, `SELECT id, name, base_url, secret_hash, created_at, last_seen_at, version, cursor FROM hubs `+where+` ORDER BY name`, args...)
+	rows, err := tx.QueryContext(ctx, `SELECT id, name, base_url, secret_hash, created_at, last_seen_at, version, cursor, conflict, conflict_at FROM hubs `+where+` ORDER BY name`, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -59,14 +59,17 @@ func (db *DB) hubs(ctx context.Context, where string, args ...any) ([]*bridge.Re
 	byID := map[string]*bridge.RemoteHub{}
 	for rows.Next() {
 		h := &bridge.RemoteHub{}
-		var created, seen int64
-		if err := rows.Scan(&h.ID, &h.Name, &h.BaseURL, &h.SecretHash, &created, &seen, &h.Version, &h.Cursor); err != nil {
+		var created, seen, conflictAt int64
+		if err := rows.Scan(&h.ID, &h.Name, &h.BaseURL, &h.SecretHash, &created, &seen, &h.Version, &h.Cursor, &h.Conflict, &conflictAt); err != nil {
 			rows.Close()
 			return nil, err
 		}
 		h.CreatedAt = fromUnix(created)
 		if seen > 0 {
 			h.LastSeen = fromUnix(seen)
+		}
+		if conflictAt > 0 {
+			h.ConflictAt = fromUnix(conflictAt)
 		}
 		out = append(out, h)
 		byID[h.ID] = h
@@ -273,6 +276,13 @@ func (db *DB) SetInventory(ctx context.Context, hubID, version string, locs []br
 // TouchHub records that a hub called and the cursor it acknowledged.
 func (db *DB) TouchHub(ctx context.Context, id string, cursor int64, at time.Time) error {
 	_, err := db.db.ExecContext(ctx, `UPDATE hubs SET last_seen_at = ?, cursor = ? WHERE id = ?`, unix(at), cursor, id)
+	return err
+}
+
+// SetHubConflict records why the platform refused a second process that
+// called with hub id's credentials, and when.
+func (db *DB) SetHubConflict(ctx context.Context, id, why string, at time.Time) error {
+	_, err := db.db.ExecContext(ctx, `UPDATE hubs SET conflict = ?, conflict_at = ? WHERE id = ?`, why, unix(at), id)
 	return err
 }
 

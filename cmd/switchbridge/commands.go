@@ -102,6 +102,7 @@ var commands = []command{
 		Required: []string{"base-url"},
 		Setup:    hubAdd},
 	{Name: "hub list", Short: "lists hubs: link state, last seen, version, locations, replica lag", Store: platformStore,
+		Long:  "And, for a day, a second process with a hub's credentials that the platform refused (see \"Several hubs\" in bridge/link/README.md).",
 		Setup: hubList},
 	{Name: "hub rotate-secret", Args: "ID", Short: "gives a hub a new secret, shown only now; the old one stops working at once", Store: platformStore,
 		Setup: hubRotateSecret},

@@ -45,7 +45,7 @@ func (c *invocation) printHubSecret(id, secret string, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(c.stdout).Encode(map[string]string{"hub_id": id, "secret": secret})
 	}
-	fmt.Fprintf(c.stdout, "hub_id: %s\nsecret: %s\n(the secret is shown only now; it is stored hashed. On the hub, write it to platform.secret_file.)\n", id, secret)
+	fmt.Fprintf(c.stdout, "hub_id: %s\nsecret: %s\n(the secret is shown only now; it is stored hashed. On the hub, write it to platform.secret_file and reload it: systemctl reload switchbridge.)\n", id, secret)
 	return nil
 }
 
@@ -61,7 +61,14 @@ type hubListEntry struct {
 	// Lag is the platform's newest change sequence less the hub's
 	// acknowledged cursor.
 	Lag int64 `json:"replica_lag"`
+	// Conflict is why the platform last refused a second process with
+	// this hub's credentials, within conflictShown, and when.
+	Conflict   string `json:"conflict,omitempty"`
+	ConflictAt string `json:"conflict_at,omitempty"`
 }
+
+// conflictShown is how long hub list shows a refused second process.
+const conflictShown = 24 * time.Hour
 
 func hubList(fs *flag.FlagSet) func(*invocation) error {
 	asJSON := fs.Bool("json", false, "print JSON")
@@ -92,17 +99,28 @@ func (c *invocation) hubList(asJSON bool) error {
 		for _, l := range h.Locations {
 			e.Locations = append(e.Locations, l.ID)
 		}
+		if h.Conflict != "" && now.Sub(h.ConflictAt) < conflictShown {
+			e.Conflict, e.ConflictAt = h.Conflict, h.ConflictAt.UTC().Format(time.RFC3339)
+		}
 		out = append(out, e)
 	}
 	if asJSON {
 		return json.NewEncoder(c.stdout).Encode(out)
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tBASE_URL\tLINK\tLAST_SEEN\tVERSION\tLOCATIONS\tREPLICA_LAG")
+	fmt.Fprintln(tw, "ID\tNAME\tBASE_URL\tLINK\tLAST_SEEN\tVERSION\tLOCATIONS\tREPLICA_LAG\tSECOND_PROCESS_REFUSED")
 	for _, e := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", e.ID, e.Name, e.BaseURL, e.Link, orDash(e.LastSeen), orDash(e.Version), orDash(joinIDs(e.Locations)), e.Lag)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.Name, e.BaseURL, e.Link, orDash(e.LastSeen), orDash(e.Version), orDash(joinIDs(e.Locations)), e.Lag, orDash(e.ConflictAt))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, e := range out {
+		if e.Conflict != "" {
+			fmt.Fprintf(c.stdout, "hub %s (%s), %s: %s\n", e.Name, e.ID, e.ConflictAt, e.Conflict)
+		}
+	}
+	return nil
 }
 
 func orDash(s string) string {
