@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,13 +17,14 @@ import (
 // logWatcher is a daemon process whose log lines the test reads as they
 // come.
 type logWatcher struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	log  []string
-	at   []time.Time
-	more chan struct{} // pulsed on every new line
-	done chan struct{} // closed when the process has exited
-	err  error         // its exit status, once done is closed
+	cmd     *exec.Cmd
+	started time.Time // when exec returned
+	mu      sync.Mutex
+	log     []string
+	at      []time.Time
+	more    chan struct{} // pulsed on every new line
+	done    chan struct{} // closed when the process has exited
+	err     error         // its exit status, once done is closed
 }
 
 func startWatched(t *testing.T, cfg string) *logWatcher {
@@ -32,6 +34,13 @@ func startWatched(t *testing.T, cfg string) *logWatcher {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startWatchedExe(t, exe, cfg)
+}
+
+// startWatchedExe runs exe serve: this test binary (startWatched), or a
+// switchbridge binary built by the test.
+func startWatchedExe(t *testing.T, exe, cfg string) *logWatcher {
+	t.Helper()
 	w := &logWatcher{more: make(chan struct{}, 1), done: make(chan struct{})}
 	w.cmd = exec.Command(exe, "serve", "--config", cfg)
 	// No GOMEMLIMIT from the environment: the config's limit applies.
@@ -43,6 +52,7 @@ func startWatched(t *testing.T, cfg string) *logWatcher {
 	if err := w.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	w.started = time.Now()
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
@@ -74,6 +84,16 @@ func startWatched(t *testing.T, cfg string) *logWatcher {
 // test read it.
 func (w *logWatcher) wait(t *testing.T, s string, within time.Duration) time.Time {
 	t.Helper()
+	at, ok := w.waitOrExit(t, s, within)
+	if !ok {
+		t.Fatalf("the daemon exited (%v) before logging %q:\n%s", w.err, s, w.text())
+	}
+	return at
+}
+
+// waitOrExit is wait, but returns false if the daemon exits first.
+func (w *logWatcher) waitOrExit(t *testing.T, s string, within time.Duration) (time.Time, bool) {
+	t.Helper()
 	deadline := time.After(within)
 	for {
 		w.mu.Lock()
@@ -81,14 +101,19 @@ func (w *logWatcher) wait(t *testing.T, s string, within time.Duration) time.Tim
 			if strings.Contains(l, s) {
 				at := w.at[i]
 				w.mu.Unlock()
-				return at
+				return at, true
 			}
 		}
 		w.mu.Unlock()
 		select {
 		case <-w.more:
 		case <-w.done:
-			t.Fatalf("the daemon exited (%v) before logging %q:\n%s", w.err, s, w.text())
+			// Lines read before the exit are in w.log already: the
+			// reader ends before done is closed.
+			if strings.Contains(w.text(), s) {
+				continue
+			}
+			return time.Time{}, false
 		case <-deadline:
 			t.Fatalf("no %q within %s:\n%s", s, within, w.text())
 		}
@@ -183,4 +208,109 @@ func TestSIGHUPDuringStartup(t *testing.T) {
 		t.Errorf("no run sent SIGHUP before ready (start-up took %s)", startup)
 	}
 	t.Logf("%d of %d runs signalled before ready", beforeReady, runs)
+}
+
+var beforeMainRE = regexp.MustCompile(`before_main=(\d+)`)
+
+// TestSIGHUPRightAfterExec sends one SIGHUP to a real daemon 1, 2, 4, 8
+// and 16 ms after exec, ten times each: in the first milliseconds, before
+// main runs, while the packages the daemon is made of initialise. Go's
+// default for SIGHUP is to exit, and systemd counts that as a clean exit,
+// so the hub stayed down. The daemon must survive every one, become ready,
+// apply the reload once ready, and exit 0 on SIGTERM; and the earliest
+// signals must be the ones caught before main, or the test proved nothing.
+//
+// The daemon is built here as the release is (.ci/cross-build: no cgo,
+// stripped), not this test binary: under the race detector the runtime
+// alone takes several milliseconds to start, which a hub never runs.
+func TestSIGHUPRightAfterExec(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the daemon and starts it 50 times")
+	}
+	skipIfEmulated(t)
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "switchbridge")
+	goBuild(t, exe, []string{"CGO_ENABLED=0"}, "-trimpath", "-ldflags=-s -w")
+	cfg, _ := writeConfig(t, dir)
+	// The first start creates the database; the others open it.
+	w := startWatchedExe(t, exe, cfg)
+	w.wait(t, "switchbridge ready", 20*time.Second)
+	w.cmd.Process.Signal(syscall.SIGTERM)
+	<-w.done
+
+	const tries = 10
+	for _, delay := range []time.Duration{1, 2, 4, 8, 16} {
+		delay *= time.Millisecond
+		t.Run(delay.String(), func(t *testing.T) {
+			died, early := 0, 0 // early: runs whose SIGHUP came before main
+			for range tries {
+				w := startWatchedExe(t, exe, cfg)
+				time.Sleep(time.Until(w.started.Add(delay)))
+				if err := w.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+					t.Fatalf("SIGHUP: %v\n%s", err, w.text())
+				}
+				if _, ok := w.waitOrExit(t, "switchbridge ready", 20*time.Second); !ok {
+					died++
+					t.Errorf("SIGHUP %s after exec ended the daemon (%v):\n%s", delay, w.err, w.text())
+					continue
+				}
+				w.wait(t, "reloaded switches and locations", 10*time.Second)
+				if m := beforeMainRE.FindStringSubmatch(w.text()); m != nil && m[1] != "0" {
+					early++
+				}
+				w.cmd.Process.Signal(syscall.SIGTERM)
+				select {
+				case <-w.done:
+				case <-time.After(15 * time.Second):
+					t.Fatalf("no exit after SIGTERM:\n%s", w.text())
+				}
+				if w.err != nil {
+					t.Errorf("exit %v after SIGTERM, want 0:\n%s", w.err, w.text())
+				}
+				if c := w.count("reloaded switches and locations"); c != 1 {
+					t.Errorf("%d reloads for one SIGHUP, want 1:\n%s", c, w.text())
+				}
+			}
+			t.Logf("SIGHUP %s after exec: %d of %d runs died, %d caught before main", delay, died, tries, early)
+			// The first delay must reach the time before main, or the
+			// test proved nothing.
+			if delay == time.Millisecond && early == 0 && died == 0 {
+				t.Errorf("no SIGHUP %s after exec came before main", delay)
+			}
+		})
+	}
+}
+
+var initTraceRE = regexp.MustCompile(`(?m)^init (\S+) @`)
+
+// TestEarlySignalInit checks, on the real process, what package earlysig
+// relies on: its init runs before that of any package outside the
+// standard library, so SIGHUP is caught before the heavy packages (the
+// database, TLS, metrics, MQTT) initialise. An import added to earlysig,
+// or a package that sorts before it and is ready as early, would move it.
+func TestEarlySignalInit(t *testing.T) {
+	skipIfEmulated(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "help")
+	cmd.Env = append(os.Environ(), "SWITCHBRIDGE_RUN_MAIN=1", "GODEBUG=inittrace=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	const early = "github.com/switchbridge/switchbridge/cmd/switchbridge/internal/earlysig"
+	var before []string
+	for _, m := range initTraceRE.FindAllStringSubmatch(string(out), -1) {
+		if m[1] == early {
+			t.Logf("initialised after %d packages: %s", len(before), strings.Join(before, " "))
+			return
+		}
+		if first, _, _ := strings.Cut(m[1], "/"); strings.Contains(first, ".") {
+			t.Errorf("%s initialises before earlysig", m[1])
+		}
+		before = append(before, m[1])
+	}
+	t.Fatalf("no init of %s in the trace:\n%s", early, out)
 }
