@@ -36,6 +36,17 @@ type device struct {
 	// does nothing. requery is its pending re-ask, if any.
 	asking  uint64
 	requery *time.Timer
+	// heard is set by any message from or about the plug (a report, its
+	// availability, its gateway's, an answer, anything on its topics,
+	// retained copies included) since the broker connection last went
+	// down. announced is set once the plug has ever said it was online or
+	// offline: such firmware says so again when it comes back. A command
+	// for a plug not heard from since the connection came back, which is
+	// askable or announced, waits for it (see holdUntilHeard).
+	heard, announced bool
+	// change is closed (and replaced) when heard, the availability or the
+	// connection changes: what a held command waits on.
+	change chan struct{}
 }
 
 // waiter is a command waiting for the plug to report target.
@@ -97,6 +108,9 @@ func (dev *device) Do(ctx context.Context, cmd bridge.Command) error {
 		defer func() { <-dev.cmd }()
 	case <-ctx.Done():
 		return dev.ctxErr(ctx, timeout)
+	}
+	if err := dev.holdUntilHeard(ctx, timeout); err != nil {
+		return err
 	}
 
 	w := &waiter{target: target, done: make(chan error, 1)}
@@ -168,6 +182,62 @@ func (dev *device) await(ctx context.Context, w *waiter, m message, already bool
 		case <-ctx.Done():
 			return dev.gaveUp(ctx, w, timeout)
 		}
+	}
+}
+
+// holdUntilHeard returns once a command can be sent to the plug with a
+// chance of reaching it. After the broker connection comes back (a broker
+// restart, a network cut), the plug reconnects on its own schedule,
+// usually a little after the hub; a command published before it has
+// subscribed again is lost, and its request would wait out its whole
+// deadline for a confirmation that cannot come. So when the hub has not
+// heard from the plug since the connection came back, and knows it will
+// (the hub asks it for its state at every connect, or it announces
+// itself), the command waits for the plug's first message (its "online",
+// its state, any message on its topics) and is sent then. It waits
+// within ctx: a command whose request has been answered is never sent,
+// and one whose plug did not come back in time fails as unavailable.
+// A plug the hub has no way to hear from (it neither answers questions
+// nor announces itself) is commanded at once, as before.
+func (dev *device) holdUntilHeard(ctx context.Context, timeout time.Duration) error {
+	for {
+		dev.mu.Lock()
+		if why := dev.whyUnavailableLocked(); why != "" {
+			dev.mu.Unlock()
+			return dev.unavailable(why)
+		}
+		if dev.heard || !(dev.announced || dev.plug.askable()) {
+			dev.mu.Unlock()
+			return nil
+		}
+		change := dev.changeLocked()
+		dev.mu.Unlock()
+		select {
+		case <-change:
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// Unavailable, not a timeout: nothing was sent, so
+				// nothing can have switched.
+				return dev.unavailable("not heard from since the MQTT broker connection came back; the command waited for it and was not sent")
+			}
+			return dev.ctxErr(ctx, timeout)
+		}
+	}
+}
+
+// changeLocked is the channel closed at the plug's next change.
+func (dev *device) changeLocked() <-chan struct{} {
+	if dev.change == nil {
+		dev.change = make(chan struct{})
+	}
+	return dev.change
+}
+
+// changedLocked wakes the commands held in holdUntilHeard.
+func (dev *device) changedLocked() {
+	if dev.change != nil {
+		close(dev.change)
+		dev.change = nil
 	}
 }
 
@@ -261,7 +331,17 @@ func (dev *device) apply(r report, force bool) {
 			dev.live++
 		}
 	}
+	if r.avail != availUnknown || r.bridge != availUnknown {
+		dev.announced = true
+	}
+	// force is the connection coming up, not a message.
+	if !force {
+		dev.heard = true
+	}
 	why := dev.whyUnavailableLocked()
+	if dev.heard || why != was {
+		dev.changedLocked()
+	}
 	keep := dev.waiters[:0]
 	for _, w := range dev.waiters {
 		switch {
@@ -306,6 +386,8 @@ func (dev *device) down() {
 	dev.mu.Lock()
 	dev.stopAskingLocked()
 	dev.avail, dev.gateway = availUnknown, availUnknown
+	dev.heard = false
+	dev.changedLocked()
 	for _, w := range dev.waiters {
 		w.done <- fmt.Errorf("the MQTT broker connection is down: %w", bridge.ErrUnavailable)
 	}

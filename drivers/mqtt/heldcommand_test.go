@@ -1,0 +1,118 @@
+package mqtt
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
+)
+
+// TestCommandWhilePlugReconnects restarts the broker under every profile's
+// simulator and keeps the plug away for a second after the hub is back, as
+// a plug reconnecting on its own schedule is. A command sent the moment the
+// hub's connection is back used to be published before the plug had
+// subscribed again, lost, and answered only at its confirmation deadline
+// (3 s); now it waits for the plug's first message and is confirmed within
+// 0.5 s of the plug's return.
+func TestCommandWhilePlugReconnects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts the broker once per profile")
+	}
+	t.Parallel()
+	const (
+		away  = time.Second            // the plug returns this long after the hub
+		bound = 500 * time.Millisecond // the requirement, from the plug's return
+	)
+	for _, p := range profiles {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			b := mqtttest.StartMosquitto(t)
+			dev, opts := simulators[p.name](t, b.URL)
+			h := startHub(t, hubConfig("broker: "+b.URL+"\nclient_id: held-"+p.name+"\nconfirm_timeout: 3s",
+				"id: plug, name: Plug, profile: "+p.name+", "+opts))
+			expect(t, h, "the plug's state at start-up", true, bridge.Off)
+
+			b.Stop()
+			dev.Crash() // its connection is gone with the broker; keep it away
+			expect(t, h, "the broker gone", false, bridge.Off)
+			b.Start()
+			expect(t, h, "the hub's connection back", true, bridge.Off)
+
+			type result struct {
+				err error
+				at  time.Time
+			}
+			done := make(chan result, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				err := h.Command(ctx, []string{"plug"}, bridge.CommandOn)
+				done <- result{err, time.Now()}
+			}()
+			time.Sleep(away)
+			select {
+			case r := <-done:
+				t.Fatalf("the command ended before the plug was back: %v", r.err)
+			default:
+			}
+			back := time.Now()
+			dev.Start()
+			r := <-done
+			took := r.at.Sub(back)
+			t.Logf("confirmed %s after the plug's return", took.Round(time.Millisecond))
+			if r.err != nil {
+				t.Fatalf("the command failed (%s after the plug's return): %v", took.Round(time.Millisecond), r.err)
+			}
+			if took > bound {
+				t.Errorf("confirmed %s after the plug's return, want at most %s", took.Round(time.Millisecond), bound)
+			}
+			if !dev.On() {
+				t.Error("the command was confirmed but the simulated plug is off")
+			}
+		})
+	}
+}
+
+// TestHeldCommandNeverSentLate: a command held for a plug that does not
+// come back within its deadline (here confirm_timeout, 1 s) fails at that
+// deadline as unavailable (nothing was sent, so nothing switched), and is
+// never sent: the plug, returning afterwards, stays as it was.
+func TestHeldCommandNeverSentLate(t *testing.T) {
+	t.Parallel()
+	b := mqtttest.StartMosquitto(t)
+	dev := mqtttest.NewTasmota(t, b.URL, mqtttest.TasmotaOptions{Topic: "late"})
+	h := startHub(t, hubConfig("broker: "+b.URL+"\nclient_id: held-late\nconfirm_timeout: 1s",
+		"id: plug, name: Plug, profile: tasmota, topic: late"))
+	expect(t, h, "the plug's state at start-up", true, bridge.Off)
+
+	b.Stop()
+	dev.Crash()
+	expect(t, h, "the broker gone", false, bridge.Off)
+	b.Start()
+	expect(t, h, "the hub's connection back", true, bridge.Off)
+
+	start := time.Now()
+	err := command(h, "plug", bridge.CommandOn)
+	if r := failures(err)["plug"]; r != bridge.FailUnavailable {
+		t.Fatalf("reason %q, want %q (err %v)", r, bridge.FailUnavailable, err)
+	}
+	if took := time.Since(start); took > 2500*time.Millisecond {
+		t.Errorf("the command ended %s after it began, want about its 1 s deadline", took)
+	}
+	var be *bridge.Error
+	if !errors.As(err, &be) || len(be.Failures) != 1 || !strings.Contains(be.Failures[0].Message, "not heard from") {
+		t.Errorf("the failure does not say the plug was not heard from: %v", err)
+	}
+
+	dev.Start()
+	expect(t, h, "the plug back", true, bridge.Off)
+	// Long enough for a command kept anywhere to have arrived.
+	time.Sleep(500 * time.Millisecond)
+	if dev.On() {
+		t.Fatal("the plug was switched on after its command had failed")
+	}
+}
