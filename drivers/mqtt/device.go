@@ -109,7 +109,8 @@ func (dev *device) Do(ctx context.Context, cmd bridge.Command) error {
 	case <-ctx.Done():
 		return dev.ctxErr(ctx, timeout)
 	}
-	if err := dev.holdUntilHeard(ctx, timeout); err != nil {
+	held, err := dev.holdUntilHeard(ctx, timeout)
+	if err != nil {
 		return err
 	}
 
@@ -143,14 +144,22 @@ func (dev *device) Do(ctx context.Context, cmd bridge.Command) error {
 	// failed or, for a plug already in the target state, as the sign that
 	// the command is out: in the common case the plug's report is the one
 	// thing that wakes this call.
-	return dev.await(ctx, w, m, already, timeout)
+	return dev.await(ctx, w, m, already, held, timeout)
 }
 
 // await hands m to the publisher and waits for the plug's confirmation
 // (w), the publish's failure or, when already, its completion, or ctx. A
 // method of its own, apart from Do's rarer paths, keeps the stack of the
 // goroutine the hub runs each switch's command in from growing.
-func (dev *device) await(ctx context.Context, w *waiter, m message, already bool, timeout time.Duration) error {
+//
+// A command that was held for a returning plug (held) is sent again, up
+// to maxResends times, at the plug's next messages while it is not
+// confirmed: firmware that announces itself before it subscribes to its
+// commands (Tasmota does) loses a command sent at its announcement. On
+// and off are idempotent, so a second copy of a command that was not
+// lost changes nothing; the copies go through the publisher too, which
+// drops them once ctx has ended.
+func (dev *device) await(ctx context.Context, w *waiter, m message, already, held bool, timeout time.Duration) error {
 	job := publishJob{ctx: ctx, m: m, tok: make(chan paho.Token, 1)}
 	select {
 	case dev.d.outbox <- job:
@@ -159,9 +168,16 @@ func (dev *device) await(ctx context.Context, w *waiter, m message, already bool
 	}
 	handed := job.tok
 	var (
-		tok  paho.Token
-		sent <-chan struct{}
+		tok     paho.Token
+		sent    <-chan struct{}
+		next    <-chan struct{} // the plug's next message, while resending
+		resends int
 	)
+	if held {
+		dev.mu.Lock()
+		next = dev.changeLocked()
+		dev.mu.Unlock()
+	}
 	for {
 		select {
 		case err := <-w.done:
@@ -169,6 +185,22 @@ func (dev *device) await(ctx context.Context, w *waiter, m message, already bool
 				return dev.wrap(err)
 			}
 			return nil
+		case <-next:
+			next = nil
+			if len(w.done) > 0 {
+				continue // the message was the answer: taken above
+			}
+			resends++
+			select {
+			case dev.d.outbox <- publishJob{ctx: ctx, m: m, tok: make(chan paho.Token, 1)}:
+			case <-ctx.Done():
+				return dev.gaveUp(ctx, w, timeout)
+			}
+			if resends < maxResends {
+				dev.mu.Lock()
+				next = dev.changeLocked()
+				dev.mu.Unlock()
+			}
 		case tok = <-handed:
 			handed, sent = nil, tok.Done()
 		case <-sent:
@@ -185,6 +217,9 @@ func (dev *device) await(ctx context.Context, w *waiter, m message, already bool
 	}
 }
 
+// maxResends bounds the copies of a held command (see await).
+const maxResends = 2
+
 // holdUntilHeard returns once a command can be sent to the plug with a
 // chance of reaching it. After the broker connection comes back (a broker
 // restart, a network cut), the plug reconnects on its own schedule,
@@ -199,16 +234,18 @@ func (dev *device) await(ctx context.Context, w *waiter, m message, already bool
 // and one whose plug did not come back in time fails as unavailable.
 // A plug the hub has no way to hear from (it neither answers questions
 // nor announces itself) is commanded at once, as before.
-func (dev *device) holdUntilHeard(ctx context.Context, timeout time.Duration) error {
-	for {
+//
+// held reports whether the command waited.
+func (dev *device) holdUntilHeard(ctx context.Context, timeout time.Duration) (held bool, err error) {
+	for ; ; held = true {
 		dev.mu.Lock()
 		if why := dev.whyUnavailableLocked(); why != "" {
 			dev.mu.Unlock()
-			return dev.unavailable(why)
+			return held, dev.unavailable(why)
 		}
 		if dev.heard || !(dev.announced || dev.plug.askable()) {
 			dev.mu.Unlock()
-			return nil
+			return held, nil
 		}
 		change := dev.changeLocked()
 		dev.mu.Unlock()
@@ -218,9 +255,9 @@ func (dev *device) holdUntilHeard(ctx context.Context, timeout time.Duration) er
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				// Unavailable, not a timeout: nothing was sent, so
 				// nothing can have switched.
-				return dev.unavailable("not heard from since the MQTT broker connection came back; the command waited for it and was not sent")
+				return held, dev.unavailable("not heard from since the MQTT broker connection came back; the command waited for it and was not sent")
 			}
-			return dev.ctxErr(ctx, timeout)
+			return held, dev.ctxErr(ctx, timeout)
 		}
 	}
 }
@@ -339,9 +376,6 @@ func (dev *device) apply(r report, force bool) {
 		dev.heard = true
 	}
 	why := dev.whyUnavailableLocked()
-	if dev.heard || why != was {
-		dev.changedLocked()
-	}
 	keep := dev.waiters[:0]
 	for _, w := range dev.waiters {
 		switch {
@@ -360,6 +394,11 @@ func (dev *device) apply(r report, force bool) {
 	}
 	clear(dev.waiters[len(keep):])
 	dev.waiters = keep
+	// After the waiters have their answers: a held command woken here
+	// finds its confirmation already in, and does not send a copy.
+	if dev.heard || why != was {
+		dev.changedLocked()
+	}
 	st := dev.stateLocked()
 	dev.mu.Unlock()
 
