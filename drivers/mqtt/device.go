@@ -44,6 +44,10 @@ type device struct {
 	// for a plug not heard from since the connection came back, which is
 	// askable or announced, waits for it (see holdUntilHeard).
 	heard, announced bool
+	// heardLive is heard without the retained copies: after a restart of
+	// a broker with persistence, a retained "online" may predate the
+	// outage, and the plug may not be back yet.
+	heardLive bool
 	// change is closed (and replaced) when heard, the availability or the
 	// connection changes: what a held command waits on.
 	change chan struct{}
@@ -86,7 +90,8 @@ func (dev *device) whyUnavailableLocked() string {
 // command topic is read-only.
 func (dev *device) Supports(bridge.Command) bool { return dev.plug.commandable() }
 
-// Do implements bridge.Commander. It publishes the command and returns when
+// Do implements bridge.Commander. It publishes the command (once the plug
+// is back, when it is reconnecting: see holdUntilHeard) and returns when
 // the plug reports the commanded value on its state topic, when it is or
 // becomes unreachable (bridge.ErrUnavailable, at once), or at the earlier of
 // ctx's deadline and the confirm timeout (context.DeadlineExceeded).
@@ -124,6 +129,10 @@ func (dev *device) Do(ctx context.Context, cmd bridge.Command) error {
 	// silent when told to be what it already said it is; that report is the
 	// confirmation.
 	already := !dev.updated.IsZero() && dev.value == target && !dev.plug.repeatsState
+	// A command sent before the plug's own word since the connection came
+	// back (held for it, or sent on the strength of retained copies) may
+	// be lost: it is sent again at the plug's next messages (see await).
+	resend := held || !dev.heardLive
 	dev.waiters = append(dev.waiters, w)
 	dev.mu.Unlock()
 	defer dev.drop(w)
@@ -144,7 +153,7 @@ func (dev *device) Do(ctx context.Context, cmd bridge.Command) error {
 	// failed or, for a plug already in the target state, as the sign that
 	// the command is out: in the common case the plug's report is the one
 	// thing that wakes this call.
-	return dev.await(ctx, w, m, already, held, timeout)
+	return dev.await(ctx, w, m, already, resend, timeout)
 }
 
 // await hands m to the publisher and waits for the plug's confirmation
@@ -152,14 +161,16 @@ func (dev *device) Do(ctx context.Context, cmd bridge.Command) error {
 // method of its own, apart from Do's rarer paths, keeps the stack of the
 // goroutine the hub runs each switch's command in from growing.
 //
-// A command that was held for a returning plug (held) is sent again, up
-// to maxResends times, at the plug's next messages while it is not
-// confirmed: firmware that announces itself before it subscribes to its
-// commands (Tasmota does) loses a command sent at its announcement. On
-// and off are idempotent, so a second copy of a command that was not
-// lost changes nothing; the copies go through the publisher too, which
-// drops them once ctx has ended.
-func (dev *device) await(ctx context.Context, w *waiter, m message, already, held bool, timeout time.Duration) error {
+// With resend, a command sent before the plug's own word since the
+// connection came back is sent again, up to maxResends times, at the
+// plug's next messages while it is not confirmed: firmware that announces
+// itself before it subscribes to its commands (Tasmota does) loses a
+// command sent at its announcement, and a broker with persistence hands
+// out the plug's retained "online" before the plug is back. On and off
+// are idempotent, so a second copy of a command that was not lost changes
+// nothing; the copies go through the publisher too, which drops them once
+// ctx has ended.
+func (dev *device) await(ctx context.Context, w *waiter, m message, already, resend bool, timeout time.Duration) error {
 	job := publishJob{ctx: ctx, m: m, tok: make(chan paho.Token, 1)}
 	select {
 	case dev.d.outbox <- job:
@@ -173,7 +184,7 @@ func (dev *device) await(ctx context.Context, w *waiter, m message, already, hel
 		next    <-chan struct{} // the plug's next message, while resending
 		resends int
 	)
-	if held {
+	if resend {
 		dev.mu.Lock()
 		next = dev.changeLocked()
 		dev.mu.Unlock()
@@ -374,6 +385,7 @@ func (dev *device) apply(r report, force bool) {
 	// force is the connection coming up, not a message.
 	if !force {
 		dev.heard = true
+		dev.heardLive = dev.heardLive || !r.retained
 	}
 	why := dev.whyUnavailableLocked()
 	keep := dev.waiters[:0]
@@ -425,7 +437,7 @@ func (dev *device) down() {
 	dev.mu.Lock()
 	dev.stopAskingLocked()
 	dev.avail, dev.gateway = availUnknown, availUnknown
-	dev.heard = false
+	dev.heard, dev.heardLive = false, false
 	dev.changedLocked()
 	for _, w := range dev.waiters {
 		w.done <- fmt.Errorf("the MQTT broker connection is down: %w", bridge.ErrUnavailable)

@@ -2,10 +2,13 @@ package mqtt
 
 import (
 	"errors"
+
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
@@ -132,5 +135,70 @@ func TestHeldCommandNeverSentLate(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if dev.On() {
 		t.Fatal("the plug was switched on after its command had failed")
+	}
+}
+
+// TestCommandAfterStaleOnline: after a restart of a broker with
+// persistence, the broker hands the hub the plug's retained "online" from
+// before the outage while the plug is not back yet. The hub, hearing it,
+// sends a command at once, which is lost; the plug's own "online" when it
+// returns makes the hub send it again, so it is confirmed within 0.5 s of
+// the plug's return rather than failing at its deadline.
+func TestCommandAfterStaleOnline(t *testing.T) {
+	t.Parallel()
+	const bound = 500 * time.Millisecond
+	b := mqtttest.StartMosquitto(t)
+	dev := mqtttest.NewTasmota(t, b.URL, mqtttest.TasmotaOptions{Topic: "stale"})
+	h := startHub(t, hubConfig("broker: "+b.URL+"\nclient_id: held-stale\nconfirm_timeout: 3s",
+		"id: plug, name: Plug, profile: tasmota, topic: stale"))
+	expect(t, h, "the plug's state at start-up", true, bridge.Off)
+
+	b.Stop()
+	dev.Crash()
+	expect(t, h, "the broker gone", false, bridge.Off)
+	b.Start()
+	// What a broker with persistence would still hold. The test's
+	// client publishes it before the hub is back, so the hub gets it as a
+	// retained copy when it subscribes.
+	pub := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL).SetClientID("persisted"))
+	if tok := pub.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("connecting the test's client: %v", tok.Error())
+	}
+	if tok := pub.Publish("tele/stale/LWT", 1, true, "Online"); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("publishing the stale online: %v", tok.Error())
+	}
+	pub.Disconnect(0)
+	expect(t, h, "the hub's connection back", true, bridge.Off)
+	eventually(t, 5*time.Second, "the hub heard the stale online", func() bool {
+		sw, _ := h.Switch("plug")
+		dv := sw.Device.(*device)
+		dv.mu.Lock()
+		defer dv.mu.Unlock()
+		return dv.heard
+	})
+
+	type result struct {
+		err error
+		at  time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		err := command(h, "plug", bridge.CommandOn)
+		done <- result{err, time.Now()}
+	}()
+	time.Sleep(time.Second)
+	back := time.Now()
+	dev.Start()
+	r := <-done
+	took := r.at.Sub(back)
+	t.Logf("confirmed %s after the plug's return", took.Round(time.Millisecond))
+	if r.err != nil {
+		t.Fatalf("the command failed (%s after the plug's return): %v", took.Round(time.Millisecond), r.err)
+	}
+	if took > bound {
+		t.Errorf("confirmed %s after the plug's return, want at most %s", took.Round(time.Millisecond), bound)
+	}
+	if !dev.On() {
+		t.Error("the command was confirmed but the simulated plug is off")
 	}
 }
