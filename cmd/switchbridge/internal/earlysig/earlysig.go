@@ -12,7 +12,7 @@
 // imports has been, so a package whose imports are done that early, and
 // whose path sorts before those that become ready at the same time, is
 // initialised before any of the heavy ones (the database, TLS, metrics,
-// MQTT). TestEarlyInit checks that order on the real binary.
+// MQTT). TestEarlySignalInit (cmd/switchbridge) checks that order.
 package earlysig
 
 import (
