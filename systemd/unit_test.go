@@ -150,6 +150,13 @@ func TestUnitShape(t *testing.T) {
 	if !slices.Contains(d["DeviceAllow"], "/dev/gpiomem rw") {
 		t.Errorf("DeviceAllow=/dev/gpiomem rw not set (have %q)", d["DeviceAllow"])
 	}
+	// A death by SIGHUP is a clean exit to systemd: without this a SIGHUP
+	// in the first moments after exec would leave the hub down.
+	if !slices.ContainsFunc(d["RestartForceExitStatus"], func(v string) bool {
+		return slices.Contains(strings.Fields(v), "SIGHUP") || slices.Contains(strings.Fields(v), "HUP")
+	}) {
+		t.Errorf("RestartForceExitStatus must list SIGHUP, have %q", d["RestartForceExitStatus"])
+	}
 	if len(d["WatchdogSec"]) != 1 || d["WatchdogSec"][0] == "" || d["WatchdogSec"][0] == "0" {
 		t.Errorf("WatchdogSec must be set once to a non-zero interval, have %q", d["WatchdogSec"])
 	}

@@ -105,7 +105,7 @@ func BenchmarkFootprint(b *testing.B) {
 }
 
 // goBuild builds this command into out with env added to the environment.
-func goBuild(b *testing.B, out string, env []string, flags ...string) {
+func goBuild(b testing.TB, out string, env []string, flags ...string) {
 	b.Helper()
 	cmd := exec.Command("go", append(append([]string{"build", "-o", out}, flags...), ".")...)
 	cmd.Env = append(os.Environ(), env...)

@@ -14,19 +14,23 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/switchbridge/switchbridge/cmd/switchbridge/internal/earlysig"
 )
 
 func main() {
-	// First thing: until signal.Notify runs, Go's default for SIGHUP is to
-	// exit, and systemd counts a death by SIGHUP as a clean exit, so
-	// Restart=on-failure would leave the hub down. A reload asked for while
-	// the daemon starts must wait for it instead.
+	// First thing: a reload asked for while the daemon starts must wait
+	// for it, not end it. Go's default for SIGHUP is to exit, and systemd
+	// counts a death by SIGHUP as a clean exit, so Restart=on-failure
+	// would leave the hub down. earlysig has caught SIGHUP since before
+	// the heavy packages' initialisation; take over from it here.
 	sigs := make(chan os.Signal, 8)
 	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, os.Interrupt)
+	early := earlysig.Handover()
 	serving := len(os.Args) > 1 && os.Args[1] == "serve"
 	ctx, cancel := context.WithCancel(context.Background())
 	hangup := newReloadRequests()
-	go relaySignals(sigs, serving, cancel, hangup)
+	go relaySignals(sigs, early, serving, cancel, hangup)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, hangup)
 	signal.Stop(sigs)
 	cancel()

@@ -143,7 +143,8 @@ func watchdog(ctx context.Context, d *daemon.Daemon, logger *slog.Logger) {
 func reloadOnHangup(ctx context.Context, d *daemon.Daemon, path string, hangup *reloadRequests, logger *slog.Logger) {
 	select {
 	case <-hangup.pending():
-		logger.Info("reload asked for during start-up: reloading now", "requests", hangup.taken())
+		asked, early := hangup.taken()
+		logger.Info("reload asked for during start-up: reloading now", "requests", asked, "before_main", early)
 		reload(ctx, d, path, logger)
 	default:
 	}
@@ -181,8 +182,15 @@ func reload(ctx context.Context, d *daemon.Daemon, path string, logger *slog.Log
 // and SIGINT cancel ctx: serve shuts down gracefully, other commands stop.
 // SIGHUP asks serve to reload; the request waits in hangup until serve is
 // ready to apply it. For the other commands SIGHUP is a terminal hanging up
-// and stops them like SIGTERM.
-func relaySignals(sigs <-chan os.Signal, serving bool, cancel context.CancelFunc, hangup *reloadRequests) {
+// and stops them like SIGTERM. early is how many SIGHUPs came before main
+// (package earlysig caught them): they count as if they came now.
+func relaySignals(sigs <-chan os.Signal, early int, serving bool, cancel context.CancelFunc, hangup *reloadRequests) {
+	switch {
+	case early > 0 && serving:
+		hangup.askEarly(early)
+	case early > 0:
+		cancel()
+	}
 	for sig := range sigs {
 		if sig != syscall.SIGHUP || !serving {
 			cancel()
@@ -197,6 +205,7 @@ func relaySignals(sigs <-chan os.Signal, serving bool, cancel context.CancelFunc
 type reloadRequests struct {
 	c     chan struct{} // one slot: a reload is pending
 	asked atomic.Int64  // requests since the last take, for the log
+	early atomic.Int64  // of those, the ones that came before main ran
 }
 
 func newReloadRequests() *reloadRequests {
@@ -211,6 +220,14 @@ func (r *reloadRequests) ask() {
 	}
 }
 
+// askEarly records n requests that came before main ran.
+func (r *reloadRequests) askEarly(n int) {
+	r.early.Add(int64(n))
+	for range n {
+		r.ask()
+	}
+}
+
 // pending yields, in a select, when a reload is pending. A
 // nil *reloadRequests (in-process runs) never yields.
 func (r *reloadRequests) pending() <-chan struct{} {
@@ -221,5 +238,7 @@ func (r *reloadRequests) pending() <-chan struct{} {
 }
 
 // taken is called after receiving from pending; it returns how many
-// requests that reload answers.
-func (r *reloadRequests) taken() int64 { return r.asked.Swap(0) }
+// requests that reload answers, and how many of them came before main.
+func (r *reloadRequests) taken() (asked, early int64) {
+	return r.asked.Swap(0), r.early.Swap(0)
+}

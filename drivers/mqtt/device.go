@@ -36,6 +36,21 @@ type device struct {
 	// does nothing. requery is its pending re-ask, if any.
 	asking  uint64
 	requery *time.Timer
+	// heard is set by any message from or about the plug (a report, its
+	// availability, its gateway's, an answer, anything on its topics,
+	// retained copies included) since the broker connection last went
+	// down. announced is set once the plug has ever said it was online or
+	// offline: such firmware says so again when it comes back. A command
+	// for a plug not heard from since the connection came back, which is
+	// askable or announced, waits for it (see holdUntilHeard).
+	heard, announced bool
+	// heardLive is heard without the retained copies: after a restart of
+	// a broker with persistence, a retained "online" may predate the
+	// outage, and the plug may not be back yet.
+	heardLive bool
+	// change is closed (and replaced) when heard, the availability or the
+	// connection changes: what a held command waits on.
+	change chan struct{}
 }
 
 // waiter is a command waiting for the plug to report target.
@@ -75,7 +90,8 @@ func (dev *device) whyUnavailableLocked() string {
 // command topic is read-only.
 func (dev *device) Supports(bridge.Command) bool { return dev.plug.commandable() }
 
-// Do implements bridge.Commander. It publishes the command and returns when
+// Do implements bridge.Commander. It publishes the command (once the plug
+// is back, when it is reconnecting: see holdUntilHeard) and returns when
 // the plug reports the commanded value on its state topic, when it is or
 // becomes unreachable (bridge.ErrUnavailable, at once), or at the earlier of
 // ctx's deadline and the confirm timeout (context.DeadlineExceeded).
@@ -98,6 +114,10 @@ func (dev *device) Do(ctx context.Context, cmd bridge.Command) error {
 	case <-ctx.Done():
 		return dev.ctxErr(ctx, timeout)
 	}
+	held, err := dev.holdUntilHeard(ctx, timeout)
+	if err != nil {
+		return err
+	}
 
 	w := &waiter{target: target, done: make(chan error, 1)}
 	dev.mu.Lock()
@@ -109,6 +129,10 @@ func (dev *device) Do(ctx context.Context, cmd bridge.Command) error {
 	// silent when told to be what it already said it is; that report is the
 	// confirmation.
 	already := !dev.updated.IsZero() && dev.value == target && !dev.plug.repeatsState
+	// A command sent before the plug's own word since the connection came
+	// back (held for it, or sent on the strength of retained copies) may
+	// be lost: it is sent again at the plug's next messages (see await).
+	resend := held || !dev.heardLive
 	dev.waiters = append(dev.waiters, w)
 	dev.mu.Unlock()
 	defer dev.drop(w)
@@ -129,14 +153,24 @@ func (dev *device) Do(ctx context.Context, cmd bridge.Command) error {
 	// failed or, for a plug already in the target state, as the sign that
 	// the command is out: in the common case the plug's report is the one
 	// thing that wakes this call.
-	return dev.await(ctx, w, m, already, timeout)
+	return dev.await(ctx, w, m, already, resend, timeout)
 }
 
 // await hands m to the publisher and waits for the plug's confirmation
 // (w), the publish's failure or, when already, its completion, or ctx. A
 // method of its own, apart from Do's rarer paths, keeps the stack of the
 // goroutine the hub runs each switch's command in from growing.
-func (dev *device) await(ctx context.Context, w *waiter, m message, already bool, timeout time.Duration) error {
+//
+// With resend, a command sent before the plug's own word since the
+// connection came back is sent again, up to maxResends times, at the
+// plug's next messages while it is not confirmed: firmware that announces
+// itself before it subscribes to its commands (Tasmota does) loses a
+// command sent at its announcement, and a broker with persistence hands
+// out the plug's retained "online" before the plug is back. On and off
+// are idempotent, so a second copy of a command that was not lost changes
+// nothing; the copies go through the publisher too, which drops them once
+// ctx has ended.
+func (dev *device) await(ctx context.Context, w *waiter, m message, already, resend bool, timeout time.Duration) error {
 	job := publishJob{ctx: ctx, m: m, tok: make(chan paho.Token, 1)}
 	select {
 	case dev.d.outbox <- job:
@@ -145,9 +179,16 @@ func (dev *device) await(ctx context.Context, w *waiter, m message, already bool
 	}
 	handed := job.tok
 	var (
-		tok  paho.Token
-		sent <-chan struct{}
+		tok     paho.Token
+		sent    <-chan struct{}
+		next    <-chan struct{} // the plug's next message, while resending
+		resends int
 	)
+	if resend {
+		dev.mu.Lock()
+		next = dev.changeLocked()
+		dev.mu.Unlock()
+	}
 	for {
 		select {
 		case err := <-w.done:
@@ -155,6 +196,22 @@ func (dev *device) await(ctx context.Context, w *waiter, m message, already bool
 				return dev.wrap(err)
 			}
 			return nil
+		case <-next:
+			next = nil
+			if len(w.done) > 0 {
+				continue // the message was the answer: taken above
+			}
+			resends++
+			select {
+			case dev.d.outbox <- publishJob{ctx: ctx, m: m, tok: make(chan paho.Token, 1)}:
+			case <-ctx.Done():
+				return dev.gaveUp(ctx, w, timeout)
+			}
+			if resends < maxResends {
+				dev.mu.Lock()
+				next = dev.changeLocked()
+				dev.mu.Unlock()
+			}
 		case tok = <-handed:
 			handed, sent = nil, tok.Done()
 		case <-sent:
@@ -168,6 +225,67 @@ func (dev *device) await(ctx context.Context, w *waiter, m message, already bool
 		case <-ctx.Done():
 			return dev.gaveUp(ctx, w, timeout)
 		}
+	}
+}
+
+// maxResends bounds the copies of a held command (see await).
+const maxResends = 2
+
+// holdUntilHeard returns once a command can be sent to the plug with a
+// chance of reaching it. After the broker connection comes back (a broker
+// restart, a network cut), the plug reconnects on its own schedule,
+// usually a little after the hub; a command published before it has
+// subscribed again is lost, and its request would wait out its whole
+// deadline for a confirmation that cannot come. So when the hub has not
+// heard from the plug since the connection came back, and knows it will
+// (the hub asks it for its state at every connect, or it announces
+// itself), the command waits for the plug's first message (its "online",
+// its state, any message on its topics) and is sent then. It waits
+// within ctx: a command whose request has been answered is never sent,
+// and one whose plug did not come back in time fails as unavailable.
+// A plug the hub has no way to hear from (it neither answers questions
+// nor announces itself) is commanded at once, as before.
+//
+// held reports whether the command waited.
+func (dev *device) holdUntilHeard(ctx context.Context, timeout time.Duration) (held bool, err error) {
+	for ; ; held = true {
+		dev.mu.Lock()
+		if why := dev.whyUnavailableLocked(); why != "" {
+			dev.mu.Unlock()
+			return held, dev.unavailable(why)
+		}
+		if dev.heard || !(dev.announced || dev.plug.askable()) {
+			dev.mu.Unlock()
+			return held, nil
+		}
+		change := dev.changeLocked()
+		dev.mu.Unlock()
+		select {
+		case <-change:
+		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// Unavailable, not a timeout: nothing was sent, so
+				// nothing can have switched.
+				return held, dev.unavailable("not heard from since the MQTT broker connection came back; the command waited for it and was not sent")
+			}
+			return held, dev.ctxErr(ctx, timeout)
+		}
+	}
+}
+
+// changeLocked is the channel closed at the plug's next change.
+func (dev *device) changeLocked() <-chan struct{} {
+	if dev.change == nil {
+		dev.change = make(chan struct{})
+	}
+	return dev.change
+}
+
+// changedLocked wakes the commands held in holdUntilHeard.
+func (dev *device) changedLocked() {
+	if dev.change != nil {
+		close(dev.change)
+		dev.change = nil
 	}
 }
 
@@ -261,6 +379,14 @@ func (dev *device) apply(r report, force bool) {
 			dev.live++
 		}
 	}
+	if r.avail != availUnknown || r.bridge != availUnknown {
+		dev.announced = true
+	}
+	// force is the connection coming up, not a message.
+	if !force {
+		dev.heard = true
+		dev.heardLive = dev.heardLive || !r.retained
+	}
 	why := dev.whyUnavailableLocked()
 	keep := dev.waiters[:0]
 	for _, w := range dev.waiters {
@@ -280,6 +406,11 @@ func (dev *device) apply(r report, force bool) {
 	}
 	clear(dev.waiters[len(keep):])
 	dev.waiters = keep
+	// After the waiters have their answers: a held command woken here
+	// finds its confirmation already in, and does not send a copy.
+	if dev.heard || why != was {
+		dev.changedLocked()
+	}
 	st := dev.stateLocked()
 	dev.mu.Unlock()
 
@@ -306,6 +437,8 @@ func (dev *device) down() {
 	dev.mu.Lock()
 	dev.stopAskingLocked()
 	dev.avail, dev.gateway = availUnknown, availUnknown
+	dev.heard, dev.heardLive = false, false
+	dev.changedLocked()
 	for _, w := range dev.waiters {
 		w.done <- fmt.Errorf("the MQTT broker connection is down: %w", bridge.ErrUnavailable)
 	}

@@ -17,23 +17,26 @@ import (
 // sends across a reconnect: it logs every client in, acknowledges
 // subscriptions and pings, and never acknowledges a publish. The first
 // connection that publishes a command (a payload) to topic is cut at once,
-// as a broker that restarts mid-command would.
+// as a broker that restarts mid-command would. After each SUBACK it sends
+// the retained message, if any, as a broker holding the plug's "online"
+// does: the driver holds a command for a plug it has not heard from.
 type fakeBroker struct {
-	ln    net.Listener
-	topic string
+	ln       net.Listener
+	topic    string
+	retained [2]string // topic and payload
 
 	mu    sync.Mutex
 	conns int
 	seen  []int // the connection number of each publish to topic
 }
 
-func startFakeBroker(t *testing.T, topic string) *fakeBroker {
+func startFakeBroker(t *testing.T, topic string, retained [2]string) *fakeBroker {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &fakeBroker{ln: ln, topic: topic}
+	b := &fakeBroker{ln: ln, topic: topic, retained: retained}
 	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
@@ -87,6 +90,11 @@ func (b *fakeBroker) serve(c net.Conn, n int) {
 				ack = append(ack, 1)
 			}
 			c.Write(append([]byte{0x90, byte(len(ack))}, ack...))
+			if t, p := b.retained[0], b.retained[1]; t != "" {
+				// PUBLISH, QoS 0, retained
+				pub := append([]byte{0x31, byte(2 + len(t) + len(p)), 0, byte(len(t))}, t...)
+				c.Write(append(pub, p...))
+			}
 		case 12: // PINGREQ
 			c.Write([]byte{0xd0, 0})
 		case 3: // PUBLISH
@@ -122,7 +130,7 @@ func (b *fakeBroker) publishes() []int {
 // resends them after a reconnect, which would switch a plug long after the
 // client was told the command failed.
 func TestCommandNotResentAfterReconnect(t *testing.T) {
-	b := startFakeBroker(t, "cmnd/tas/POWER")
+	b := startFakeBroker(t, "cmnd/tas/POWER", [2]string{"tele/tas/LWT", "Online"})
 	d := openDriver(t, fmt.Sprintf("broker: tcp://%s\nconfirm_timeout: 1s", b.ln.Addr()),
 		`id: tas, name: Tasmota, profile: tasmota, topic: tas`)
 	dev := d.byID["tas"]

@@ -74,6 +74,13 @@ func (c *stuckClient) SubscribeMultiple(map[string]byte, paho.MessageHandler) pa
 	return doneToken()
 }
 
+// heardFrom delivers the broker's retained copy of the plug's state, as
+// a broker does after the driver subscribes: the driver holds a command
+// for a plug it has not heard from.
+func heardFrom(fake *stuckClient) {
+	fake.opts.DefaultPublishHandler(nil, fakeMessage{topic: "stat/p/POWER", payload: []byte("OFF"), retained: true})
+}
+
 // openOnStuckClient opens the driver with one Tasmota switch on fake. A
 // notify, if given, is the hub's Notify.
 func openOnStuckClient(t *testing.T, fake *stuckClient, notify ...func(string, bridge.State)) (drivers.Driver, bridge.Commander) {
@@ -102,6 +109,7 @@ func openOnStuckClient(t *testing.T, fake *stuckClient, notify ...func(string, b
 func TestTokenThatNeverCompletes(t *testing.T) {
 	fake := &stuckClient{}
 	d, dev := openOnStuckClient(t, fake)
+	heardFrom(fake)
 	defer d.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -127,6 +135,7 @@ func TestTokenThatNeverCompletes(t *testing.T) {
 func TestPublishThatBlocks(t *testing.T) {
 	fake := &stuckClient{}
 	d, dev := openOnStuckClient(t, fake)
+	heardFrom(fake)
 	release := make(chan struct{})
 	fake.mu.Lock()
 	fake.block = release
@@ -154,6 +163,7 @@ func TestPublishThatBlocks(t *testing.T) {
 func TestCommandGivenUpIsNeverSentLate(t *testing.T) {
 	fake := &stuckClient{}
 	d, dev := openOnStuckClient(t, fake)
+	heardFrom(fake)
 	release := make(chan struct{})
 	fake.mu.Lock()
 	fake.block = release

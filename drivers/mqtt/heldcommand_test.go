@@ -1,0 +1,209 @@
+package mqtt
+
+import (
+	"errors"
+
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
+)
+
+// TestCommandWhilePlugReconnects restarts the broker under every profile's
+// simulator and keeps the plug away for a second after the hub is back, as
+// a plug reconnecting on its own schedule is. A command sent the moment the
+// hub's connection is back used to be published before the plug had
+// subscribed again, lost, and answered only at its confirmation deadline
+// (3 s); now it waits for the plug's first message and is confirmed within
+// 0.5 s of the plug's return.
+//
+// "announces first" does the same with firmware that announces itself
+// (online) before it subscribes to its commands, and sends nothing else on
+// connecting: the command sent at the announcement is lost, and is sent
+// again at the plug's next message, its answer to the hub's re-ask a
+// second later. Only firmware the hub can ask is in it: one that can be
+// neither asked nor heard again has no next message.
+func TestCommandWhilePlugReconnects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("restarts the broker twice per profile")
+	}
+	t.Parallel()
+	for _, p := range profiles {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			commandWhilePlugReconnects(t, p.name, 0, 500*time.Millisecond)
+		})
+		if slices.Contains([]string{"tasmota", "shelly-gen1", "shelly-rpc", "zigbee2mqtt"}, p.name) {
+			t.Run(p.name+" announces first", func(t *testing.T) {
+				t.Parallel()
+				// Confirmed at the re-ask, a second after the return
+				// (requeryAfter), well within confirm_timeout.
+				commandWhilePlugReconnects(t, p.name, 100*time.Millisecond, requeryAfter[0]+time.Second)
+			})
+		}
+	}
+}
+
+// commandWhilePlugReconnects is one run of TestCommandWhilePlugReconnects:
+// the plug subscribes late (after announcing) when late > 0, and the
+// command must be confirmed within bound of the plug's return.
+func commandWhilePlugReconnects(t *testing.T, profile string, late, bound time.Duration) {
+	const away = time.Second // the plug returns this long after the hub
+	b := mqtttest.StartMosquitto(t)
+	sim := simulators[profile]
+	dev, opts := sim.start(t, b.URL), sim.keys
+	h := startHub(t, hubConfig("broker: "+b.URL+"\nclient_id: held-"+profile+"\nconfirm_timeout: 3s",
+		"id: plug, name: Plug, profile: "+profile+", "+opts))
+	expect(t, h, "the plug's state at start-up", true, bridge.Off)
+
+	// The plug goes first and stays away (its last will says offline),
+	// then the broker restarts and forgets everything it retained. A
+	// plug crashed while its client was retrying the stopped broker could
+	// be left with two clients under one id once started again.
+	dev.Crash()
+	expect(t, h, "the plug gone", false, bridge.Off)
+	b.Stop()
+	b.Start()
+	expect(t, h, "the hub's connection back", true, bridge.Off)
+
+	type result struct {
+		err error
+		at  time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		err := command(h, "plug", bridge.CommandOn)
+		done <- result{err, time.Now()}
+	}()
+	time.Sleep(away)
+	select {
+	case r := <-done:
+		t.Fatalf("the command ended before the plug was back: %v", r.err)
+	default:
+	}
+	dev.SubscribeLate(late)
+	back := time.Now()
+	dev.Start()
+	r := <-done
+	took := r.at.Sub(back)
+	t.Logf("confirmed %s after the plug's return", took.Round(time.Millisecond))
+	if r.err != nil {
+		t.Fatalf("the command failed (%s after the plug's return): %v", took.Round(time.Millisecond), r.err)
+	}
+	if took > bound {
+		t.Errorf("confirmed %s after the plug's return, want at most %s", took.Round(time.Millisecond), bound)
+	}
+	if !dev.On() {
+		t.Error("the command was confirmed but the simulated plug is off")
+	}
+}
+
+// TestHeldCommandNeverSentLate: a command held for a plug that does not
+// come back within its deadline (here confirm_timeout, 1 s) fails at that
+// deadline as unavailable (nothing was sent, so nothing switched), and is
+// never sent: the plug, returning afterwards, stays as it was.
+func TestHeldCommandNeverSentLate(t *testing.T) {
+	t.Parallel()
+	b := mqtttest.StartMosquitto(t)
+	dev := mqtttest.NewTasmota(t, b.URL, mqtttest.TasmotaOptions{Topic: "late"})
+	h := startHub(t, hubConfig("broker: "+b.URL+"\nclient_id: held-late\nconfirm_timeout: 1s",
+		"id: plug, name: Plug, profile: tasmota, topic: late"))
+	expect(t, h, "the plug's state at start-up", true, bridge.Off)
+
+	dev.Crash()
+	expect(t, h, "the plug gone", false, bridge.Off)
+	b.Stop()
+	b.Start()
+	expect(t, h, "the hub's connection back", true, bridge.Off)
+
+	start := time.Now()
+	err := command(h, "plug", bridge.CommandOn)
+	if r := failures(err)["plug"]; r != bridge.FailUnavailable {
+		t.Fatalf("reason %q, want %q (err %v)", r, bridge.FailUnavailable, err)
+	}
+	if took := time.Since(start); took > 2500*time.Millisecond {
+		t.Errorf("the command ended %s after it began, want about its 1 s deadline", took)
+	}
+	var be *bridge.Error
+	if !errors.As(err, &be) || len(be.Failures) != 1 || !strings.Contains(be.Failures[0].Message, "not heard from") {
+		t.Errorf("the failure does not say the plug was not heard from: %v", err)
+	}
+
+	dev.Start()
+	expect(t, h, "the plug back", true, bridge.Off)
+	// Long enough for a command kept anywhere to have arrived.
+	time.Sleep(500 * time.Millisecond)
+	if dev.On() {
+		t.Fatal("the plug was switched on after its command had failed")
+	}
+}
+
+// TestCommandAfterStaleOnline: after a restart of a broker with
+// persistence, the broker hands the hub the plug's retained "online" from
+// before the outage while the plug is not back yet. The hub, hearing it,
+// sends a command at once, which is lost; the plug's own "online" when it
+// returns makes the hub send it again, so it is confirmed within 0.5 s of
+// the plug's return rather than failing at its deadline.
+func TestCommandAfterStaleOnline(t *testing.T) {
+	t.Parallel()
+	const bound = 500 * time.Millisecond
+	b := mqtttest.StartMosquitto(t)
+	dev := mqtttest.NewTasmota(t, b.URL, mqtttest.TasmotaOptions{Topic: "stale"})
+	h := startHub(t, hubConfig("broker: "+b.URL+"\nclient_id: held-stale\nconfirm_timeout: 3s",
+		"id: plug, name: Plug, profile: tasmota, topic: stale"))
+	expect(t, h, "the plug's state at start-up", true, bridge.Off)
+
+	dev.Crash()
+	expect(t, h, "the plug gone", false, bridge.Off)
+	b.Stop()
+	b.Start()
+	// What a broker with persistence would still hold. The test's
+	// client publishes it before the hub is back, so the hub gets it as a
+	// retained copy when it subscribes.
+	pub := paho.NewClient(paho.NewClientOptions().AddBroker(b.URL).SetClientID("persisted"))
+	if tok := pub.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("connecting the test's client: %v", tok.Error())
+	}
+	if tok := pub.Publish("tele/stale/LWT", 1, true, "Online"); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("publishing the stale online: %v", tok.Error())
+	}
+	pub.Disconnect(0)
+	expect(t, h, "the hub's connection back", true, bridge.Off)
+	eventually(t, 5*time.Second, "the hub heard the stale online", func() bool {
+		sw, _ := h.Switch("plug")
+		dv := sw.Device.(*device)
+		dv.mu.Lock()
+		defer dv.mu.Unlock()
+		return dv.heard
+	})
+
+	type result struct {
+		err error
+		at  time.Time
+	}
+	done := make(chan result, 1)
+	go func() {
+		err := command(h, "plug", bridge.CommandOn)
+		done <- result{err, time.Now()}
+	}()
+	time.Sleep(time.Second)
+	back := time.Now()
+	dev.Start()
+	r := <-done
+	took := r.at.Sub(back)
+	t.Logf("confirmed %s after the plug's return", took.Round(time.Millisecond))
+	if r.err != nil {
+		t.Fatalf("the command failed (%s after the plug's return): %v", took.Round(time.Millisecond), r.err)
+	}
+	if took > bound {
+		t.Errorf("confirmed %s after the plug's return, want at most %s", took.Round(time.Millisecond), bound)
+	}
+	if !dev.On() {
+		t.Error("the command was confirmed but the simulated plug is off")
+	}
+}
