@@ -1,48 +1,21 @@
 package link
 
+// One process per hub: the platform lets in the requests of the instance
+// that holds a hub's link and refuses another process with the same
+// credentials (409, logged and recorded for hub list). The per-hub record
+// also holds the hub's long polls, bounded in watch.go.
+
 import (
+	"context"
+	"fmt"
+	"net/http"
 	"sync"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge/wire"
 )
-
-// Headers of the link beyond HTTP Basic. A side that does not know one
-// ignores it, so hubs and platforms of different versions still link.
-const (
-	// InstanceHeader carries a random id a hub process draws at start:
-	// two processes calling with one hub's credentials are two instances,
-	// which the platform tells apart from one hub reconnecting.
-	InstanceHeader = "Switchbridge-Instance"
-	// HeartbeatHeader, on a hub's long poll, asks the platform for an
-	// interim 102 Processing every HeartbeatInterval while the poll waits,
-	// so the hub can tell a dead connection from a quiet one within
-	// seconds. On the platform's answers it says the platform sends them.
-	HeartbeatHeader = "Switchbridge-Heartbeat"
-	// LocationsHeader, on the platform's answers to a hub, lists the
-	// locations the platform accepts from that hub (comma-separated, empty
-	// for none): the hub serves no installation of any other.
-	LocationsHeader = "Switchbridge-Hub-Locations"
-	// CursorHeader carries the hub's replica cursor and its tag ("N tag")
-	// on its inventory report, so that a platform restored from a backup
-	// older than the hub's secret can tell the hub so (RekeyHeader).
-	CursorHeader = "Switchbridge-Cursor"
-	// RekeyHeader marks a 401 to a hub whose cursor this platform's change
-	// log never held: the platform was restored from a backup older than
-	// what the hub followed, its secret included. The hub empties its
-	// replica: what it holds may have been revoked in a history the
-	// platform lost, and it was never issued in the one it kept.
-	RekeyHeader = "Switchbridge-Hub-Rekey"
-)
-
-// HeartbeatInterval is how often a waiting long poll sends 102 Processing
-// to a hub that asked for it; a hub that hears nothing for
-// heartbeatSilence takes its connection for dead.
-const HeartbeatInterval = time.Second
-
-// MaxPollsPerHub is how many long polls one hub's credentials may hold
-// open at once: a hub holds one, and one more covers a poll the platform
-// has not yet seen end (a dead connection). A newer poll ends the oldest,
-// which is answered at once with no changes, as a poll that timed out.
-const MaxPollsPerHub = 2
 
 // liveGap is how long after a request of a hub's instance ended normally
 // its link counts as live: the time a hub takes between one answer and its
@@ -97,31 +70,54 @@ func (s *sessions) enter(id, instance string, now time.Time) (done func(answered
 	}, "", true
 }
 
-// poll registers a long poll of hub id and returns a channel closed when a
-// newer poll of the hub ends this one (past MaxPollsPerHub), and the
-// function that unregisters it.
-func (s *sessions) poll(id string) (ended <-chan struct{}, release func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	hs := s.m[id]
-	if hs == nil {
-		hs = &hubSession{}
-		s.m[id] = hs
+// admit lets a request of an authenticated hub in, unless another process
+// with the hub's credentials (another instance) holds its link now: then
+// it answers 409, says why, and records it for hub list. The newcomer is
+// refused, not the instance serving: a copied config must not take a
+// working hub's locations away. done must be called when the request ends.
+func (p *Platform) admit(w http.ResponseWriter, r *http.Request, h *bridge.RemoteHub) (done func(answered bool), ok bool) {
+	inst := r.Header.Get(InstanceHeader)
+	if len(inst) > 64 {
+		inst = inst[:64]
 	}
-	ch := make(chan struct{})
-	hs.polls = append(hs.polls, ch)
-	for len(hs.polls) > MaxPollsPerHub {
-		close(hs.polls[0])
-		hs.polls = hs.polls[1:]
+	done, holder, ok := p.sessions.enter(h.ID, inst, p.now())
+	if ok {
+		return done, true
 	}
-	return ch, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		for i, c := range hs.polls {
-			if c == ch {
-				hs.polls = append(hs.polls[:i], hs.polls[i+1:]...)
-				break
-			}
+	addr := oauth.ClientKey(r, p.TrustedProxies)
+	why := fmt.Sprintf("another process with this hub's credentials holds its link (instance %s); refused instance %s from %s", orNone(holder), orNone(inst), addr)
+	if p.noteConflict(h.ID) {
+		p.logger.Error("hub link: two processes call with the credentials of hub "+h.Name+": the one holding the link keeps it, the newcomer is refused; "+
+			"stop one of them (a copied config?), or give it its own hub (hub add)", "hub", h.ID, "holder", orNone(holder), "newcomer", orNone(inst), "peer", addr)
+		if err := p.store.SetHubConflict(context.WithoutCancel(r.Context()), h.ID, why, p.now()); err != nil {
+			p.logger.Warn("hub link: recording a hub's conflict", "hub", h.ID, "err", err)
 		}
 	}
+	setLocations(w, locationIDs(h.Locations))
+	wire.WriteError(w, http.StatusConflict, "another process with this hub's credentials holds the link to the platform: this one is refused and must serve none of the hub's installations", nil)
+	return nil, false
+}
+
+// noteConflict reports whether a hub's conflict is worth logging and
+// recording now: at most once per 10 s per hub, however often the
+// newcomer calls.
+func (p *Platform) noteConflict(id string) bool {
+	p.conflictMu.Lock()
+	defer p.conflictMu.Unlock()
+	now := p.now()
+	if now.Sub(p.conflictLog[id]) < 10*time.Second {
+		return false
+	}
+	if len(p.conflictLog) > maxTracked {
+		clear(p.conflictLog)
+	}
+	p.conflictLog[id] = now
+	return true
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }

@@ -1,5 +1,8 @@
 package link
 
+// What both sides of the link share: its paths and headers, the reading of
+// a JSON body, the version a hub reports, and the platform's error answers.
+
 import (
 	"encoding/json"
 	"errors"
@@ -8,7 +11,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/version"
 )
 
@@ -19,21 +21,38 @@ const (
 	SnapshotPath  = "/api/hub/v1/snapshot"
 )
 
-// Limits on what a hub may send: an inventory is a few kilobytes for a
-// real hub.
+// Headers of the link beyond HTTP Basic. A side that does not know one
+// ignores it, so hubs and platforms of different versions still link.
 const (
-	MaxInventoryBytes = 1 << 20
-	MaxLocations      = 256
-	MaxSwitches       = 4096 // over all locations
-	MaxNameLen        = 200
-	MaxVersionLen     = 100
+	// InstanceHeader carries a random id a hub process draws at start:
+	// two processes calling with one hub's credentials are two instances,
+	// which the platform tells apart from one hub reconnecting.
+	InstanceHeader = "Switchbridge-Instance"
+	// HeartbeatHeader, on a hub's long poll, asks the platform for an
+	// interim 102 Processing every HeartbeatInterval while the poll waits,
+	// so the hub can tell a dead connection from a quiet one within
+	// seconds. On the platform's answers it says the platform sends them.
+	HeartbeatHeader = "Switchbridge-Heartbeat"
+	// LocationsHeader, on the platform's answers to a hub, lists the
+	// locations the platform accepts from that hub (comma-separated, empty
+	// for none): the hub serves no installation of any other.
+	LocationsHeader = "Switchbridge-Hub-Locations"
+	// CursorHeader carries the hub's replica cursor and its tag ("N tag")
+	// on its inventory report, so that a platform restored from a backup
+	// older than the hub's secret can tell the hub so (RekeyHeader).
+	CursorHeader = "Switchbridge-Cursor"
+	// RekeyHeader marks a 401 to a hub whose cursor this platform's change
+	// log never held: the platform was restored from a backup older than
+	// what the hub followed, its secret included. The hub empties its
+	// replica: what it holds may have been revoked in a history the
+	// platform lost, and it was never issued in the one it kept.
+	RekeyHeader = "Switchbridge-Hub-Rekey"
 )
 
-// Inventory is what a hub reports of itself.
-type Inventory struct {
-	Version   string                  `json:"version"`
-	Locations []bridge.RemoteLocation `json:"locations"`
-}
+// RemovedHeader marks the answer to a hub that was removed (hub remove):
+// 410 Gone with this header set. A 410 without it is a cursor the change
+// log cannot resume.
+const RemovedHeader = "Switchbridge-Hub-Removed"
 
 // decodeOne reads exactly one JSON value from r into v: anything after
 // the value is an error. Fields v does not know are ignored, so that a

@@ -1,0 +1,105 @@
+package link
+
+// The hub's token check: it answers from the replica, syncs on a miss, and
+// tells a token it cannot confirm yet from one that is gone.
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/oauth"
+)
+
+// Authorizer is the token check of a hub: it answers from the replica,
+// as a single daemon answers from its records. On a miss (an installation
+// or a token hash the replica does not hold) it asks Sync, when set, for
+// the platform's latest changes and checks once more: a token issued a
+// moment ago works at once. A miss the sync could not settle (the link
+// down or slow, and the platform has not said this hub holds nothing) is
+// 503 with Retry-After: the token may be one the platform issued a moment
+// ago, and a 401 or 404 would tell the client it is gone for good. A miss
+// the sync settled is what a single daemon answers: 401 invalid_token for
+// a token the hub does not know (an installation deleted at the platform,
+// another hub's), 403 for a token of another installation.
+type Authorizer struct {
+	// Sync brings the replica up to date now; it reports whether it did.
+	Sync func(ctx context.Context) bool
+	// Settled reports whether the replica is known to hold all there is
+	// (Hub.Settled), so a miss needs no sync to be final. Nil: never.
+	Settled func() bool
+
+	check *oauth.Server
+	src   ReplicaSource
+}
+
+// unconfirmedRetry is the Retry-After of a token the hub cannot confirm
+// yet.
+const unconfirmedRetry = 5 * time.Second
+
+// ReplicaSource is the replica as the hub's token check reads it.
+type ReplicaSource interface {
+	oauth.GrantSource
+	// Installation returns ENOTFOUND when the hub holds no such
+	// installation.
+	Installation(ctx context.Context, id string) (*bridge.Installation, error)
+}
+
+// NewAuthorizer returns the hub's token check over its replica.
+func NewAuthorizer(src ReplicaSource, logger *slog.Logger) *Authorizer {
+	return &Authorizer{check: oauth.NewTokenCheck(src, logger), src: src}
+}
+
+// Authorize implements bridge.Authorizer.
+func (a *Authorizer) Authorize(ctx context.Context, token, installationID string) (*bridge.Grant, error) {
+	tried, synced := false, false
+	sync := func() bool {
+		if tried || a.Sync == nil {
+			return false
+		}
+		tried = true
+		synced = a.Sync(ctx)
+		return synced
+	}
+	// unconfirmed: a miss no sync settled.
+	unconfirmed := func() bool {
+		return a.Sync != nil && !synced && (a.Settled == nil || !a.Settled())
+	}
+	for {
+		_, err := a.src.Installation(ctx, installationID)
+		if bridge.ErrorCode(err) == bridge.ENOTFOUND && sync() {
+			continue
+		}
+		if err != nil && bridge.ErrorCode(err) != bridge.ENOTFOUND {
+			return nil, err
+		}
+		missing := err != nil
+		g, err := a.check.Authorize(ctx, token, installationID)
+		if bridge.ErrorCode(err) == bridge.EUNAUTHORIZED && len(token) <= maxTokenLen {
+			if _, terr := a.src.TokenGrant(ctx, oauth.Hash(token)); errors.Is(terr, bridge.ErrTokenUnknown) {
+				if sync() {
+					continue
+				}
+				missing = true
+			}
+		}
+		if err != nil && missing && unconfirmed() {
+			return nil, &bridge.Error{Code: bridge.EUNAVAILABLE, RetryAfter: unconfirmedRetry,
+				Message: "this hub cannot confirm the token yet: its link to the platform is down or slow; try again shortly"}
+		}
+		return g, err
+	}
+}
+
+// maxTokenLen bounds the tokens worth a sync: the platform's are far
+// shorter.
+const maxTokenLen = 512
+
+// SetUsed makes f hear of every token the check accepts, with the
+// installation and the time (a store.UsageWriter's Touch).
+func (a *Authorizer) SetUsed(f func(installationID string, at time.Time)) { a.check.Used = f }
+
+// Forget drops cached grants: call it when the replica changed.
+func (a *Authorizer) Forget() { a.check.ForgetGrants() }
