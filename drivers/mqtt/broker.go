@@ -20,10 +20,15 @@ import (
 	"github.com/mochi-mqtt/server/v2/packets"
 )
 
+// The embedded broker's bounds per client, per login and per address, so
+// that no plug login, neighbour or guesser can use up what all share: the
+// connections still logging in (the listener, broker_listener.go), the
+// subscriptions and the retained store (broker_limits.go), the client ids
+// and the sessions (the auth hook, broker_auth.go) and the passwords'
+// secrecy (broker_throttle.go).
+
 // Bounds of the embedded broker that are not config keys. Each caps what one
-// client, logged in or not, can make the hub hold. The bounds per address
-// are the listener's (broker_listener.go), those per login in
-// broker_limits.go, broker_auth.go and broker_throttle.go.
+// client, logged in or not, can make the hub hold.
 const (
 	// maxInflight is the QoS 1/2 messages kept per client until acknowledged.
 	maxInflight = 256
@@ -208,11 +213,6 @@ func (b *embeddedBroker) disconnectAll() {
 		}
 	}
 }
-
-// The embedded broker's bounds per client, per login and per address, so
-// that no plug login, neighbour or guesser can use up what all share: the
-// connections still logging in, the subscriptions, the retained store,
-// the client ids and the passwords' secrecy.
 
 // Reasons a client or connection is refused, the label values of
 // switchbridge_mqtt_broker_refusals_total: a fixed set, never client input.
