@@ -102,7 +102,7 @@ deb:
 # Timed requests per target and N, and the plug counts, can be changed:
 # make bench BENCH_REQUESTS=400 BENCH_N=1,100
 bench:
-	$(GO) test -run '^$$' -bench '^BenchmarkFanout$$' -benchtime 1x -timeout 30m ./drivers/mqtt \
+	$(GO) test -run '^$$' -bench '^BenchmarkFanout$$' -benchtime 1x -timeout 30m ./bridge/daemon \
 		-fanout.requests=$(BENCH_REQUESTS) -fanout.n=$(BENCH_N)
 	$(GO) test -run '^$$' -bench '^BenchmarkFootprint$$' -benchtime 3x -timeout 10m ./cmd/switchbridge
 	$(GO) test -run '^$$' -bench '^BenchmarkCPUPerCommand$$' -benchtime 3x -timeout 10m ./cmd/switchbridge

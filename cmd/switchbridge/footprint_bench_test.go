@@ -23,7 +23,7 @@ import (
 // /proc) after the plugs have reported and it has idled for a few seconds;
 // then the stripped ARMv6 binary (GOARCH=arm GOARM=6 CGO_ENABLED=0,
 // -ldflags='-s -w') and, from its symbol table, which dependencies take
-// the most of it. `make bench` runs it after BenchmarkFanout (drivers/mqtt),
+// the most of it. `make bench` runs it after BenchmarkFanout (bridge/daemon),
 // whose doc comment has the machine and the method.
 //
 // The binary is built as make dist builds it (CGO_ENABLED=0, -trimpath,

@@ -3,19 +3,17 @@ package gpio_test
 import (
 	"context"
 	"fmt"
-	"github.com/switchbridge/switchbridge/bridge/clocktest"
-	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"periph.io/x/conn/v3/gpio"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/clocktest"
 	"github.com/switchbridge/switchbridge/bridge/config"
-	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
 	"github.com/switchbridge/switchbridge/drivers"
 	gpiodriver "github.com/switchbridge/switchbridge/drivers/gpio"
+	"github.com/switchbridge/switchbridge/drivers/gpio/gpiotest"
 	"github.com/switchbridge/switchbridge/drivers/virtual"
 )
 
@@ -27,7 +25,7 @@ func capHub(t *testing.T, switches string) (*bridge.Hub, *clocktest.Clock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set, err := drivers.Build(cfg, drivers.Registry{{Name: "gpio", New: gpiodriver.NewOnFakeHost}, virtual.Registration()}, drivers.Env{})
+	set, err := drivers.Build(cfg, drivers.Registry{{Name: "gpio", New: gpiodriver.NewHostless}, virtual.Registration()}, drivers.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +51,7 @@ func capHub(t *testing.T, switches string) (*bridge.Hub, *clocktest.Clock) {
 // the fifth command is refused before the line is written, and so is the
 // virtual switch commanded with it. A virtual switch alone has no cap.
 func TestRelayChangeCapByDefault(t *testing.T) {
-	pump := gpiodriver.NewTestPin(t, false)
+	pump := gpiotest.NewPin(t, false)
 	h, clk := capHub(t, fmt.Sprintf("      - {id: pump, name: Pump, driver: gpio, pin: %s, startup: off}\n      - {id: fan, name: Fan, driver: virtual}\n", pump.Name()))
 	ctx := context.Background()
 	start := len(pump.Writes())
@@ -91,7 +89,7 @@ func TestRelayChangeCapByDefault(t *testing.T) {
 
 // max_changes replaces the relay's default, or turns it off.
 func TestRelayMaxChangesConfigured(t *testing.T) {
-	slow, free := gpiodriver.NewTestPin(t, false), gpiodriver.NewTestPin(t, false)
+	slow, free := gpiotest.NewPin(t, false), gpiotest.NewPin(t, false)
 	h, clk := capHub(t, fmt.Sprintf(
 		"      - {id: slow, name: Slow, driver: gpio, pin: %s, max_changes: {burst: 1, per: 10s}}\n"+
 			"      - {id: free, name: Free, driver: gpio, pin: %s, max_changes: off}\n"+
@@ -120,41 +118,5 @@ func TestRelayMaxChangesConfigured(t *testing.T) {
 	}
 	if code := bridge.ErrorCode(h.Command(ctx, []string{"fan"}, bridge.CommandOn)); code != bridge.ETOOMANY {
 		t.Errorf("a virtual switch with max_changes: %q, want %s", code, bridge.ETOOMANY)
-	}
-}
-
-// Over the API: 429 naming the relay, and neither line written.
-func TestAPIChangeCapOnGPIO(t *testing.T) {
-	pump, lamp := gpiodriver.NewTestPin(t, false), gpiodriver.NewTestPin(t, false)
-	h := daemontest.StartIn(t, t.TempDir(), fmt.Sprintf(`
-locations:
-  - id: 1
-    name: Shed
-    switches:
-      - {id: pump, name: Water pump, driver: gpio, pin: %s, max_changes: {burst: 2, per: 1h}}
-      - {id: lamp, name: Shed lamp, driver: gpio, pin: %s}
-`, pump.Name(), lamp.Name()), registry)
-	owner := h.AddUser(t, "ann", "ann-pw", 1)
-	app := h.AddApp(t, owner, true, "https://client.example/cb")
-	g := h.Authorize(t, app, "ann", "ann-pw", 1, "pump", "lamp")
-	for _, cmd := range []string{"on", "off"} {
-		if p := h.Command(t, g, cmd); p.StatusCode != http.StatusNoContent {
-			t.Fatalf("PUT %s = %d %s", cmd, p.StatusCode, p.Body)
-		}
-	}
-	pumpWrites, lampWrites := len(pump.Writes()), len(lamp.Writes())
-	p := h.Command(t, g, "on")
-	if p.StatusCode != http.StatusTooManyRequests || !strings.Contains(p.Body, `"id":"pump"`) || !strings.Contains(p.Body, `"reason":"rate_limited"`) ||
-		strings.Contains(p.Body, `"id":"lamp"`) {
-		t.Fatalf("third PUT = %d %s, want 429 naming the pump only", p.StatusCode, p.Body)
-	}
-	if got := p.Header.Get("Retry-After"); got != "3600" {
-		t.Errorf("Retry-After = %q, want 3600", got)
-	}
-	if len(pump.Writes()) != pumpWrites || len(lamp.Writes()) != lampWrites || pump.Level() != gpio.Low || lamp.Level() != gpio.Low {
-		t.Errorf("a refused command wrote a line: pump %v, lamp %v", pump.Writes()[pumpWrites:], lamp.Writes()[lampWrites:])
-	}
-	if got := listed(t, h, g); got["Water pump"] != "off" || got["Shed lamp"] != "off" {
-		t.Errorf("list after the refused on = %v, want both off", got)
 	}
 }

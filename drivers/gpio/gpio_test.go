@@ -15,6 +15,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/drivers"
+	"github.com/switchbridge/switchbridge/drivers/gpio/gpiotest"
 )
 
 func TestLevelMapping(t *testing.T) {
@@ -55,7 +56,7 @@ func TestRelayActiveLow(t *testing.T) {
 		t.Run(fmt.Sprintf("active_low=%t/%s", tt.activeLow, tt.cmd), func(t *testing.T) {
 			t.Parallel()
 			rec := &recorder{}
-			p := newPin(t, false)
+			p := gpiotest.NewPin(t, false)
 			d := newTestDriver(t, nil, rec)
 			// Start at the opposite value so the command has to change the line.
 			start := "on"
@@ -64,13 +65,13 @@ func TestRelayActiveLow(t *testing.T) {
 			}
 			mustAdd(t, d, "r", fmt.Sprintf("{pin: %s, active_low: %t, startup: %s}", p.N, tt.activeLow, start))
 			dev := mustOpen(t, d)["r"]
-			if got := p.level(); got == tt.want {
+			if got := p.Level(); got == tt.want {
 				t.Fatalf("startup %s left the line at %s already", start, got)
 			}
 			if err := dev.(bridge.Commander).Do(context.Background(), tt.cmd); err != nil {
 				t.Fatal(err)
 			}
-			if got := p.level(); got != tt.want {
+			if got := p.Level(); got != tt.want {
 				t.Errorf("line at %s after %s, want %s", got, tt.cmd, tt.want)
 			}
 			if got := dev.State(); got.Value != tt.cmd.Value() || !got.Available {
@@ -111,10 +112,10 @@ func TestStartupPolicies(t *testing.T) {
 				if tt.stored != "" {
 					rec.stored = map[string]bridge.Value{"r": tt.stored}
 				}
-				p := newPin(t, false)
+				p := gpiotest.NewPin(t, false)
 				// The fake starts at the level that means the opposite value,
 				// so a missing write would show.
-				p.set(level(tt.want, activeLow) == gpio.Low)
+				p.Set(level(tt.want, activeLow) == gpio.Low)
 				d := newTestDriver(t, nil, rec)
 				opts := fmt.Sprintf("{pin: %s, active_low: %t", p.N, activeLow)
 				if tt.startup != "" {
@@ -124,10 +125,10 @@ func TestStartupPolicies(t *testing.T) {
 				dev := mustOpen(t, d)["r"]
 
 				want := level(tt.want, activeLow)
-				if w := p.writes(); len(w) != 1 || w[0] != want {
+				if w := p.Writes(); len(w) != 1 || w[0] != want {
 					t.Errorf("writes = %v, want exactly [%s]", w, want)
 				}
-				if got := p.level(); got != want {
+				if got := p.Level(); got != want {
 					t.Errorf("line at %s, want %s", got, want)
 				}
 				if got := dev.State().Value; got != tt.want {
@@ -146,8 +147,8 @@ func TestStartupPolicies(t *testing.T) {
 func TestInputDebounce(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	p := newPin(t, false)
-	p.set(gpio.High) // idle high: a contact to ground with a pull-up
+	p := gpiotest.NewPin(t, false)
+	p.Set(gpio.High) // idle high: a contact to ground with a pull-up
 	d := newTestDriver(t, nil, rec)
 	s := newStepper()
 	d.wait = s.wait
@@ -161,12 +162,12 @@ func TestInputDebounce(t *testing.T) {
 	if w := s.next(t); w != interval {
 		t.Fatalf("first wait %s, want the poll interval %s", w, interval)
 	}
-	p.set(gpio.Low) // the contact closes... and bounces
+	p.Set(gpio.Low) // the contact closes... and bounces
 	s.step(t)
 	if w := s.next(t); w != debounce {
 		t.Fatalf("after a change the watcher waited %s, want the debounce %s", w, debounce)
 	}
-	p.set(gpio.High)
+	p.Set(gpio.High)
 	s.step(t)
 	if w := s.next(t); w != interval {
 		t.Fatalf("after a bounce the watcher waited %s, want the poll interval", w)
@@ -174,7 +175,7 @@ func TestInputDebounce(t *testing.T) {
 	if got := dev.State().Value; got != bridge.Off {
 		t.Fatalf("a bounce shorter than debounce changed the state to %q", got)
 	}
-	p.set(gpio.Low) // closes for good
+	p.Set(gpio.Low) // closes for good
 	s.step(t)
 	if w := s.next(t); w != debounce {
 		t.Fatalf("waited %s, want the debounce", w)
@@ -187,7 +188,7 @@ func TestInputDebounce(t *testing.T) {
 	if vs := rec.values("door"); len(vs) != 2 || vs[0] != bridge.Off || vs[1] != bridge.On {
 		t.Errorf("notified %v, want [off on]", vs)
 	}
-	if w := p.writes(); len(w) != 0 {
+	if w := p.Writes(); len(w) != 0 {
 		t.Errorf("an input was written: %v", w)
 	}
 }
@@ -196,11 +197,11 @@ func TestInputDebounce(t *testing.T) {
 func TestInputEdges(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	p := newPin(t, true)
+	p := gpiotest.NewPin(t, true)
 	d := newTestDriver(t, nil, rec)
 	mustAdd(t, d, "button", fmt.Sprintf("{pin: %s, mode: input, pull: down, debounce: 1ms, poll_interval: 1m}", p.N))
 	dev := mustOpen(t, d)["button"]
-	if got := p.inCalls(); len(got) != 1 || got[0] != (inCall{gpio.PullDown, gpio.BothEdges}) {
+	if got := p.InCalls(); len(got) != 1 || got[0] != (gpiotest.InCall{Pull: gpio.PullDown, Edge: gpio.BothEdges}) {
 		t.Fatalf("In calls = %v, want one In(PullDown, BothEdges)", got)
 	}
 	if got := dev.State().Value; got != bridge.Off {
@@ -225,7 +226,7 @@ func TestInputEdges(t *testing.T) {
 // closeWaking closes d while feeding edges at level l (no change) to p:
 // gpiotest's WaitForEdge ignores Halt, so the watcher would otherwise sit out
 // its whole poll interval.
-func closeWaking(t *testing.T, d *driver, p *guardPin, l gpio.Level) {
+func closeWaking(t *testing.T, d *driver, p *gpiotest.Pin, l gpio.Level) {
 	t.Helper()
 	closed := make(chan error, 1)
 	go func() { closed <- d.Close() }()
@@ -260,12 +261,12 @@ func ctxTimeout(t *testing.T) context.Context {
 func TestInputFallsBackToPolling(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	p := newPin(t, false) // gpiotest refuses edges without EdgesChan
+	p := gpiotest.NewPin(t, false) // gpiotest refuses edges without EdgesChan
 	d := newTestDriver(t, nil, rec)
 	mustAdd(t, d, "door", fmt.Sprintf("{pin: %s, mode: input, pull: up, debounce: 0s, poll_interval: 1ms}", p.N))
 	dev := mustOpen(t, d)["door"]
-	want := []inCall{{gpio.PullUp, gpio.BothEdges}, {gpio.PullUp, gpio.NoEdge}}
-	if got := p.inCalls(); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+	want := []gpiotest.InCall{{Pull: gpio.PullUp, Edge: gpio.BothEdges}, {Pull: gpio.PullUp, Edge: gpio.NoEdge}}
+	if got := p.InCalls(); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("In calls = %v, want %v", got, want)
 	}
 	if !strings.Contains(rec.log(), "polling it instead") {
@@ -274,7 +275,7 @@ func TestInputFallsBackToPolling(t *testing.T) {
 	if got := dev.State().Value; got != bridge.On {
 		t.Fatalf("pulled up, active high: State = %q, want on", got)
 	}
-	p.set(gpio.Low)
+	p.Set(gpio.Low)
 	eventually(t, "the polled change", func() bool { return dev.State().Value == bridge.Off })
 }
 
@@ -283,7 +284,7 @@ func TestInputFallsBackToPolling(t *testing.T) {
 func TestInputIsUnsupported(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	in, out := newPin(t, false), newPin(t, false)
+	in, out := gpiotest.NewPin(t, false), gpiotest.NewPin(t, false)
 	d := newTestDriver(t, nil, rec)
 	mustAdd(t, d, "relay", fmt.Sprintf("{pin: %s, startup: off}", out.N))
 	mustAdd(t, d, "door", fmt.Sprintf("{pin: %s, mode: input, detect: poll}", in.N))
@@ -310,10 +311,10 @@ func TestInputIsUnsupported(t *testing.T) {
 	if bridge.ErrorCode(err) != bridge.ENOTIMPLEMENTED {
 		t.Fatalf("hub.Command = %v, want %s", err, bridge.ENOTIMPLEMENTED)
 	}
-	if w := out.writes(); len(w) != 1 {
+	if w := out.Writes(); len(w) != 1 {
 		t.Errorf("the relay was written %v; a refused command must touch nothing", w)
 	}
-	if w := in.writes(); len(w) != 0 {
+	if w := in.Writes(); len(w) != 0 {
 		t.Errorf("the input was written %v", w)
 	}
 }
@@ -322,7 +323,7 @@ func TestInputIsUnsupported(t *testing.T) {
 // before any line is touched.
 func TestMissingPin(t *testing.T) {
 	t.Parallel()
-	good := newPin(t, false)
+	good := gpiotest.NewPin(t, false)
 	tests := []struct {
 		name string
 		opts string
@@ -334,7 +335,7 @@ func TestMissingPin(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := &fakeHost{chips: map[string][]gpio.PinIO{"gpiochip0": {newPin(t, false)}}}
+			h := &fakeHost{chips: map[string][]gpio.PinIO{"gpiochip0": {gpiotest.NewPin(t, false)}}}
 			d := newTestDriver(t, h, &recorder{})
 			mustAdd(t, d, "fine", fmt.Sprintf("{pin: %s, startup: on}", good.N))
 			mustAdd(t, d, "lost", tt.opts)
@@ -349,7 +350,7 @@ func TestMissingPin(t *testing.T) {
 			if !containsAll(err.Error(), tt.want...) {
 				t.Errorf("error %q does not contain all of %q", err, tt.want)
 			}
-			if w := good.writes(); len(w) != 0 {
+			if w := good.Writes(); len(w) != 0 {
 				t.Errorf("the existing relay was written %v before the missing line was found", w)
 			}
 			assertUnclaimed(t, good)
@@ -363,7 +364,7 @@ func TestBusyPinReleasesOthers(t *testing.T) {
 	t.Parallel()
 	t.Run("held by another driver in this process", func(t *testing.T) {
 		t.Parallel()
-		a, b := newPin(t, false), newPin(t, false)
+		a, b := gpiotest.NewPin(t, false), gpiotest.NewPin(t, false)
 		holder := newTestDriver(t, nil, &recorder{})
 		mustAdd(t, holder, "old", fmt.Sprintf("{pin: %s}", b.N))
 		mustOpen(t, holder)
@@ -375,18 +376,18 @@ func TestBusyPinReleasesOthers(t *testing.T) {
 		if err == nil || !containsAll(err.Error(), `switch "second"`, b.N, `busy: already held by switch "old"`) {
 			t.Fatalf("Open error = %v, want switch, pin and holder named", err)
 		}
-		if a.closeCount() != 1 {
-			t.Errorf("the line opened before the busy one was closed %d times, want 1", a.closeCount())
+		if a.Closes() != 1 {
+			t.Errorf("the line opened before the busy one was closed %d times, want 1", a.Closes())
 		}
 		assertUnclaimed(t, a)
-		if w := b.writes(); len(w) != 1 {
+		if w := b.Writes(); len(w) != 1 {
 			t.Errorf("the held line was written %v by the second driver", w)
 		}
 	})
 	t.Run("refused by the kernel", func(t *testing.T) {
 		t.Parallel()
-		a, b, c := newPin(t, false), newPin(t, false), newPin(t, false)
-		b.outErr = errors.New("GPIOLine.Out(): line_request ioctl: device or resource busy")
+		a, b, c := gpiotest.NewPin(t, false), gpiotest.NewPin(t, false), gpiotest.NewPin(t, false)
+		b.FailNextOut(errors.New("GPIOLine.Out(): line_request ioctl: device or resource busy"))
 		d := newTestDriver(t, nil, &recorder{})
 		mustAdd(t, d, "one", fmt.Sprintf("{pin: %s}", a.N))
 		mustAdd(t, d, "two", fmt.Sprintf("{pin: %s}", b.N))
@@ -395,20 +396,20 @@ func TestBusyPinReleasesOthers(t *testing.T) {
 		if err == nil || !containsAll(err.Error(), `switch "two"`, b.N, "device or resource busy", "another program holds the line") {
 			t.Fatalf("Open error = %v, want switch, pin and busy named", err)
 		}
-		if a.closeCount() != 1 || b.closeCount() != 1 {
-			t.Errorf("closes: first %d, busy %d; want both released once", a.closeCount(), b.closeCount())
+		if a.Closes() != 1 || b.Closes() != 1 {
+			t.Errorf("closes: first %d, busy %d; want both released once", a.Closes(), b.Closes())
 		}
-		if w := c.writes(); len(w) != 0 || c.closeCount() != 0 {
-			t.Errorf("the line after the busy one was touched: writes %v, closes %d", w, c.closeCount())
+		if w := c.Writes(); len(w) != 0 || c.Closes() != 0 {
+			t.Errorf("the line after the busy one was touched: writes %v, closes %d", w, c.Closes())
 		}
-		for _, p := range []*guardPin{a, b, c} {
+		for _, p := range []*gpiotest.Pin{a, b, c} {
 			assertUnclaimed(t, p)
 		}
 	})
 }
 
 // assertUnclaimed checks that no driver holds p, by opening it again.
-func assertUnclaimed(t *testing.T, p *guardPin) {
+func assertUnclaimed(t *testing.T, p *gpiotest.Pin) {
 	t.Helper()
 	if err := claim(p, "probe"); err != nil {
 		t.Errorf("line %s is still held after a failed Open: %v", p.N, err)
@@ -418,11 +419,11 @@ func assertUnclaimed(t *testing.T, p *guardPin) {
 }
 
 // The driver never reads, asks the function of or re-inputs an output line,
-// whatever it is asked. guardPin reports any such call as a test failure.
+// whatever it is asked. gpiotest.Pin reports any such call as a test failure.
 func TestNeverReadsOutputs(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{stored: map[string]bridge.Value{"a": bridge.On}}
-	a, b := newPin(t, false), newPin(t, false)
+	a, b := gpiotest.NewPin(t, false), gpiotest.NewPin(t, false)
 	d := newTestDriver(t, nil, rec)
 	mustAdd(t, d, "a", fmt.Sprintf("{pin: %s, active_low: true}", a.N))
 	mustAdd(t, d, "b", fmt.Sprintf("{pin: %s, startup: on}", b.N))
@@ -458,16 +459,16 @@ func TestNeverReadsOutputs(t *testing.T) {
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(a.writes()) + len(b.writes()); n != 22 {
+	if n := len(a.Writes()) + len(b.Writes()); n != 22 {
 		t.Errorf("%d writes, want 2 at start-up and 20 commands", n)
 	}
 }
 
 // The guard itself must catch a read, or the test above proves nothing.
 func TestGuardPinCatchesReads(t *testing.T) {
-	p := newPin(t, false)
+	p := gpiotest.NewPin(t, false)
 	var caught []string
-	p.report = func(format string, args ...any) { caught = append(caught, fmt.Sprintf(format, args...)) }
+	p.Report = func(format string, args ...any) { caught = append(caught, fmt.Sprintf(format, args...)) }
 	p.Read() // an input: fine
 	if len(caught) != 0 {
 		t.Fatalf("a read of an input was reported: %v", caught)
@@ -489,7 +490,7 @@ func TestGuardPinCatchesReads(t *testing.T) {
 func TestConcurrentCommands(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	p := newPin(t, false)
+	p := gpiotest.NewPin(t, false)
 	d := newTestDriver(t, nil, rec)
 	mustAdd(t, d, "r", fmt.Sprintf("{pin: %s, active_low: true, startup: off}", p.N))
 	dev := mustOpen(t, d)["r"]
@@ -514,12 +515,12 @@ func TestConcurrentCommands(t *testing.T) {
 	wg.Wait()
 
 	st := dev.State()
-	w := p.writes()
+	w := p.Writes()
 	vs := rec.values("r")
 	if len(w) != 1+workers*each || len(vs) != 1+workers*each {
 		t.Fatalf("%d writes and %d notifications, want %d each", len(w), len(vs), 1+workers*each)
 	}
-	if got := p.level(); got != level(st.Value, true) || w[len(w)-1] != got {
+	if got := p.Level(); got != level(st.Value, true) || w[len(w)-1] != got {
 		t.Errorf("line at %s, last write %s, state %q: they disagree", got, w[len(w)-1], st.Value)
 	}
 	if last := vs[len(vs)-1]; last != st.Value {
@@ -535,7 +536,7 @@ func TestConcurrentCommands(t *testing.T) {
 func TestCloseReleasesLines(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	out, in := newPin(t, false), newPin(t, false)
+	out, in := gpiotest.NewPin(t, false), gpiotest.NewPin(t, false)
 	d := newTestDriver(t, nil, rec)
 	mustAdd(t, d, "relay", fmt.Sprintf("{pin: %s}", out.N))
 	mustAdd(t, d, "door", fmt.Sprintf("{pin: %s, mode: input, detect: poll, poll_interval: 1ms}", in.N))
@@ -552,8 +553,8 @@ func TestCloseReleasesLines(t *testing.T) {
 	default:
 		t.Error("the input watcher still runs after Close")
 	}
-	if out.closeCount() != 1 || in.closeCount() != 1 {
-		t.Errorf("closes: relay %d, input %d; want 1 each", out.closeCount(), in.closeCount())
+	if out.Closes() != 1 || in.Closes() != 1 {
+		t.Errorf("closes: relay %d, input %d; want 1 each", out.Closes(), in.Closes())
 	}
 	err = devs["relay"].(bridge.Commander).Do(context.Background(), bridge.CommandOn)
 	if !errors.Is(err, bridge.ErrUnavailable) {
@@ -575,15 +576,15 @@ func TestCloseReleasesLines(t *testing.T) {
 // A line the kernel left unnamed is reached by chip and offset.
 func TestChipAndLine(t *testing.T) {
 	t.Parallel()
-	lines := []*guardPin{newPin(t, false), newPin(t, false), newPin(t, false)}
+	lines := []*gpiotest.Pin{gpiotest.NewPin(t, false), gpiotest.NewPin(t, false), gpiotest.NewPin(t, false)}
 	h := &fakeHost{chips: map[string][]gpio.PinIO{"gpiochip2": {lines[0], lines[1], lines[2]}}}
 	d := newTestDriver(t, h, &recorder{})
 	mustAdd(t, d, "r", "{chip: gpiochip2, line: 1, startup: on}")
 	dev := mustOpen(t, d)["r"]
-	if w := lines[1].writes(); len(w) != 1 || w[0] != gpio.High {
+	if w := lines[1].Writes(); len(w) != 1 || w[0] != gpio.High {
 		t.Errorf("line 1 writes %v, want [High]", w)
 	}
-	if len(lines[0].writes())+len(lines[2].writes()) != 0 {
+	if len(lines[0].Writes())+len(lines[2].Writes()) != 0 {
 		t.Error("another line of the chip was written")
 	}
 	if dev.State().Value != bridge.On {
@@ -614,7 +615,7 @@ func TestHostInitIsLogged(t *testing.T) {
 			Failed:  []driverreg.DriverFailure{failure("bcm2835-gpio", "open /dev/gpiomem: permission denied")},
 			Skipped: []driverreg.DriverFailure{failure("ioctl-gpio", "no GPIO chips found")},
 		}}
-		p := newPin(t, false)
+		p := gpiotest.NewPin(t, false)
 		d := newTestDriver(t, h, rec)
 		mustAdd(t, d, "r", fmt.Sprintf("{pin: %s}", p.N))
 		mustOpen(t, d)
@@ -628,14 +629,14 @@ func TestHostInitIsLogged(t *testing.T) {
 	t.Run("registry error", func(t *testing.T) {
 		t.Parallel()
 		h := &fakeHost{initErr: errors.New("driver cycle")}
-		p := newPin(t, false)
+		p := gpiotest.NewPin(t, false)
 		d := newTestDriver(t, h, &recorder{})
 		mustAdd(t, d, "r", fmt.Sprintf("{pin: %s}", p.N))
 		_, err := d.Open(context.Background())
 		if err == nil || !strings.Contains(err.Error(), "driver cycle") {
 			t.Fatalf("Open = %v, want the init error", err)
 		}
-		if len(p.writes()) != 0 {
+		if len(p.Writes()) != 0 {
 			t.Error("a line was written although periph failed to start")
 		}
 	})
@@ -734,7 +735,7 @@ func TestReloadKeepsRelayValue(t *testing.T) {
 	for _, startup := range []string{"off", "on", "restore"} {
 		for _, current := range []bridge.Value{bridge.On, bridge.Off} {
 			rec := &recorder{stored: map[string]bridge.Value{"r": current}}
-			p := newPin(t, false)
+			p := gpiotest.NewPin(t, false)
 			env := rec.env()
 			env.Reload = true
 			d, err := newDriver(env, (&fakeHost{}).platform())
@@ -743,7 +744,7 @@ func TestReloadKeepsRelayValue(t *testing.T) {
 			}
 			mustAdd(t, d, "r", fmt.Sprintf("{pin: %s, startup: %s}", p.N, startup))
 			mustOpen(t, d)
-			if w := p.writes(); len(w) != 1 || w[0] != level(current, false) {
+			if w := p.Writes(); len(w) != 1 || w[0] != level(current, false) {
 				t.Errorf("startup %s, value %s: reload wrote %v, want [%s]", startup, current, w, level(current, false))
 			}
 		}

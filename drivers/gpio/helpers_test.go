@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,142 +14,10 @@ import (
 	"periph.io/x/conn/v3/driver/driverreg"
 	"periph.io/x/conn/v3/gpio"
 	"periph.io/x/conn/v3/gpio/gpioreg"
-	"periph.io/x/conn/v3/gpio/gpiotest"
-	"periph.io/x/conn/v3/pin"
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/drivers"
 )
-
-// guardPin is a gpiotest pin that fails the test if the driver reads an
-// output line, asks its function or turns it back into an input: with
-// periph's gpioioctl lines each of these can switch a relay on. It also
-// records every level written and every In call, and counts Close calls the
-// way a gpioioctl line offers them.
-type guardPin struct {
-	*gpiotest.Pin
-	report func(format string, args ...any)
-
-	mu     sync.Mutex
-	output bool
-	outs   []gpio.Level
-	ins    []inCall
-	closes int
-	outErr error // returned by the next Out
-}
-
-type inCall struct {
-	pull gpio.Pull
-	edge gpio.Edge
-}
-
-func (g *guardPin) isOutput(op string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.output {
-		g.report("%s() called on output line %s: periph's gpioioctl would turn it into a pulled-up input", op, g.N)
-	}
-	return g.output
-}
-
-func (g *guardPin) Out(l gpio.Level) error {
-	g.mu.Lock()
-	if err := g.outErr; err != nil {
-		g.outErr = nil
-		g.mu.Unlock()
-		return err
-	}
-	g.output = true
-	g.outs = append(g.outs, l)
-	g.mu.Unlock()
-	return g.Pin.Out(l)
-}
-
-func (g *guardPin) Read() gpio.Level {
-	g.isOutput("Read")
-	return g.Pin.Read()
-}
-
-func (g *guardPin) Func() pin.Func {
-	g.isOutput("Func")
-	return g.Pin.Func()
-}
-
-func (g *guardPin) Function() string {
-	g.isOutput("Function")
-	return g.Pin.Function()
-}
-
-func (g *guardPin) In(pull gpio.Pull, edge gpio.Edge) error {
-	if g.isOutput("In") {
-		return fmt.Errorf("In on an output line")
-	}
-	g.mu.Lock()
-	g.ins = append(g.ins, inCall{pull, edge})
-	g.mu.Unlock()
-	return g.Pin.In(pull, edge)
-}
-
-// Close releases the line, as gpioioctl's GPIOLine.Close does.
-func (g *guardPin) Close() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.closes++
-	g.output = false
-}
-
-func (g *guardPin) writes() []gpio.Level {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]gpio.Level(nil), g.outs...)
-}
-
-func (g *guardPin) inCalls() []inCall {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]inCall(nil), g.ins...)
-}
-
-func (g *guardPin) closeCount() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.closes
-}
-
-func (g *guardPin) level() gpio.Level {
-	g.Pin.Lock()
-	defer g.Pin.Unlock()
-	return g.Pin.L
-}
-
-// set changes the level the fake hardware presents.
-func (g *guardPin) set(l gpio.Level) {
-	g.Pin.Lock()
-	g.Pin.L = l
-	g.Pin.Unlock()
-}
-
-var pinSeq atomic.Int64
-
-// newPin registers a guarded gpiotest pin in gpioreg under a name no other
-// test uses (the registry is global) and removes it when the test ends.
-func newPin(t *testing.T, edges bool) *guardPin {
-	t.Helper()
-	n := pinSeq.Add(1)
-	p := &guardPin{Pin: &gpiotest.Pin{N: fmt.Sprintf("TGPIO%d", n), Num: int(n)}, report: t.Errorf}
-	if edges {
-		p.EdgesChan = make(chan gpio.Level)
-	}
-	if err := gpioreg.Register(p); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := gpioreg.Unregister(p.N); err != nil {
-			t.Error(err)
-		}
-	})
-	return p
-}
 
 // fakeHost is a platform on gpioreg's registered pins and a table of chip
 // lines, with a host init that loads nothing.

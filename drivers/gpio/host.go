@@ -40,6 +40,17 @@ var system = platform{
 	names:    registeredNames,
 }
 
+// hostless reaches only the lines registered in gpioreg, without loading
+// periph's host drivers, and no chip lines.
+var hostless = platform{
+	init:   func() (*driverreg.State, error) { return &driverreg.State{}, nil },
+	byName: gpioreg.ByName,
+	chipLine: func(chip string, _ int) (gpio.PinIO, error) {
+		return nil, fmt.Errorf("no GPIO chip %q", chip)
+	},
+	names: registeredNames,
+}
+
 func registeredNames() []string {
 	all := gpioreg.All()
 	out := make([]string, 0, len(all))

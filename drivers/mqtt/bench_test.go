@@ -16,10 +16,11 @@ import (
 // never share plugs, so neither sees the other's traffic, and they take
 // turns in blocks (mqtttest.BenchBlock), so both run under the same load.
 // The reports trailing the hub's last command of a block are handled while
-// the floor's block starts, a small bias in the hub's favour. With
-// BenchmarkHTTPCommand:
+// the floor's block starts, a small bias in the hub's favour. Run it, and
+// BenchmarkHTTPCommand (the same through the whole daemon, in
+// bridge/daemon), with:
 //
-//	go test -run '^$' -bench 'Command$' -benchtime 3s -count 5 ./drivers/mqtt/
+//	go test -run '^$' -bench 'Command$' -benchtime 3s -count 5 ./drivers/mqtt/ ./bridge/daemon/
 //
 // Latency follows the slowest plug, not N: the hub publishes to every plug
 // at once (TestCommandFansOutConcurrently checks this without timing).

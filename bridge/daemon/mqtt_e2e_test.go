@@ -1,4 +1,4 @@
-package mqtt_test
+package daemon_test
 
 import (
 	"encoding/json"
@@ -79,17 +79,6 @@ func values(t *testing.T, h *e2eHub, g daemontest.Grant) map[string]string {
 	return out
 }
 
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // TestHTTPEndToEnd drives mqtt plugs through the installation API: list,
 // on, off, 501 for a read-only plug, a silent plug's timeout, an offline
 // plug, and the broker killed and restarted.
@@ -124,7 +113,7 @@ func TestHTTPEndToEnd(t *testing.T) {
 		// The heater's state is not retained and a generic plug cannot be
 		// asked, so it is unknown (null) until the heater reports.
 		want := map[string]string{"Kitchen": "on", "Plus": "off", "Hall": "off", "Desk": "off", "Plug": "off", "Heater": "<nil>"}
-		waitFor(t, 5*time.Second, "every plug listed with its reported state", func() bool {
+		eventually(t, 5*time.Second, "every plug listed with its reported state", func() bool {
 			got := values(t, h, good)
 			for k, v := range want {
 				if got[k] != v {
@@ -188,7 +177,7 @@ func TestHTTPEndToEnd(t *testing.T) {
 	t.Run("offline plug", func(t *testing.T) {
 		g := h.grant(t, "kitchen", "shed")
 		gone.Crash()
-		waitFor(t, 3*time.Second, "shed offline", func() bool {
+		eventually(t, 3*time.Second, "shed offline", func() bool {
 			p := h.Command(t, g, "off")
 			return p.StatusCode == http.StatusBadGateway && failureBody(t, p)["shed"] == bridge.FailUnavailable
 		})
@@ -199,7 +188,7 @@ func TestHTTPEndToEnd(t *testing.T) {
 
 	t.Run("broker killed and restarted", func(t *testing.T) {
 		b.Stop()
-		waitFor(t, 5*time.Second, "PUT failing fast as unavailable", func() bool {
+		eventually(t, 5*time.Second, "PUT failing fast as unavailable", func() bool {
 			start := time.Now()
 			p := h.Command(t, good, "on")
 			fast := time.Since(start) < 300*time.Millisecond
@@ -210,7 +199,7 @@ func TestHTTPEndToEnd(t *testing.T) {
 			t.Errorf("list while the broker is down: %v", vs)
 		}
 		b.Start()
-		waitFor(t, 10*time.Second, "PUT working again after the restart", func() bool {
+		eventually(t, 10*time.Second, "PUT working again after the restart", func() bool {
 			return h.Command(t, good, "on").StatusCode == http.StatusNoContent
 		})
 		for name, v := range values(t, h, good) {
@@ -232,7 +221,7 @@ func TestHTTPEndToEnd(t *testing.T) {
 // (mqtttest.BenchBlock), so all run under the same load. The reports
 // trailing the hub's last command of a block are handled while the floor's
 // block starts, a small bias in the hub's favour. It runs with
-// BenchmarkCommand, whose doc comment says how.
+// BenchmarkCommand (drivers/mqtt), whose doc comment says how.
 func BenchmarkHTTPCommand(b *testing.B) {
 	for _, n := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {

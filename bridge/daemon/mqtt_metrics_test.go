@@ -1,4 +1,4 @@
-package mqtt_test
+package daemon_test
 
 import (
 	"io"

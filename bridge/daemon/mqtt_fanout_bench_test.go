@@ -1,4 +1,4 @@
-package mqtt_test
+package daemon_test
 
 import (
 	"context"
@@ -91,7 +91,7 @@ var (
 // Where the hub's time goes. CPU per request from a profile with the side
 // labels (go test -run '^$' -bench Fanout -fanout.n=1
 // -fanout.requests=20000 -fanout.nodered=false -cpuprofile cpu.prof
-// ./drivers/mqtt; go tool pprof -tags, then -tagfocus side=hub): at N = 1
+// ./bridge/daemon; go tool pprof -tags, then -tagfocus side=hub): at N = 1
 // the hub's goroutines used 173 µs a request, bare-HTTP's 92 µs (on this
 // loaded VM everything costs 3–4 times a microbenchmark). The hub's own
 // items: the two log lines, the request's and the command's, 24 µs

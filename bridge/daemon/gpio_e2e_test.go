@@ -1,4 +1,4 @@
-package gpio_test
+package daemon_test
 
 import (
 	"fmt"
@@ -12,19 +12,20 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
 	"github.com/switchbridge/switchbridge/drivers"
 	gpiodriver "github.com/switchbridge/switchbridge/drivers/gpio"
+	"github.com/switchbridge/switchbridge/drivers/gpio/gpiotest"
 )
 
 // board is a hub with two relays and a door contact on fake GPIO lines.
 type board struct {
-	pump, lamp, door *gpiodriver.TestPin
+	pump, lamp, door *gpiotest.Pin
 	config           string
 }
 
 func newBoard(t *testing.T) *board {
 	b := &board{
-		pump: gpiodriver.NewTestPin(t, false),
-		lamp: gpiodriver.NewTestPin(t, false),
-		door: gpiodriver.NewTestPin(t, false),
+		pump: gpiotest.NewPin(t, false),
+		lamp: gpiotest.NewPin(t, false),
+		door: gpiotest.NewPin(t, false),
 	}
 	b.door.Set(gpio.Low) // closed: pulled to ground
 	b.config = fmt.Sprintf(`
@@ -39,14 +40,9 @@ locations:
 	return b
 }
 
-var registry = drivers.Registry{{Name: "gpio", New: gpiodriver.NewOnFakeHost}}
-
-func value(s daemontest.Switch) string {
-	if s.Value == nil {
-		return "<nil>"
-	}
-	return *s.Value
-}
+// gpioRegistry has the gpio driver on the lines registered in gpioreg
+// (gpiotest pins), without periph's host drivers.
+var gpioRegistry = drivers.Registry{{Name: "gpio", New: gpiodriver.NewHostless}}
 
 func listed(t *testing.T, h *daemontest.Harness, g daemontest.Grant) map[string]string {
 	t.Helper()
@@ -62,7 +58,7 @@ func listed(t *testing.T, h *daemontest.Harness, g daemontest.Grant) map[string]
 func TestAPIOnGPIO(t *testing.T) {
 	b := newBoard(t)
 	dir := t.TempDir()
-	h := daemontest.StartIn(t, dir, b.config, registry)
+	h := daemontest.StartIn(t, dir, b.config, gpioRegistry)
 	owner := h.AddUser(t, "ann", "ann-pw", 1)
 	app := h.AddApp(t, owner, true, "https://client.example/cb")
 	relays := h.Authorize(t, app, "ann", "ann-pw", 1, "pump", "lamp")
@@ -133,13 +129,13 @@ func TestAPIOnGPIO(t *testing.T) {
 	// the stored on in its first write; the pump's startup: off wins over
 	// its stored on.
 	h.Stop()
-	for name, p := range map[string]*gpiodriver.TestPin{"pump": b.pump, "lamp": b.lamp, "door": b.door} {
+	for name, p := range map[string]*gpiotest.Pin{"pump": b.pump, "lamp": b.lamp, "door": b.door} {
 		if n := p.Closes(); n != 1 {
 			t.Errorf("%s line released %d times at shutdown, want 1", name, n)
 		}
 	}
 	lampWrites, pumpWrites := len(b.lamp.Writes()), len(b.pump.Writes())
-	h2 := daemontest.StartIn(t, dir, b.config, registry)
+	h2 := daemontest.StartIn(t, dir, b.config, gpioRegistry)
 	if w := b.lamp.Writes()[lampWrites:]; len(w) != 1 || w[0] != gpio.High {
 		t.Errorf("lamp writes at restart = %v, want exactly [High] (restored on)", w)
 	}
@@ -149,5 +145,41 @@ func TestAPIOnGPIO(t *testing.T) {
 	relays.URI = strings.Replace(relays.URI, h.URL, h2.URL, 1)
 	if got := listed(t, h2, relays); got["Shed lamp"] != "on" || got["Water pump"] != "off" {
 		t.Errorf("list after restart = %v, want lamp on (restored) and pump off", got)
+	}
+}
+
+// Over the API: 429 naming the relay, and neither line written.
+func TestAPIChangeCapOnGPIO(t *testing.T) {
+	pump, lamp := gpiotest.NewPin(t, false), gpiotest.NewPin(t, false)
+	h := daemontest.StartIn(t, t.TempDir(), fmt.Sprintf(`
+locations:
+  - id: 1
+    name: Shed
+    switches:
+      - {id: pump, name: Water pump, driver: gpio, pin: %s, max_changes: {burst: 2, per: 1h}}
+      - {id: lamp, name: Shed lamp, driver: gpio, pin: %s}
+`, pump.Name(), lamp.Name()), gpioRegistry)
+	owner := h.AddUser(t, "ann", "ann-pw", 1)
+	app := h.AddApp(t, owner, true, "https://client.example/cb")
+	g := h.Authorize(t, app, "ann", "ann-pw", 1, "pump", "lamp")
+	for _, cmd := range []string{"on", "off"} {
+		if p := h.Command(t, g, cmd); p.StatusCode != http.StatusNoContent {
+			t.Fatalf("PUT %s = %d %s", cmd, p.StatusCode, p.Body)
+		}
+	}
+	pumpWrites, lampWrites := len(pump.Writes()), len(lamp.Writes())
+	p := h.Command(t, g, "on")
+	if p.StatusCode != http.StatusTooManyRequests || !strings.Contains(p.Body, `"id":"pump"`) || !strings.Contains(p.Body, `"reason":"rate_limited"`) ||
+		strings.Contains(p.Body, `"id":"lamp"`) {
+		t.Fatalf("third PUT = %d %s, want 429 naming the pump only", p.StatusCode, p.Body)
+	}
+	if got := p.Header.Get("Retry-After"); got != "3600" {
+		t.Errorf("Retry-After = %q, want 3600", got)
+	}
+	if len(pump.Writes()) != pumpWrites || len(lamp.Writes()) != lampWrites || pump.Level() != gpio.Low || lamp.Level() != gpio.Low {
+		t.Errorf("a refused command wrote a line: pump %v, lamp %v", pump.Writes()[pumpWrites:], lamp.Writes()[lampWrites:])
+	}
+	if got := listed(t, h, g); got["Water pump"] != "off" || got["Shed lamp"] != "off" {
+		t.Errorf("list after the refused on = %v, want both off", got)
 	}
 }
