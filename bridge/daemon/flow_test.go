@@ -1102,7 +1102,7 @@ func TestDiscoveryErrorIsTheAPIErrorBody(t *testing.T) {
 	h := f.hub
 	g := h.Authorize(t, f.app, "alice", "alice-pw", 2, "garage-light")
 	next := hubConfig[:strings.Index(hubConfig, "  - id: 2\n")]
-	cfg, err := config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+next), "next.yaml")
+	cfg, err := config.Load("next.yaml", config.Text("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+next))
 	if err != nil {
 		t.Fatal(err)
 	}

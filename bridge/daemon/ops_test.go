@@ -134,7 +134,7 @@ func TestOpenRefusesBadStarts(t *testing.T) {
 		"data dir not writable": {"server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: " + filepath.Join(file, "data") + "\n" + hubConfig, "data dir"},
 	}
 	for name, c := range cases {
-		cfg, err := config.Parse([]byte(c.yaml), "x.yaml")
+		cfg, err := config.Load("x.yaml", config.Text(c.yaml))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -160,7 +160,7 @@ func TestReload(t *testing.T) {
 	// A new config: hall is gone, a porch light is added.
 	next := strings.Replace(hubConfig, "      - {id: hall, name: Hall lamp, driver: virtual, initial: on}\n",
 		"      - {id: porch, name: Porch light, driver: virtual}\n", 1)
-	cfg, err := config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+next), "next.yaml")
+	cfg, err := config.Load("next.yaml", config.Text("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+next))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestReload(t *testing.T) {
 	// A config whose drivers fail to open leaves the running switches alone.
 	bad := strings.Replace(next, "driver: virtual}", "driver: mqtt, profile: tasmota, topic: t}", 1)
 	bad = "mqtt: {broker: embedded, listen: \"" + occupiedAddr(t) + "\"}\n" + bad
-	cfg, err = config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+bad), "bad.yaml")
+	cfg, err = config.Load("bad.yaml", config.Text("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+bad))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -240,7 +240,7 @@ locations:
 		t.Fatalf("on = %d %s", p.StatusCode, p.Body)
 	}
 	reload := func(name string) error {
-		cfg, err := config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+body(name)), "next.yaml")
+		cfg, err := config.Load("next.yaml", config.Text("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+body(name)))
 		if err != nil {
 			t.Fatal(err)
 		}

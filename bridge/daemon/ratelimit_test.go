@@ -104,7 +104,7 @@ func TestReloadChangesMaxChanges(t *testing.T) {
 	}
 	reload := func(body string) {
 		t.Helper()
-		cfg, err := config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+body), "next.yaml")
+		cfg, err := config.Load("next.yaml", config.Text("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+body))
 		if err != nil {
 			t.Fatal(err)
 		}

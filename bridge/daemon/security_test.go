@@ -353,7 +353,7 @@ func TestWarnsWhenHTTPSIsBypassable(t *testing.T) {
 	} {
 		var logs logtest.Buffer
 		text := fmt.Sprintf("server: {listen: %q, public_url: %q, metrics_listen: \"off\"%s}\ndata_dir: %q\n%s", c.listen, c.publicURL, c.tls, t.TempDir(), hubConfig)
-		cfg, err := config.Parse([]byte(text), "test.yaml")
+		cfg, err := config.Load("test.yaml", config.Text(text))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -383,7 +383,7 @@ func TestSwitchMovedByReloadLeavesTheGrant(t *testing.T) {
 	next := strings.Replace(hubConfig, "      - {id: kitchen, name: Kitchen light, driver: virtual, initial: off}\n", "", 1)
 	next = strings.Replace(next, "      - {id: garage-light, name: Garage light, driver: virtual}\n",
 		"      - {id: garage-light, name: Garage light, driver: virtual}\n      - {id: kitchen, name: Kitchen light, driver: virtual, initial: off}\n", 1)
-	cfg, err := config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+next), "next.yaml")
+	cfg, err := config.Load("next.yaml", config.Text("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+next))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -153,7 +153,7 @@ func StartWith(tb testing.TB, body string, o Options) *Harness {
 		server += fmt.Sprintf("  tls: {cert_file: %q, key_file: %q%s}\n", o.TLS.CertFile, o.TLS.KeyFile, more)
 	}
 	text := fmt.Sprintf("server:\n  listen: 127.0.0.1:0\n  metrics_listen: %s\n%sdata_dir: %q\n%s", metricsListen, server, o.DataDir, body)
-	cfg, err := config.Parse([]byte(text), "test.yaml")
+	cfg, err := config.Load("test.yaml", config.Text(text))
 	if err != nil {
 		tb.Fatalf("config: %v", err)
 	}
