@@ -100,7 +100,7 @@ locations:
 func TestDriverSettingsReload(t *testing.T) {
 	ds := &dimmers{}
 	reg := append(builtin.Registry(), ds.registration())
-	h := daemontest.StartWithDrivers(t, dimmerConfig("{label: A}"), reg)
+	h := daemontest.StartWith(t, daemontest.Options{Config: dimmerConfig("{label: A}"), Metrics: true, Registry: reg})
 	if got := ds.opens(); got != "A" {
 		t.Fatalf("opens at start-up = %s, want A", got)
 	}

@@ -870,7 +870,7 @@ func TestReinstallKeepsOneInstallation(t *testing.T) {
 
 func TestEverythingSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	h := daemontest.StartIn(t, dir, hubConfig, nil)
+	h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, DataDir: dir})
 	bob := h.AddUser(t, "bob", "bob-pw", 2)
 	app := h.AddApp(t, bob, false, redirect)
 	g := h.Authorize(t, app, "bob", "bob-pw", 2, "garage-light")
@@ -879,7 +879,7 @@ func TestEverythingSurvivesRestart(t *testing.T) {
 	}
 	h.Stop()
 
-	h2 := daemontest.StartIn(t, dir, hubConfig, nil)
+	h2 := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, DataDir: dir})
 	if h2.URL != h.URL {
 		// A new port: the installation URI moves with base_url.
 		g.URI = strings.Replace(g.URI, h.URL, h2.URL, 1)

@@ -54,7 +54,7 @@ func sample(text, series string) float64 {
 // scrapes the metrics listener over HTTP and checks every count moved as
 // the flow says it must.
 func TestMetricsAfterAScriptedFlow(t *testing.T) {
-	h := daemontest.StartWithMetrics(t, hubConfig)
+	h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, Metrics: true})
 	alice := h.AddUser(t, "alice", "alice-pw", 1, 2)
 	app := h.AddApp(t, alice, true, redirect)
 
@@ -232,7 +232,7 @@ locations:
       - {id: fan, name: ` + fanName + `, driver: flaky}
 `
 	}
-	h := daemontest.StartIn(t, t.TempDir(), body("Fan"), reg)
+	h := daemontest.StartWith(t, daemontest.Options{Config: body("Fan"), DataDir: t.TempDir(), Registry: reg})
 	alice := h.AddUser(t, "alice", "alice-pw", 1)
 	app := h.AddApp(t, alice, true, redirect)
 	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen", "fan")

@@ -62,7 +62,7 @@ func listed(t *testing.T, h *daemontest.Harness, g daemontest.Grant) map[string]
 func TestAPIOnGPIO(t *testing.T) {
 	b := newBoard(t)
 	dir := t.TempDir()
-	h := daemontest.StartIn(t, dir, b.config, registry)
+	h := daemontest.StartWith(t, daemontest.Options{Config: b.config, DataDir: dir, Registry: registry})
 	owner := h.AddUser(t, "ann", "ann-pw", 1)
 	app := h.AddApp(t, owner, true, "https://client.example/cb")
 	relays := h.Authorize(t, app, "ann", "ann-pw", 1, "pump", "lamp")
@@ -139,7 +139,7 @@ func TestAPIOnGPIO(t *testing.T) {
 		}
 	}
 	lampWrites, pumpWrites := len(b.lamp.Writes()), len(b.pump.Writes())
-	h2 := daemontest.StartIn(t, dir, b.config, registry)
+	h2 := daemontest.StartWith(t, daemontest.Options{Config: b.config, DataDir: dir, Registry: registry})
 	if w := b.lamp.Writes()[lampWrites:]; len(w) != 1 || w[0] != gpio.High {
 		t.Errorf("lamp writes at restart = %v, want exactly [High] (restored on)", w)
 	}

@@ -126,14 +126,14 @@ func TestRelayMaxChangesConfigured(t *testing.T) {
 // Over the API: 429 naming the relay, and neither line written.
 func TestAPIChangeCapOnGPIO(t *testing.T) {
 	pump, lamp := gpiodriver.NewTestPin(t, false), gpiodriver.NewTestPin(t, false)
-	h := daemontest.StartIn(t, t.TempDir(), fmt.Sprintf(`
+	h := daemontest.StartWith(t, daemontest.Options{DataDir: t.TempDir(), Registry: registry, Config: fmt.Sprintf(`
 locations:
   - id: 1
     name: Shed
     switches:
       - {id: pump, name: Water pump, driver: gpio, pin: %s, max_changes: {burst: 2, per: 1h}}
       - {id: lamp, name: Shed lamp, driver: gpio, pin: %s}
-`, pump.Name(), lamp.Name()), registry)
+`, pump.Name(), lamp.Name())})
 	owner := h.AddUser(t, "ann", "ann-pw", 1)
 	app := h.AddApp(t, owner, true, "https://client.example/cb")
 	g := h.Authorize(t, app, "ann", "ann-pw", 1, "pump", "lamp")
