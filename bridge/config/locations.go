@@ -1,5 +1,7 @@
 package config
 
+// The config's locations as the domain holds them.
+
 import "github.com/switchbridge/switchbridge/bridge"
 
 // BridgeLocations is the config's locations as bridge.Hub holds them:

@@ -248,7 +248,7 @@ func findBrowser(t *testing.T) string {
 // startBrowserTestHub runs a demo hub on a loopback port until the test ends.
 func startBrowserTestHub(t *testing.T) *daemon.Daemon {
 	t.Helper()
-	cfg, err := config.Parse(fmt.Appendf(nil, browserTestConfig, t.TempDir()), "browser_test.yaml")
+	cfg, err := config.Load("browser_test.yaml", config.Text(fmt.Sprintf(browserTestConfig, t.TempDir())))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,7 +27,7 @@ import (
 
 func serve(c *invocation) error {
 	ctx := c.ctx
-	cfg, err := config.LoadForServe(c.configPath)
+	cfg, err := config.Load(c.configPath, config.ForServe())
 	if err != nil {
 		return err
 	}

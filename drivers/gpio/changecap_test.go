@@ -21,7 +21,7 @@ import (
 // as the daemon does, into a hub on a stepped clock.
 func capHub(t *testing.T, switches string) (*bridge.Hub, *clocktest.Clock) {
 	t.Helper()
-	cfg, err := config.Parse([]byte("locations:\n  - id: 1\n    name: Shed\n    switches:\n"+switches), "test.yaml")
+	cfg, err := config.Load("test.yaml", config.Text("locations:\n  - id: 1\n    name: Shed\n    switches:\n"+switches))
 	if err != nil {
 		t.Fatal(err)
 	}

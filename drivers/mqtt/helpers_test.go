@@ -48,7 +48,7 @@ func (n *notes) get(id string) (bridge.State, bool) {
 // at the end of the test.
 func startHub(t testing.TB, cfg string) *testHub {
 	t.Helper()
-	c, err := config.Parse([]byte(cfg), "test.yaml")
+	c, err := config.Load("test.yaml", config.Text(cfg))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, cfg)
 	}
