@@ -24,11 +24,11 @@ import (
 // Call is what a handler gets: the request's context, the path variables,
 // the grant of its token and the hub.
 type Call struct {
-	Ctx    context.Context
-	Params map[string]string
-	Grant  *bridge.Grant
-	Hub    *bridge.Hub
-	Logger *slog.Logger // carries the installation id
+	Ctx         context.Context
+	Params      map[string]string
+	Grant       *bridge.Grant
+	Switchboard *bridge.Switchboard
+	Logger      *slog.Logger // carries the installation id
 
 	afterAnswer []func()
 }
@@ -74,7 +74,7 @@ func switchValue(s bridge.SwitchState) SwitchValue {
 // location (a reload moved it away) answers 404 naming it, as a removed one
 // does.
 func listSwitches(c *Call) (any, error) {
-	states, err := c.Hub.StatesIn(c.Grant.LocationID, c.Grant.SwitchIDs)
+	states, err := c.Switchboard.StatesIn(c.Grant.LocationID, c.Grant.SwitchIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -93,7 +93,7 @@ func getSwitch(c *Call) (any, error) {
 	if !slices.Contains(c.Grant.SwitchIDs, id) {
 		return nil, bridge.Errorf(bridge.ENOTFOUND, "no selected switch %q in this installation", id)
 	}
-	states, err := c.Hub.StatesIn(c.Grant.LocationID, []string{id})
+	states, err := c.Switchboard.StatesIn(c.Grant.LocationID, []string{id})
 	if err != nil {
 		return nil, err
 	}
@@ -107,7 +107,7 @@ func commandSwitches(c *Call) (any, error) {
 		return nil, err
 	}
 	start := time.Now()
-	err = c.Hub.CommandIn(c.Ctx, c.Grant.LocationID, c.Grant.SwitchIDs, cmd)
+	err = c.Switchboard.CommandIn(c.Ctx, c.Grant.LocationID, c.Grant.SwitchIDs, cmd)
 	d := time.Since(start)
 	c.AfterAnswer(func() { logCommand(c, cmd, err, d) })
 	return nil, err
@@ -155,7 +155,7 @@ func logCommand(c *Call, cmd bridge.Command, err error, d time.Duration) {
 
 // Handler serves the installation API.
 type Handler struct {
-	hub    *bridge.Hub
+	hub    *bridge.Switchboard
 	auth   bridge.Authorizer
 	router *Router
 	logger *slog.Logger
@@ -173,7 +173,7 @@ type Handler struct {
 }
 
 // New builds the API for the spec's switches app.
-func New(hub *bridge.Hub, auth bridge.Authorizer, logger *slog.Logger) *Handler {
+func New(hub *bridge.Switchboard, auth bridge.Authorizer, logger *slog.Logger) *Handler {
 	r, err := NewRouter(SwitchesApp)
 	if err != nil {
 		panic(err) // the table is a constant of this package
@@ -275,7 +275,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 	}
 	// Commands take no body; do not read one, and do not wait for a large one.
 	r.Body = http.MaxBytesReader(w, r.Body, 0)
-	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Hub: h.hub, Logger: h.logger.With("installation", id)}
+	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Switchboard: h.hub, Logger: h.logger.With("installation", id)}
 	out, err := rt.Handle(c)
 	defer c.answered()
 	if err != nil {

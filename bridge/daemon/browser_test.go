@@ -563,7 +563,7 @@ func (p *page) screenshot(name string) {
 func hubValues(t *testing.T, d *daemon.Daemon) map[string]bridge.Value {
 	t.Helper()
 	out := map[string]bridge.Value{}
-	for _, sw := range d.Hub.Switches() {
+	for _, sw := range d.Switchboard.Switches() {
 		out[sw.ID] = sw.Device.State().Value
 	}
 	if len(out) == 0 {

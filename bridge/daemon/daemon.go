@@ -31,17 +31,17 @@ import (
 
 // Daemon is one running hub.
 type Daemon struct {
-	Config  *config.Config
-	Store   *store.DB
-	Hub     *bridge.Hub
-	OAuth   *oauth.Server
-	API     *api.Handler
-	Metrics *metrics.Metrics
+	Config      *config.Config
+	Store       *store.DB
+	Switchboard *bridge.Switchboard
+	OAuth       *oauth.Server
+	API         *api.Handler
+	Metrics     *metrics.Metrics
 	// DemoURL is the demo client's public URL, "" when the config has no demo.
 	DemoURL string
 	// Link is the hub's link to its platform, nil unless the config has
 	// platform:; Platform serves the hubs' links, nil on a hub.
-	Link     *link.Hub
+	Link     *link.Follower
 	Platform *link.Platform
 
 	logger    *slog.Logger
@@ -168,17 +168,17 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	if err != nil {
 		return nil, err
 	}
-	d.Hub, err = bridge.NewHub(cfg.BridgeLocations(), switches)
+	d.Switchboard, err = bridge.NewSwitchboard(cfg.BridgeLocations(), switches)
 	if err != nil {
 		return nil, err
 	}
-	d.Hub.Timeout = cfg.Server.CommandTimeout.Std()
-	d.Hub.Persist = d.states.Persist
-	d.Hub.Observe = d.Metrics.ObserveCommand
-	d.Metrics.WatchSwitches(d.Hub)
+	d.Switchboard.Timeout = cfg.Server.CommandTimeout.Std()
+	d.Switchboard.Persist = d.states.Persist
+	d.Switchboard.Observe = d.Metrics.ObserveCommand
+	d.Metrics.WatchSwitches(d.Switchboard)
 	limited.onOpen, limited.onClose, limited.onReject = d.Metrics.ConnOpened, d.Metrics.ConnClosed, d.Metrics.ConnRejected
 
-	d.OAuth = oauth.New(d.Store, d.Hub, logger.With("component", "oauth"))
+	d.OAuth = oauth.New(d.Store, d.Switchboard, logger.With("component", "oauth"))
 	d.OAuth.PublicURL = d.publicURL
 	d.OAuth.TrustedProxies = cfg.Server.TrustedProxies.List()
 	d.OAuth.Issuer.TokenLifetime = cfg.OAuth.TokenLifetime.Std()
@@ -188,7 +188,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	// written behind the requests.
 	d.usage = store.NewUsageWriter(d.Store, logger.With("component", "usage"))
 	d.OAuth.Used = d.usage.Touch
-	d.API = api.New(d.Hub, d.OAuth, logger.With("component", "api"))
+	d.API = api.New(d.Switchboard, d.OAuth, logger.With("component", "api"))
 	mux := http.NewServeMux()
 	if cfg.Platform != nil {
 		if err := d.setUpHub(mux); err != nil {

@@ -136,7 +136,7 @@ func TestDriverSettingsReload(t *testing.T) {
 	if got := ds.opens(); got != "A,B,C failed,B,C failed,B" {
 		t.Errorf("opens = %s, want each failed reload rolled back to B (the running settings), never to A", got)
 	}
-	if _, ok := h.Hub.Switch("lamp"); !ok {
+	if _, ok := h.Switchboard.Switch("lamp"); !ok {
 		t.Error("lamp not served after the rollback")
 	}
 

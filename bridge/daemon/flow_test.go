@@ -219,7 +219,7 @@ func assertErrorBody(t *testing.T, p *daemontest.Page, status int) {
 
 func mustSwitch(t *testing.T, h *daemontest.Harness, id string) *bridge.Switch {
 	t.Helper()
-	s, ok := h.Hub.Switch(id)
+	s, ok := h.Switchboard.Switch(id)
 	if !ok {
 		t.Fatalf("no switch %s", id)
 	}

@@ -167,7 +167,7 @@ func TestReload(t *testing.T) {
 	if err := h.Reload(context.Background(), cfg); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
-	if _, ok := h.Hub.Switch("porch"); !ok {
+	if _, ok := h.Switchboard.Switch("porch"); !ok {
 		t.Error("porch not there after reload")
 	}
 	// kitchen keeps its state (restored from the store by the new driver).
@@ -190,10 +190,10 @@ func TestReload(t *testing.T) {
 	if err := h.Reload(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "kept the previous switches") {
 		t.Errorf("reload with a failing driver: %v", err)
 	}
-	if _, ok := h.Hub.Switch("porch"); !ok {
+	if _, ok := h.Switchboard.Switch("porch"); !ok {
 		t.Error("failed reload lost the working switches")
 	}
-	if sw, _ := h.Hub.Switch("kitchen"); sw.Driver != "virtual" {
+	if sw, _ := h.Switchboard.Switch("kitchen"); sw.Driver != "virtual" {
 		t.Errorf("kitchen driver = %s after a failed reload", sw.Driver)
 	}
 }
@@ -255,7 +255,7 @@ locations:
 		t.Fatalf("reload with the board gone: %v", err)
 	}
 	for _, id := range []string{"kitchen", "fan"} {
-		if _, ok := h.Hub.Switch(id); ok {
+		if _, ok := h.Switchboard.Switch(id); ok {
 			t.Errorf("%s still served after both configs failed to open", id)
 		}
 	}

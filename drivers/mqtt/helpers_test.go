@@ -18,7 +18,7 @@ import (
 // testHub is a hub built from a config through the driver registry, as the
 // daemon builds it.
 type testHub struct {
-	*bridge.Hub
+	*bridge.Switchboard
 	set   *drivers.Set
 	notes *notes
 }
@@ -76,11 +76,11 @@ func startHub(t testing.TB, cfg string) *testHub {
 		}
 		locs = append(locs, loc)
 	}
-	h, err := bridge.NewHub(locs, sws)
+	h, err := bridge.NewSwitchboard(locs, sws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testHub{Hub: h, set: set, notes: nt}
+	return &testHub{Switchboard: h, set: set, notes: nt}
 }
 
 // hubConfig makes a config with an mqtt: section and one location holding
