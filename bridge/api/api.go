@@ -1,6 +1,6 @@
 // Package api is the hub role's installation API: the app paths below each
 // installation's URI (GET /switches, GET /switches/:id, PUT
-// /switches/:command), declared as a table of routes the way the spec's
+// /switches/:command, PUT /switches/:id/:command), declared as a table of routes the way the spec's
 // apps declare theirs, behind a bearer token check that it asks of a
 // bridge.Authorizer.
 package api
@@ -52,17 +52,22 @@ var SwitchesApp = []Route{
 	{Method: http.MethodGet, Path: "/switches", Handle: listSwitches},
 	{Method: http.MethodGet, Path: "/switches/:id", Handle: getSwitch},
 	{Method: http.MethodPut, Path: "/switches/:command", Handle: commandSwitches},
+	{Method: http.MethodPut, Path: "/switches/:id/:command", Handle: commandSwitch},
 }
 
-// SwitchValue is one switch as the app reports it: its name and its value,
-// null while the hub does not know it yet.
+// SwitchValue is one switch as the app reports it: its config id, its
+// name, its value (null while the hub does not know it yet) and whether
+// its device is reachable. Clients written for the original {name, value}
+// ignore the fields they do not know.
 type SwitchValue struct {
-	Name  string        `json:"name"`
-	Value *bridge.Value `json:"value"`
+	ID        string        `json:"id"`
+	Name      string        `json:"name"`
+	Value     *bridge.Value `json:"value"`
+	Available bool          `json:"available"`
 }
 
 func switchValue(s bridge.SwitchState) SwitchValue {
-	sv := SwitchValue{Name: s.Switch.Name}
+	sv := SwitchValue{ID: s.Switch.ID, Name: s.Switch.Name, Available: s.State.Available}
 	if v := s.State.Value; v != "" {
 		sv.Value = &v
 	}
@@ -102,14 +107,34 @@ func getSwitch(c *Call) (any, error) {
 
 // commandSwitches runs on or off on every granted switch.
 func commandSwitches(c *Call) (any, error) {
+	return command(c, c.Grant.SwitchIDs)
+}
+
+// commandSwitch runs on or off on one granted switch, under the rules of
+// the group command: a command other than on or off is 400 first. A switch
+// the installation was not granted is not found, as for GET /switches/:id.
+func commandSwitch(c *Call) (any, error) {
+	if _, err := bridge.ParseCommand(c.Params["command"]); err != nil {
+		return nil, err
+	}
+	id := c.Params["id"]
+	if !slices.Contains(c.Grant.SwitchIDs, id) {
+		return nil, bridge.Errorf(bridge.ENOTFOUND, "no selected switch %q in this installation", id)
+	}
+	return command(c, []string{id})
+}
+
+// command runs the call's command on the switches ids, and logs it once
+// answered.
+func command(c *Call, ids []string) (any, error) {
 	cmd, err := bridge.ParseCommand(c.Params["command"])
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	err = c.Hub.CommandIn(c.Ctx, c.Grant.LocationID, c.Grant.SwitchIDs, cmd)
+	err = c.Hub.CommandIn(c.Ctx, c.Grant.LocationID, ids, cmd)
 	d := time.Since(start)
-	c.AfterAnswer(func() { logCommand(c, cmd, err, d) })
+	c.AfterAnswer(func() { logCommand(c, ids, cmd, err, d) })
 	return nil, err
 }
 
@@ -123,8 +148,8 @@ func commandSwitches(c *Call) (any, error) {
 // that follow), switched_not_stored (every switch confirmed but the hub
 // could not store the new states, e.g. a full disk), not_sent (refused
 // before any device was touched: a 501, a switch gone, a rate limit).
-func logCommand(c *Call, cmd bridge.Command, err error, d time.Duration) {
-	ids := strings.Join(c.Grant.SwitchIDs, ",")
+func logCommand(c *Call, switches []string, cmd bridge.Command, err error, d time.Duration) {
+	ids := strings.Join(switches, ",")
 	if err == nil {
 		logLine(c.Logger, slog.LevelInfo, "command", slog.String("command", string(cmd)), slog.String("switches", ids),
 			slog.String("outcome", "ok"), slog.Float64("duration_seconds", d.Seconds()))

@@ -119,7 +119,7 @@ func TestInteropNPMClients(t *testing.T) {
 	t.Run("simple-oauth2 0.2.1", func(t *testing.T) {
 		r := runClient(t, h, dir, "simple-oauth2-0.2.1.js", app)
 		sw, _ := json.Marshal(r["switches"])
-		if !strings.HasPrefix(r["url"].(string), "/api/apps/installations/") || string(sw) != `[{"name":"Kitchen light","value":"off"}]` {
+		if !strings.HasPrefix(r["url"].(string), "/api/apps/installations/") || string(sw) != `[{"id":"kitchen","name":"Kitchen light","value":"off","available":true}]` {
 			t.Errorf("discovery and list = %v", r)
 		}
 		if r["refreshed"] != true || r["revokedStatus"] != float64(401) || r["libraryError"] != "invalid_token" {
@@ -133,7 +133,7 @@ func TestInteropNPMClients(t *testing.T) {
 		r := runClient(t, h, dir, "openid-client-6.mjs", app)
 		sw, _ := json.Marshal(r["afterRefresh"])
 		if r["issuer"] != h.URL || !strings.HasPrefix(r["uri"].(string), h.URL+"/api/apps/installations/") ||
-			string(sw) != `[{"name":"Kitchen light","value":"on"}]` {
+			string(sw) != `[{"id":"kitchen","name":"Kitchen light","value":"on","available":true}]` {
 			t.Errorf("discovery, code flow and list = %v", r)
 		}
 		if r["refreshed"] != true || r["revokedStatus"] != float64(401) {
