@@ -53,6 +53,7 @@ var SwitchesApp = []Route{
 	{Method: http.MethodGet, Path: "/switches/:id", Handle: getSwitch},
 	{Method: http.MethodPut, Path: "/switches/:command", Handle: commandSwitches},
 	{Method: http.MethodPut, Path: "/switches/:id/:command", Handle: commandSwitch},
+	{Method: http.MethodGet, Path: "/events", Stream: streamEvents},
 }
 
 // SwitchValue is one switch as the app reports it: its config id, its
@@ -194,7 +195,27 @@ type Handler struct {
 	// Now is the rate limit's clock; time.Now when nil.
 	Now func() time.Time
 
+	// Feed is the hub's change feed, which GET /events streams; without
+	// it that path is 404.
+	Feed *bridge.Feed
+	// StreamsPerInstallation caps each installation's open event streams;
+	// DefaultStreamsPerInstallation when 0.
+	StreamsPerInstallation int
+	// Heartbeat is how often an idle stream sends a comment;
+	// DefaultHeartbeat when 0.
+	Heartbeat time.Duration
+	// AccessGeneration, when set, is the counter that moves with every
+	// change that takes access away (oauth.GrantSource): open streams
+	// check their tokens again only when it moved. Without it they are
+	// checked at every look.
+	AccessGeneration func(ctx context.Context) (int64, error)
+	// StreamsChanged and EventSent, when set, hear of streams opened (+1)
+	// and closed (-1) and of each event sent on one, for metrics.
+	StreamsChanged func(delta int)
+	EventSent      func(kind string)
+
 	limiter rateLimiter
+	streams streams
 }
 
 // New builds the API for the spec's switches app.
@@ -301,6 +322,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 	// Commands take no body; do not read one, and do not wait for a large one.
 	r.Body = http.MaxBytesReader(w, r.Body, 0)
 	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Hub: h.hub, Logger: h.logger.With("installation", id)}
+	if rt.Stream != nil {
+		return h.serveStream(w, r, c, tok, rt.Stream)
+	}
 	out, err := rt.Handle(c)
 	defer c.answered()
 	if err != nil {

@@ -31,9 +31,11 @@ import (
 
 // Daemon is one running hub.
 type Daemon struct {
-	Config  *config.Config
-	Store   *store.DB
-	Hub     *bridge.Hub
+	Config *config.Config
+	Store  *store.DB
+	Hub    *bridge.Hub
+	// Feed is the switches' changes, for event streams.
+	Feed    *bridge.Feed
 	OAuth   *oauth.Server
 	API     *api.Handler
 	Metrics *metrics.Metrics
@@ -117,6 +119,13 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		return nil, fmt.Errorf("reading stored switch values: %w", err)
 	}
 	d.states = store.NewValueWriter(d.Store, journal, logger)
+	// The change feed starts from the stored values, so a device that
+	// reports what it had before the restart is no change; one set
+	// otherwise while the drivers open is the start-up's.
+	d.Feed = bridge.NewFeed(bridge.FeedOptions{})
+	for id, v := range last {
+		d.Feed.Seed(id, v)
+	}
 	d.Metrics = metrics.New(metrics.Options{Installations: d.Store.CountInstallations, Logger: logger.With("component", "metrics")})
 	env := drivers.Env{
 		Metrics: d.Metrics.Registry(),
@@ -128,7 +137,10 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 			v, ok := last[id]
 			return v, ok
 		},
-		Notify: d.states.Notify,
+		Notify: func(id string, st bridge.State) {
+			d.states.Notify(id, st)
+			d.Feed.Notify(id, st)
+		},
 	}
 	d.env = env
 	d.drivers, err = drivers.Build(cfg, reg, env)
@@ -175,6 +187,8 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	d.Hub.Timeout = cfg.Server.CommandTimeout.Std()
 	d.Hub.Persist = d.states.Persist
 	d.Hub.Observe = d.Metrics.ObserveCommand
+	d.Hub.Feed = d.Feed
+	d.Feed.Started()
 	d.Metrics.WatchSwitches(d.Hub)
 	limited.onOpen, limited.onClose, limited.onReject = d.Metrics.ConnOpened, d.Metrics.ConnClosed, d.Metrics.ConnRejected
 
@@ -199,6 +213,13 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		d.setUpPlatform(mux)
 	}
 	d.API.TokenFailed = d.Metrics.APITokenFailed
+	d.API.Feed = d.Feed
+	d.API.StreamsChanged, d.API.EventSent = d.Metrics.StreamsChanged, d.Metrics.EventSent
+	if cfg.Platform != nil {
+		d.API.AccessGeneration = d.Store.Replica().AccessGeneration
+	} else {
+		d.API.AccessGeneration = d.Store.AccessGeneration
+	}
 	switch rl := cfg.Server.RateLimit; {
 	case rl.Off:
 		d.API.RateLimit = api.RateLimit{}
@@ -234,6 +255,9 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		MaxHeaderBytes: 16 << 10,
 		ErrorLog:       newServerLog(logger),
 	}
+	// Shutdown waits for requests to end; event streams do not by
+	// themselves.
+	d.server.RegisterOnShutdown(d.API.CloseStreams)
 	if d.certs != nil {
 		d.server.TLSConfig = d.certs.TLSConfig()
 		limited.tls = d.certs.TLSConfig()

@@ -1,0 +1,415 @@
+package daemon_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/store"
+)
+
+// sseEvent is one event of a stream as the wire has it.
+type sseEvent struct {
+	ID, Event, Data string
+}
+
+// switchEvent is the data of an "event: switch".
+type switchEvent struct {
+	ID        string  `json:"id"`
+	Name      string  `json:"name"`
+	Value     *string `json:"value"`
+	Previous  *string `json:"previous"`
+	Available bool    `json:"available"`
+	At        string  `json:"at"`
+	Cause     string  `json:"cause"`
+}
+
+// sseStream is an open GET <uri>/events, read line by line as the SSE
+// format says (fields, comments, blank lines ending an event).
+type sseStream struct {
+	t        *testing.T
+	resp     *http.Response
+	cancel   context.CancelFunc
+	events   chan sseEvent
+	comments chan string
+	retry    chan string
+	ended    chan struct{} // closed when the server ends the stream
+}
+
+// openStream opens the installation's event stream with a bearer token
+// and, when lastID is set, Last-Event-ID. It fails the test unless the
+// answer is 200.
+func openStream(t *testing.T, h *daemontest.Harness, g daemontest.Grant, lastID string) *sseStream {
+	t.Helper()
+	s, resp := tryStream(t, h, g.URI+"/events", "Bearer "+g.Token.AccessToken, lastID)
+	if s == nil {
+		t.Fatalf("GET /events = %d %s", resp.StatusCode, readAll(resp))
+	}
+	return s
+}
+
+func readAll(resp *http.Response) string {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	resp.Body.Close()
+	return string(b)
+}
+
+// tryStream opens a stream; it returns nil and the answer when it is not
+// 200.
+func tryStream(t *testing.T, h *daemontest.Harness, u, authorization, lastID string) (*sseStream, *http.Response) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	// A client of its own: streams must not wait on each other's
+	// connections, nor be cut by a client timeout.
+	resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		cancel()
+		return nil, resp
+	}
+	s := &sseStream{t: t, resp: resp, cancel: cancel, events: make(chan sseEvent, 1024), comments: make(chan string, 64),
+		retry: make(chan string, 4), ended: make(chan struct{})}
+	go s.read()
+	t.Cleanup(s.close)
+	return s, resp
+}
+
+func (s *sseStream) read() {
+	defer close(s.ended)
+	sc := bufio.NewScanner(s.resp.Body)
+	var e sseEvent
+	for sc.Scan() {
+		line := sc.Text()
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch {
+		case line == "":
+			if e.Data != "" || e.Event != "" {
+				s.events <- e
+			}
+			e = sseEvent{}
+		case field == "":
+			select {
+			case s.comments <- value:
+			default:
+			}
+		case field == "id":
+			e.ID = value
+		case field == "event":
+			e.Event = value
+		case field == "data":
+			e.Data += value
+		case field == "retry":
+			s.retry <- value
+		}
+	}
+}
+
+func (s *sseStream) close() {
+	s.cancel()
+	s.resp.Body.Close()
+}
+
+// next returns the stream's next event, failing the test after 10 s.
+func (s *sseStream) next() sseEvent {
+	s.t.Helper()
+	select {
+	case e := <-s.events:
+		return e
+	case <-s.ended:
+		s.t.Fatal("the stream ended while an event was expected")
+	case <-time.After(10 * time.Second):
+		s.t.Fatal("no event within 10 s")
+	}
+	return sseEvent{}
+}
+
+// nextSwitch returns the next event, which must be a switch event.
+func (s *sseStream) nextSwitch() (sseEvent, switchEvent) {
+	s.t.Helper()
+	e := s.next()
+	if e.Event != "switch" {
+		s.t.Fatalf("event %q (%s), want switch", e.Event, e.Data)
+	}
+	var sw switchEvent
+	if err := json.Unmarshal([]byte(e.Data), &sw); err != nil {
+		s.t.Fatalf("switch event %q: %v", e.Data, err)
+	}
+	return e, sw
+}
+
+// wantChange checks the next switch event.
+func (s *sseStream) wantChange(id, value, previous, cause string) sseEvent {
+	s.t.Helper()
+	e, sw := s.nextSwitch()
+	if sw.ID != id || str(sw.Value) != value || str(sw.Previous) != previous || sw.Cause != cause || sw.Name == "" || sw.At == "" {
+		s.t.Fatalf("event %s, want %s %s→%s caused by %s", e.Data, id, previous, value, cause)
+	}
+	return e
+}
+
+func str(p *string) string {
+	if p == nil {
+		return "null"
+	}
+	return *p
+}
+
+// wantEnd waits for the server to end the stream within d.
+func (s *sseStream) wantEnd(what string, d time.Duration) {
+	s.t.Helper()
+	select {
+	case <-s.ended:
+	case <-time.After(d):
+		s.t.Fatalf("%s: the stream was still open %s later", what, d)
+	}
+}
+
+// TestEventStream: a snapshot of the granted switches, taken after
+// subscribing, then each change with its cause, only for granted switches,
+// with the headers a proxy and a client need.
+func TestEventStream(t *testing.T) {
+	f := newFixture(t)
+	h := f.hub
+	g := h.Authorize(t, f.app, "alice", "alice-pw", 1, "kitchen", "hall")
+	garage := h.Authorize(t, f.app, "alice", "alice-pw", 2, "garage-light")
+
+	s := openStream(t, h, g, "")
+	for k, want := range map[string]string{"Content-Type": "text/event-stream", "Cache-Control": "no-store", "X-Accel-Buffering": "no"} {
+		if got := s.resp.Header.Get(k); got != want {
+			t.Errorf("%s: %q, want %q", k, got, want)
+		}
+	}
+	select {
+	case r := <-s.retry:
+		if r != "2000" {
+			t.Errorf("retry: %s", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no retry: field")
+	}
+	snap := s.next()
+	if snap.Event != "snapshot" || snap.ID == "" {
+		t.Fatalf("first event %+v, want a snapshot with an id", snap)
+	}
+	if want := h.Call(t, http.MethodGet, g.URI+"/switches", g.Token.AccessToken).Body; snap.Data+"\n" != want {
+		t.Errorf("snapshot %s, want the body of GET /switches %s", snap.Data, want)
+	}
+
+	// A group command, then one switch: cause api, in order, each with an
+	// id of its own.
+	if p := h.Command(t, g, "on"); p.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT on = %d %s", p.StatusCode, p.Body)
+	}
+	first, _ := s.nextSwitch()
+	var sw switchEvent
+	json.Unmarshal([]byte(first.Data), &sw)
+	if sw.ID != "kitchen" || str(sw.Value) != "on" || str(sw.Previous) != "off" || sw.Cause != "api" || !sw.Available || sw.Name != "Kitchen light" {
+		t.Errorf("kitchen's event %s", first.Data)
+	}
+	// A switch of another installation changes: not in this stream.
+	if p := h.Call(t, http.MethodPut, garage.URI+"/switches/garage-light/on", garage.Token.AccessToken); p.StatusCode != http.StatusNoContent {
+		t.Fatalf("garage on = %d", p.StatusCode)
+	}
+	if p := h.Call(t, http.MethodPut, g.URI+"/switches/hall/off", g.Token.AccessToken); p.StatusCode != http.StatusNoContent {
+		t.Fatalf("hall off = %d", p.StatusCode)
+	}
+	last := s.wantChange("hall", "off", "on", "api")
+	if first.ID == snap.ID || last.ID == first.ID {
+		t.Errorf("ids %s, %s, %s are not distinct", snap.ID, first.ID, last.ID)
+	}
+	// A change the device makes by itself (here reported as its driver
+	// would) is the device's.
+	notify(t, h, "kitchen", bridge.Off)
+	s.wantChange("kitchen", "off", "on", "device")
+}
+
+// notify reports a value for a switch as its driver would on a change at
+// the device.
+func notify(t *testing.T, h *daemontest.Harness, id string, v bridge.Value) {
+	t.Helper()
+	h.Feed.Notify(id, bridge.State{Value: v, Available: true, Updated: time.Now()})
+}
+
+// TestEventStreamResumes: a client that reconnects with Last-Event-ID gets
+// exactly the events it missed, without a snapshot; with an id it cannot
+// be given them for (unknown, another run of the hub) a new snapshot.
+func TestEventStreamResumes(t *testing.T) {
+	dir := t.TempDir()
+	h := daemontest.StartIn(t, dir, hubConfig, nil)
+	alice := h.AddUser(t, "alice", "alice-pw", 1, 2)
+	app := h.AddApp(t, alice, true, redirect)
+	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen", "hall")
+
+	s := openStream(t, h, g, "")
+	s.next() // snapshot
+	h.Command(t, g, "on")
+	seen := s.wantChange("kitchen", "on", "off", "api")
+	s.close()
+
+	// Missed while away: kitchen off, hall off, kitchen on.
+	for _, c := range []string{"/switches/kitchen/off", "/switches/hall/off", "/switches/kitchen/on"} {
+		if p := h.Call(t, http.MethodPut, g.URI+c, g.Token.AccessToken); p.StatusCode != http.StatusNoContent {
+			t.Fatalf("PUT %s = %d", c, p.StatusCode)
+		}
+	}
+	r := openStream(t, h, g, seen.ID)
+	r.wantChange("kitchen", "off", "on", "api")
+	r.wantChange("hall", "off", "on", "api")
+	lastSeen := r.wantChange("kitchen", "on", "off", "api")
+	// Nothing doubled: the next event is the next change.
+	h.Call(t, http.MethodPut, g.URI+"/switches/hall/on", g.Token.AccessToken)
+	r.wantChange("hall", "on", "off", "api")
+	r.close()
+
+	for _, id := range []string{"bogus", "0-1", lastSeen.ID + "9999"} {
+		s := openStream(t, h, g, id)
+		if e := s.next(); e.Event != "snapshot" {
+			t.Errorf("Last-Event-ID %q: first event %q, want a snapshot", id, e.Event)
+		}
+		s.close()
+	}
+
+	// Across a restart: a snapshot, never the events of another run.
+	h.Stop()
+	before := h.URL
+	h = daemontest.StartIn(t, dir, hubConfig, nil)
+	g.URI = strings.Replace(g.URI, before, h.URL, 1) // another port
+	s = openStream(t, h, g, lastSeen.ID)
+	if e := s.next(); e.Event != "snapshot" || !strings.Contains(e.Data, `"value":"on"`) {
+		t.Errorf("after a restart, Last-Event-ID from before: %+v, want a snapshot", e)
+	}
+}
+
+// TestEventStreamEndsWithItsAccess: a stream ends within 2 s of its token
+// revoked, its installation removed on the connected apps page or by
+// another process, and its grant changed.
+func TestEventStreamEndsWithItsAccess(t *testing.T) {
+	f := newFixture(t)
+	h := f.hub
+	ctx := context.Background()
+	other, err := store.Open(ctx, h.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	const within = 2 * time.Second
+
+	for _, c := range []struct {
+		name   string
+		remove func(g daemontest.Grant)
+	}{
+		{"/oauth/revoke", func(g daemontest.Grant) {
+			p := postForm(t, h, "/oauth/revoke", url.Values{"token": {g.Token.AccessToken}}, f.app.ClientID, f.app.Secret)
+			if p.StatusCode != http.StatusOK {
+				t.Fatalf("revoke = %d", p.StatusCode)
+			}
+		}},
+		{"connected apps page", func(g daemontest.Grant) {
+			b := h.NewBrowser()
+			page := b.ConnectedApps(t, "alice", "alice-pw")
+			p := b.Post(t, "/oauth/apps/remove", url.Values{"installation": {g.InstallationID()}, "csrf": {page.CSRF(t)}})
+			if p.StatusCode != http.StatusSeeOther {
+				t.Fatalf("remove = %d", p.StatusCode)
+			}
+		}},
+		{"uninstalled by another process", func(g daemontest.Grant) {
+			if err := other.Uninstall(ctx, g.InstallationID()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"switches changed by consenting again", func(g daemontest.Grant) {
+			if again := h.Authorize(t, f.app, "alice", "alice-pw", 1, "hall"); again.InstallationID() != g.InstallationID() {
+				t.Fatal("consenting again made another installation")
+			}
+		}},
+	} {
+		g := h.Authorize(t, f.app, "alice", "alice-pw", 1, "kitchen")
+		s := openStream(t, h, g, "")
+		s.next()
+		c.remove(g)
+		s.wantEnd(c.name, within)
+	}
+	// An untouched stream lives on.
+	g := h.Authorize(t, f.app, "alice", "alice-pw", 2, "garage-light")
+	s := openStream(t, h, g, "")
+	s.next()
+	h.Command(t, g, "on")
+	s.wantChange("garage-light", "on", "off", "api")
+}
+
+// TestEventStreamRefusals: the token rules of the API, and at most four
+// streams per installation.
+func TestEventStreamRefusals(t *testing.T) {
+	f := newFixture(t)
+	h := f.hub
+	g := h.Authorize(t, f.app, "alice", "alice-pw", 1, "kitchen")
+	g2 := h.Authorize(t, f.app, "bob", "bob-pw", 2, "garage-light")
+	u := g.URI + "/events"
+	for _, c := range []struct {
+		name, url, auth string
+		status          int
+	}{
+		{"no token", u, "", http.StatusUnauthorized},
+		{"bad token", u, "Bearer nope", http.StatusUnauthorized},
+		{"token in the query string", u + "?access_token=" + g.Token.AccessToken, "", http.StatusBadRequest},
+		{"another installation's token", u, "Bearer " + g2.Token.AccessToken, http.StatusForbidden},
+	} {
+		s, resp := tryStream(t, h, c.url, c.auth, "")
+		if s != nil {
+			t.Errorf("%s: a stream opened", c.name)
+			continue
+		}
+		if resp.StatusCode != c.status {
+			t.Errorf("%s: %d %s, want %d", c.name, resp.StatusCode, readAll(resp), c.status)
+		}
+	}
+	var open []*sseStream
+	for range 4 {
+		s := openStream(t, h, g, "")
+		s.next()
+		open = append(open, s)
+	}
+	s, resp := tryStream(t, h, u, "Bearer "+g.Token.AccessToken, "")
+	if s != nil || resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("a fifth stream: %v", resp.Status)
+	}
+	assertErrorBody(t, &daemontest.Page{Response: resp, Body: readAll(resp)}, http.StatusTooManyRequests)
+	// Another installation is not held up by this one's streams.
+	openStream(t, h, g2, "").next()
+	// One closes: a place is free again.
+	open[0].close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s, resp := tryStream(t, h, u, "Bearer "+g.Token.AccessToken, "")
+		if s != nil {
+			break
+		}
+		readAll(resp)
+		if time.Now().After(deadline) {
+			t.Fatalf("still %d 10 s after a stream closed", resp.StatusCode)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
