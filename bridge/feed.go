@@ -160,24 +160,33 @@ func (f *Feed) commanding(sws []*Switch, v Value, delta int) {
 // reported the change (yet): the change is then in the feed before the
 // command is answered.
 func (f *Feed) confirmed(id string, v Value, at time.Time) {
-	f.notify(id, State{Value: v, Available: true, Updated: at}, CauseAPI)
+	f.notify(id, State{Value: v, Updated: at}, CauseAPI)
 }
 
+// notify takes in a state. A driver's state says whether the device is
+// available now; a command's confirmation (cause CauseAPI) says nothing of
+// it, as the device may have gone since it confirmed.
 func (f *Feed) notify(id string, st State, cause Cause) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	prev, seen := f.last[id]
 	next := prev
-	next.available, next.known = st.Available, true
+	if cause == "" {
+		next.available, next.known = st.Available, true
+	} else if !prev.known {
+		next.available, next.known = true, true
+	}
 	valueChanged := false
 	if st.Value != "" && !st.Updated.IsZero() {
-		if st.Updated.Before(prev.at) {
-			return // older than what the feed has: a late confirmation
-		}
-		next.at = st.Updated
-		if st.Value != prev.value {
-			next.value = st.Value
-			valueChanged = true
+		// A value learnt before the one the feed has (a confirmation
+		// taken in after the device's next report) is no news; the
+		// availability that comes with it is.
+		if !st.Updated.Before(prev.at) {
+			next.at = st.Updated
+			if st.Value != prev.value {
+				next.value = st.Value
+				valueChanged = true
+			}
 		}
 	} else if prev.value == "" && st.Value != "" {
 		// A driver's first state, restored from the store: not a change.

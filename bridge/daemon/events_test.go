@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -14,6 +15,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
 	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
 
 // sseEvent is one event of a stream as the wire has it.
@@ -411,5 +413,176 @@ func TestEventStreamRefusals(t *testing.T) {
 			t.Fatalf("still %d 10 s after a stream closed", resp.StatusCode)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestEventStreamOutlivesServerTimeouts: a healthy stream lives past the
+// server's read and write timeouts (30 s, and command_timeout + 30 s),
+// with a comment heartbeat every 15 s while nothing happens.
+func TestEventStreamOutlivesServerTimeouts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 35 s stream")
+	}
+	t.Parallel()
+	h := daemontest.StartWithServer(t, "  command_timeout: 1s\n", hubConfig)
+	alice := h.AddUser(t, "alice", "alice-pw", 1)
+	app := h.AddApp(t, alice, true, redirect)
+	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen")
+	s := openStream(t, h, g, "")
+	opened := time.Now()
+	s.next()
+	for i := 1; i <= 2; i++ {
+		select {
+		case c := <-s.comments:
+			if c != "heartbeat" {
+				t.Errorf("comment %q", c)
+			}
+			if d := time.Since(opened); d < 14*time.Second || d > time.Duration(i)*15*time.Second+10*time.Second {
+				t.Errorf("heartbeat %d after %s, want one every 15 s", i, d)
+			}
+		case <-s.ended:
+			t.Fatalf("the stream ended after %s", time.Since(opened))
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no heartbeat %d after %s", i, time.Since(opened))
+		}
+	}
+	// Past both timeouts (31 s for writes here, 30 s for reads).
+	time.Sleep(time.Until(opened.Add(33 * time.Second)))
+	if p := h.Command(t, g, "on"); p.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT on = %d", p.StatusCode)
+	}
+	s.wantChange("kitchen", "on", "off", "api")
+}
+
+// TestEventStreamDropsSlowReaders: a client that stops reading while its
+// switches keep changing is dropped (its stream ends) instead of buffered
+// for, and a client that reads is not held up by it. Shutting the hub down
+// ends the streams still open.
+func TestEventStreamDropsSlowReaders(t *testing.T) {
+	h := daemontest.StartWithMetrics(t, hubConfig)
+	alice := h.AddUser(t, "alice", "alice-pw", 1)
+	app := h.AddApp(t, alice, true, redirect)
+	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen")
+
+	// The slow client: a raw connection with a small receive buffer that
+	// reads the headers and then nothing.
+	slow := dial(t, h.Addr().String())
+	if tcp, ok := slow.Conn.(interface{ SetReadBuffer(int) error }); ok {
+		tcp.SetReadBuffer(4096)
+	}
+	io.WriteString(slow, "GET "+strings.TrimPrefix(g.URI, h.URL)+"/events HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer "+g.Token.AccessToken+"\r\n\r\n")
+	if line, err := slow.r.ReadString('\n'); err != nil || !strings.Contains(line, "200") {
+		t.Fatalf("slow stream: %q %v", line, err)
+	}
+	fast := openStream(t, h, g, "")
+	fast.next()
+	for deadline := time.Now().Add(10 * time.Second); h.Feed.Subscribers() < 2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow stream did not subscribe")
+		}
+	}
+
+	// A plug flapping (as its driver reports it) 40,000 times, several
+	// megabytes of events, in bursts the reading client keeps up with.
+	t0 := time.Now()
+	for i := range 40000 { // kitchen starts off: every report is a change
+		v := bridge.Off
+		if i%2 == 0 {
+			v = bridge.On
+		}
+		h.Feed.Notify("kitchen", bridge.State{Value: v, Available: true, Updated: t0.Add(time.Duration(i))})
+		if i%32 == 31 {
+			for range 32 {
+				fast.nextSwitch()
+			}
+		}
+	}
+	for deadline := time.Now().Add(15 * time.Second); h.Feed.Subscribers() > 1; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d subscribers 15 s after a reader stopped reading, want the slow one dropped", h.Feed.Subscribers())
+		}
+	}
+	// The fast one got every event, and still streams.
+	notify(t, h, "kitchen", bridge.On)
+	fast.wantChange("kitchen", "on", "off", "device")
+	// The hub shuts down with a stream open: it ends, and Stop returns.
+	stopped := make(chan struct{})
+	go func() { h.Stop(); close(stopped) }()
+	fast.wantEnd("shutdown", 10*time.Second)
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hub did not stop within 10 s with a stream open")
+	}
+}
+
+// TestEventStreamFromAPlug: a Tasmota plug on a real Mosquitto pressed at
+// its button reaches the stream as a device change; its last will makes
+// it unavailable (cause availability, and available false in the list),
+// and it is back when it reconnects. The metrics count the stream.
+func TestEventStreamFromAPlug(t *testing.T) {
+	broker := mqtttest.StartMosquitto(t)
+	plug := mqtttest.NewTasmota(t, broker.URL, mqtttest.TasmotaOptions{Topic: "plug1"})
+	h := daemontest.StartWith(t, fmt.Sprintf(`mqtt:
+  broker: %s
+locations:
+  - id: 1
+    name: Home
+    switches:
+      - {id: plug, name: Desk plug, driver: mqtt, profile: tasmota, topic: plug1}
+      - {id: lamp, name: Lamp, driver: virtual}
+`, broker.URL), daemontest.Options{Metrics: true})
+	alice := h.AddUser(t, "alice", "alice-pw", 1)
+	app := h.AddApp(t, alice, true, redirect)
+	g := h.Authorize(t, app, "alice", "alice-pw", 1, "plug", "lamp")
+	waitFor(t, 10*time.Second, "the plug's state", func() bool {
+		l := h.List(t, g)
+		return l[0].Value != nil && l[0].Available
+	})
+
+	s := openStream(t, h, g, "")
+	s.next()
+	plug.Set(true)
+	s.wantChange("plug", "on", "off", "device")
+	plug.Set(false)
+	s.wantChange("plug", "off", "on", "device")
+	if p := h.Call(t, http.MethodPut, g.URI+"/switches/plug/on", g.Token.AccessToken); p.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT plug on = %d %s", p.StatusCode, p.Body)
+	}
+	s.wantChange("plug", "on", "off", "api")
+
+	plug.Crash()
+	_, sw := s.nextSwitch()
+	if sw.ID != "plug" || sw.Cause != "availability" || sw.Available || str(sw.Value) != "on" {
+		t.Errorf("after the plug's last will: %+v", sw)
+	}
+	if l := h.List(t, g); l[0].Available || !l[1].Available {
+		t.Errorf("list after the last will: %+v", l)
+	}
+	plug.Start()
+	_, sw = s.nextSwitch()
+	if sw.ID != "plug" || sw.Cause != "availability" || !sw.Available {
+		t.Errorf("after the plug is back: %+v", sw)
+	}
+
+	m := scrape(t, h)
+	if v := sample(m, "switchbridge_api_event_streams_open"); v != 1 {
+		t.Errorf("event_streams_open = %v, want 1", v)
+	}
+	if v := sample(m, `switchbridge_api_events_sent_total{kind="switch"}`); v < 5 {
+		t.Errorf(`events_sent_total{kind="switch"} = %v, want at least 5`, v)
+	}
+	if v := sample(m, `switchbridge_api_events_sent_total{kind="snapshot"}`); v != 1 {
+		t.Errorf(`events_sent_total{kind="snapshot"} = %v, want 1`, v)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, d)
+		}
 	}
 }
