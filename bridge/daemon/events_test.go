@@ -8,6 +8,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -584,5 +586,73 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within %s", what, d)
 		}
+	}
+}
+
+// TestEventStreamNPMClient: the npm eventsource package, a client written
+// to the WHATWG spec, parses the stream: the snapshot, then each change
+// with its event type and id.
+func TestEventStreamNPMClient(t *testing.T) {
+	dir := npmInstall(t, []string{"eventsource@3"}, "eventsource-3.mjs")
+	f := newFixture(t)
+	h := f.hub
+	g := h.Authorize(t, f.app, "alice", "alice-pw", 1, "kitchen", "hall")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "eventsource-3.mjs")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "STREAM="+g.URI+"/events", "TOKEN="+g.Token.AccessToken, "WANT=3")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var result []struct {
+		Type        string          `json:"type"`
+		LastEventID string          `json:"lastEventId"`
+		Data        json.RawMessage `json:"data"`
+	}
+	lines := bufio.NewScanner(io.LimitReader(stdout, 1<<20))
+	for lines.Scan() {
+		line := lines.Text()
+		switch {
+		case line == "READY":
+			h.Call(t, http.MethodPut, g.URI+"/switches/kitchen/on", g.Token.AccessToken)
+			h.Call(t, http.MethodPut, g.URI+"/switches/hall/off", g.Token.AccessToken)
+		case strings.HasPrefix(line, "RESULT "):
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "RESULT ")), &result); err != nil {
+				t.Fatalf("%v in %s", err, line)
+			}
+		default:
+			t.Logf("client: %s", line)
+		}
+	}
+	if err := cmd.Wait(); err != nil || len(result) != 3 {
+		t.Fatalf("client: %v %+v\n%s", err, result, stderr.String())
+	}
+	if result[0].Type != "snapshot" || !strings.Contains(string(result[0].Data), `"id":"kitchen"`) {
+		t.Errorf("first event %+v", result[0])
+	}
+	var kitchen switchEvent
+	json.Unmarshal(result[1].Data, &kitchen)
+	if result[1].Type != "switch" || kitchen.ID != "kitchen" || str(kitchen.Value) != "on" || kitchen.Cause != "api" {
+		t.Errorf("second event %s %s", result[1].Type, result[1].Data)
+	}
+	var hall switchEvent
+	json.Unmarshal(result[2].Data, &hall)
+	if result[2].Type != "switch" || hall.ID != "hall" || str(hall.Value) != "off" || str(hall.Previous) != "on" {
+		t.Errorf("third event %s %s", result[2].Type, result[2].Data)
+	}
+	ids := map[string]bool{}
+	for _, r := range result {
+		if r.LastEventID == "" || ids[r.LastEventID] {
+			t.Errorf("event ids %+v: empty or repeated", result)
+		}
+		ids[r.LastEventID] = true
 	}
 }
