@@ -323,6 +323,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 	r.Body = http.MaxBytesReader(w, r.Body, 0)
 	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Hub: h.hub, Logger: h.logger.With("installation", id)}
 	if rt.Stream != nil {
+		if r.Method == http.MethodHead {
+			// A stream has no end for a HEAD to stop at.
+			w.Header().Set("Allow", http.MethodGet)
+			return wire.WriteError(w, http.StatusMethodNotAllowed, "a stream is read with GET", nil)
+		}
 		return h.serveStream(w, r, c, tok, rt.Stream)
 	}
 	out, err := rt.Handle(c)

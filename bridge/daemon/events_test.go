@@ -656,3 +656,39 @@ func TestEventStreamNPMClient(t *testing.T) {
 		ids[r.LastEventID] = true
 	}
 }
+
+// TestEventStreamsCountAsConnections: streams hold connections counted in
+// server.max_connections, so one address opening stream after stream
+// meets its share of the cap (a quarter, at least 8) and is refused at
+// once, and HEAD does not open a stream.
+func TestEventStreamsCountAsConnections(t *testing.T) {
+	h := daemontest.StartWithServer(t, "  max_connections: 32\n", hubConfig)
+	alice := h.AddUser(t, "alice", "alice-pw", 1, 2)
+	app := h.AddApp(t, alice, true, redirect)
+	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen")
+	g2 := h.Authorize(t, app, "alice", "alice-pw", 2, "garage-light")
+	if p := h.Call(t, http.MethodHead, g.URI+"/events", g.Token.AccessToken); p.StatusCode != http.StatusMethodNotAllowed {
+		t.Errorf("HEAD /events = %d, want 405", p.StatusCode)
+	}
+	// Eight streams (four per installation) from one address, a quarter
+	// of the cap, over raw connections from an address nothing else uses.
+	const from = "127.0.0.7"
+	for i := range 8 {
+		gi := []daemontest.Grant{g, g2}[i%2]
+		c := dialFrom(t, from, h.Addr().String())
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(c, "GET "+strings.TrimPrefix(gi.URI, h.URL)+"/events HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer "+gi.Token.AccessToken+"\r\n\r\n")
+		if line, err := c.r.ReadString('\n'); err != nil || !strings.Contains(line, " 200 ") {
+			t.Fatalf("stream %d: %q %v", i, line, err)
+		}
+	}
+	// 1,000 more from the same address: each refused with the cap's 503.
+	for i := range 1000 {
+		c := dialFrom(t, from, h.Addr().String())
+		resp, _ := c.get(t)
+		c.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("connection %d past the address's share: %d, want 503", i, resp.StatusCode)
+		}
+	}
+}
