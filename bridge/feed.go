@@ -281,7 +281,7 @@ func (s *Subscription) Dropped() bool {
 
 // offer hands e to the subscriber, or drops it when it is full. Under f.mu.
 func (s *Subscription) offer(e Event) {
-	if !s.switches[e.SwitchID] {
+	if s.switches != nil && !s.switches[e.SwitchID] {
 		return
 	}
 	select {
@@ -303,8 +303,9 @@ func (s *Subscription) Close() {
 	}
 }
 
-// Subscribe starts a subscription to the events of the switches ids, with
-// room for buffer events (DefaultSubscriptionBuffer when 0).
+// Subscribe starts a subscription to the events of the switches ids (of
+// every switch when ids is nil), with room for buffer events
+// (DefaultSubscriptionBuffer when 0).
 //
 // With lastID, the id of the last event a client saw (Last-Event-ID), it
 // also returns the kept events of those switches after it, and resumed
@@ -315,9 +316,12 @@ func (f *Feed) Subscribe(ids []string, buffer int, lastID string) (s *Subscripti
 	if buffer <= 0 {
 		buffer = DefaultSubscriptionBuffer
 	}
-	s = &Subscription{f: f, switches: make(map[string]bool, len(ids)), c: make(chan Event, buffer)}
-	for _, id := range ids {
-		s.switches[id] = true
+	s = &Subscription{f: f, c: make(chan Event, buffer)}
+	if ids != nil {
+		s.switches = make(map[string]bool, len(ids))
+		for _, id := range ids {
+			s.switches[id] = true
+		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -336,7 +340,7 @@ func (f *Feed) Subscribe(ids []string, buffer int, lastID string) (s *Subscripti
 		return s, nil, false
 	}
 	for _, e := range f.ring[max(0, len(f.ring)-f.buffer):] {
-		if e.Seq > after && s.switches[e.SwitchID] {
+		if e.Seq > after && (s.switches == nil || s.switches[e.SwitchID]) {
 			missed = append(missed, e)
 		}
 	}

@@ -1,6 +1,7 @@
 // Package api is the hub role's installation API: the app paths below each
 // installation's URI (GET /switches, GET /switches/:id, PUT
-// /switches/:command, PUT /switches/:id/:command), declared as a table of routes the way the spec's
+// /switches/:command, PUT /switches/:id/:command, the event stream GET
+// /events and the webhooks below /webhooks), declared as a table of routes the way the spec's
 // apps declare theirs, behind a bearer token check that it asks of a
 // bridge.Authorizer.
 package api
@@ -8,6 +9,7 @@ package api
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -29,6 +31,10 @@ type Call struct {
 	Grant  *bridge.Grant
 	Hub    *bridge.Hub
 	Logger *slog.Logger // carries the installation id
+	// Body is the request's body, for a route that takes one.
+	Body []byte
+	// Webhooks is the hub's webhooks; nil when it sends none.
+	Webhooks WebhookService
 
 	afterAnswer []func()
 }
@@ -54,6 +60,10 @@ var SwitchesApp = []Route{
 	{Method: http.MethodPut, Path: "/switches/:command", Handle: commandSwitches},
 	{Method: http.MethodPut, Path: "/switches/:id/:command", Handle: commandSwitch},
 	{Method: http.MethodGet, Path: "/events", Stream: streamEvents},
+	{Method: http.MethodPost, Path: "/webhooks", Handle: registerWebhook, Body: maxWebhookBody},
+	{Method: http.MethodGet, Path: "/webhooks", Handle: listWebhooks},
+	{Method: http.MethodDelete, Path: "/webhooks/:id", Handle: deleteWebhook},
+	{Method: http.MethodPost, Path: "/webhooks/:id/rotate", Handle: rotateWebhook},
 }
 
 // SwitchValue is one switch as the app reports it: its config id, its
@@ -195,6 +205,8 @@ type Handler struct {
 	// Now is the rate limit's clock; time.Now when nil.
 	Now func() time.Time
 
+	// Webhooks is the hub's webhooks; without it the webhook paths are 404.
+	Webhooks WebhookService
 	// Feed is the hub's change feed, which GET /events streams; without
 	// it that path is 404.
 	Feed *bridge.Feed
@@ -319,9 +331,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 			return h.writeError(w, bridge.Errorf(bridge.EINVALID, "malformed path segment %q", v))
 		}
 	}
-	// Commands take no body; do not read one, and do not wait for a large one.
-	r.Body = http.MaxBytesReader(w, r.Body, 0)
-	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Hub: h.hub, Logger: h.logger.With("installation", id)}
+	// Most routes take no body; do not read one, and do not wait for a
+	// large one. The others read theirs, bounded, before they run.
+	r.Body = http.MaxBytesReader(w, r.Body, rt.Body)
+	var body []byte
+	if rt.Body > 0 {
+		if body, err = io.ReadAll(r.Body); err != nil {
+			return h.writeError(w, bridge.Errorf(bridge.EINVALID, "the body could not be read or is over %d bytes", rt.Body))
+		}
+	}
+	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Hub: h.hub, Logger: h.logger.With("installation", id), Body: body, Webhooks: h.Webhooks}
 	if rt.Stream != nil {
 		if r.Method == http.MethodHead {
 			// A stream has no end for a HEAD to stop at.
@@ -343,6 +362,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 			f.Flush()
 		}
 		return http.StatusNoContent
+	}
+	if a, ok := out.(Answer); ok {
+		return wire.WriteJSON(w, a.Status, a.Body)
 	}
 	return wire.WriteJSON(w, http.StatusOK, out)
 }

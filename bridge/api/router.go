@@ -21,6 +21,9 @@ type Route struct {
 	// Stream, in place of Handle, serves a route that streams
 	// (text/event-stream) rather than answering once.
 	Stream StreamHandler
+	// Body is the most a request's body may hold, read into Call.Body
+	// before Handle runs; 0: the route takes no body.
+	Body int64
 }
 
 // Router matches requests against a table of routes. Two routes are told

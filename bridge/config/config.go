@@ -45,6 +45,8 @@ type Config struct {
 	// Platform makes the daemon a hub of another switchbridge; nil: it is
 	// its own platform.
 	Platform *Platform `yaml:"platform"`
+	// Webhooks bounds where clients' webhooks may point.
+	Webhooks Webhooks `yaml:"webhooks"`
 
 	// Sections holds every top-level key that is not one of the above, by
 	// name, as it was written: a driver's settings (mqtt:), which that
@@ -61,6 +63,14 @@ type Config struct {
 	// secretLines are the lines of the keys naming secret files, for
 	// warnings about their modes (SecretFiles).
 	secretLines map[string]int
+}
+
+// Webhooks is the webhooks: section.
+type Webhooks struct {
+	// Allow lists the hosts (names as written in a URL, IP addresses or
+	// CIDR prefixes) a webhook may point at; empty: any, since a receiver
+	// on the LAN (Node-RED) is the usual one.
+	Allow []string `yaml:"allow"`
 }
 
 // Section is one top-level key of the config kept raw.
@@ -456,6 +466,11 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 			ps.Add(n, "server.tls.hsts_max_age must be whole seconds, 0 or more (0s: no Strict-Transport-Security), not %s", h)
 		}
 	}
+	for _, a := range c.Webhooks.Allow {
+		if a == "" || strings.ContainsAny(a, " /:@") && !validPrefix(a) {
+			ps.Add(line("webhooks", "allow"), "webhooks.allow %q must be a host name, an IP address or a CIDR prefix", a)
+		}
+	}
 	if c.Server.CommandTimeout < 0 || c.Server.ShutdownTimeout < 0 {
 		ps.Add(line("server"), "server timeouts must be positive")
 	}
@@ -652,4 +667,13 @@ func find(doc *yaml.Node, path ...string) *yaml.Node {
 func IsProblems(err error) bool {
 	var ps *Problems
 	return errors.As(err, &ps)
+}
+
+// validPrefix reports whether s is an IP address or a CIDR prefix.
+func validPrefix(s string) bool {
+	if _, err := netip.ParsePrefix(s); err == nil {
+		return true
+	}
+	_, err := netip.ParseAddr(s)
+	return err == nil
 }

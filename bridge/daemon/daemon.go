@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -26,6 +27,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/metrics"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/webhook"
 	"github.com/switchbridge/switchbridge/drivers"
 )
 
@@ -34,11 +36,12 @@ type Daemon struct {
 	Config *config.Config
 	Store  *store.DB
 	Hub    *bridge.Hub
-	// Feed is the switches' changes, for event streams.
-	Feed    *bridge.Feed
-	OAuth   *oauth.Server
-	API     *api.Handler
-	Metrics *metrics.Metrics
+	// Feed is the switches' changes, for event streams and webhooks.
+	Feed     *bridge.Feed
+	Webhooks *webhook.Service
+	OAuth    *oauth.Server
+	API      *api.Handler
+	Metrics  *metrics.Metrics
 	// DemoURL is the demo client's public URL, "" when the config has no demo.
 	DemoURL string
 	// Link is the hub's link to its platform, nil unless the config has
@@ -126,6 +129,17 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	for id, v := range last {
 		d.Feed.Seed(id, v)
 	}
+	// Webhooks subscribe before the drivers open, so that a start-up
+	// policy's changes reach them too.
+	allow, err := webhook.ParseAllow(cfg.Webhooks.Allow)
+	if err != nil {
+		return nil, err
+	}
+	var installations webhook.Installations = d.Store
+	if cfg.Platform != nil {
+		installations = d.Store.Replica()
+	}
+	d.Webhooks = webhook.New(d.Store, installations, d.Feed, nil, webhook.NewClient(allow, d.isSelf), logger.With("component", "webhooks"))
 	d.Metrics = metrics.New(metrics.Options{Installations: d.Store.CountInstallations, Logger: logger.With("component", "metrics")})
 	env := drivers.Env{
 		Metrics: d.Metrics.Registry(),
@@ -189,6 +203,9 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	d.Hub.Observe = d.Metrics.ObserveCommand
 	d.Hub.Feed = d.Feed
 	d.Feed.Started()
+	d.Webhooks.SetHub(d.Hub)
+	d.Webhooks.Observe = d.Metrics.WebhookDelivery
+	d.Metrics.WatchWebhookOutbox(d.Store.WebhookOutbox)
 	d.Metrics.WatchSwitches(d.Hub)
 	limited.onOpen, limited.onClose, limited.onReject = d.Metrics.ConnOpened, d.Metrics.ConnClosed, d.Metrics.ConnRejected
 
@@ -214,6 +231,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	}
 	d.API.TokenFailed = d.Metrics.APITokenFailed
 	d.API.Feed = d.Feed
+	d.API.Webhooks = d.Webhooks
 	d.API.StreamsChanged, d.API.EventSent = d.Metrics.StreamsChanged, d.Metrics.EventSent
 	if cfg.Platform != nil {
 		d.API.AccessGeneration = d.Store.Replica().AccessGeneration
@@ -285,6 +303,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		d.prune(bgCtx)
 	}()
 	d.bg.Go(func() { d.runLink(bgCtx) })
+	d.bg.Go(func() { d.Webhooks.Run(bgCtx) })
 	return d, nil
 }
 
@@ -389,4 +408,33 @@ func (d *Daemon) prune(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// isSelf reports whether an address is the hub's own API listener, which
+// a webhook must not point at: the hub would post its events to itself.
+func (d *Daemon) isSelf(ap netip.AddrPort) bool {
+	if d.ln == nil {
+		return false
+	}
+	own, ok := d.ln.Addr().(*net.TCPAddr)
+	if !ok || int(ap.Port()) != own.Port {
+		return false
+	}
+	if own.IP.IsUnspecified() {
+		// Listening everywhere: any address of this machine.
+		if ap.Addr().IsLoopback() || ap.Addr().IsUnspecified() {
+			return true
+		}
+		addrs, _ := net.InterfaceAddrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == ap.Addr() {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	ip, _ := netip.AddrFromSlice(own.IP)
+	return ip.Unmap() == ap.Addr() || (ip.IsLoopback() && ap.Addr().IsLoopback())
 }

@@ -70,7 +70,8 @@ type Metrics struct {
 	clientAuthFailures *reasonCounter
 	apiTokenFailures   *reasonCounter
 
-	events eventMetrics
+	events   eventMetrics
+	webhooks webhookMetrics
 }
 
 // New builds the metrics on a fresh registry holding the Go and process
@@ -98,6 +99,7 @@ func New(o Options) *Metrics {
 	m.initCommands(f)
 	m.initOAuth(f)
 	m.initEvents(f)
+	m.initWebhooks(f)
 
 	scrape := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: promLogger{logger},
