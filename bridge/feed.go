@@ -221,8 +221,13 @@ func (f *Feed) notify(id string, st State, cause Cause) {
 		f.ring = append(f.ring[:0], f.ring[len(f.ring)-f.buffer:]...)
 	}
 	f.ring = append(f.ring, e)
-	for s := range f.subs {
-		s.offer(e)
+	// One copy for every subscriber: channels of pointers keep an idle
+	// subscription's buffer small (a thousand streams).
+	if len(f.subs) > 0 {
+		ev := e
+		for s := range f.subs {
+			s.offer(&ev)
+		}
 	}
 }
 
@@ -259,7 +264,7 @@ func (f *Feed) parseEventID(id string) (uint64, bool) {
 type Subscription struct {
 	f        *Feed
 	switches map[string]bool
-	c        chan Event
+	c        chan *Event
 	dropped  bool // under f.mu
 	// Seq is the last event before the subscription began: a snapshot
 	// taken after Subscribe returns reflects at least every event up to
@@ -267,9 +272,10 @@ type Subscription struct {
 	Seq uint64
 }
 
-// Events delivers the subscription's events in order. It is closed when the
-// subscriber fell too far behind (Dropped) or Close was called.
-func (s *Subscription) Events() <-chan Event { return s.c }
+// Events delivers the subscription's events in order; the events are
+// shared by every subscriber and must not be changed. It is closed when
+// the subscriber fell too far behind (Dropped) or Close was called.
+func (s *Subscription) Events() <-chan *Event { return s.c }
 
 // Dropped reports whether the subscription was ended because its
 // subscriber fell behind.
@@ -280,7 +286,7 @@ func (s *Subscription) Dropped() bool {
 }
 
 // offer hands e to the subscriber, or drops it when it is full. Under f.mu.
-func (s *Subscription) offer(e Event) {
+func (s *Subscription) offer(e *Event) {
 	if s.switches != nil && !s.switches[e.SwitchID] {
 		return
 	}
@@ -316,7 +322,7 @@ func (f *Feed) Subscribe(ids []string, buffer int, lastID string) (s *Subscripti
 	if buffer <= 0 {
 		buffer = DefaultSubscriptionBuffer
 	}
-	s = &Subscription{f: f, c: make(chan Event, buffer)}
+	s = &Subscription{f: f, c: make(chan *Event, buffer)}
 	if ids != nil {
 		s.switches = make(map[string]bool, len(ids))
 		for _, id := range ids {

@@ -22,7 +22,7 @@ func recv(s *bridge.Subscription) []bridge.Event {
 			if !ok {
 				return out
 			}
-			out = append(out, e)
+			out = append(out, *e)
 		default:
 			return out
 		}

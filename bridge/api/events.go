@@ -35,6 +35,10 @@ const (
 	// accessCheckEvery is how often open streams check that their access
 	// still stands, so a removal ends them within two seconds.
 	accessCheckEvery = 500 * time.Millisecond
+	// streamBuffer is how many events a stream may fall behind the feed
+	// (beyond what the connection's socket buffers hold) before it is
+	// dropped.
+	streamBuffer = 64
 )
 
 // StreamHandler serves a route that streams. It returns an error, answered
@@ -52,9 +56,11 @@ type Stream struct {
 	LastEventID string
 	// Feed is the hub's change feed.
 	Feed *bridge.Feed
-	// Done is closed when the stream must end: its token, grant or
-	// installation is gone, the hub shuts down or the client went away.
-	Done <-chan struct{}
+	// Done is closed when the client went away; Ended when the stream
+	// must end for the hub: its token, grant or installation is gone, or
+	// the hub shuts down. (Two channels rather than one merged: merging
+	// would cost a goroutine per stream.)
+	Done, Ended <-chan struct{}
 	// Heartbeat is how often a comment is sent when nothing else is.
 	Heartbeat time.Duration
 	// Sent, when set, is told of each event written ("snapshot", "switch").
@@ -137,7 +143,7 @@ func EventOf(e bridge.Event, name string) Event {
 
 // streamEvents is GET /events.
 func streamEvents(c *Call, s *Stream) error {
-	sub, missed, resumed := s.Feed.Subscribe(c.Grant.SwitchIDs, 0, s.LastEventID)
+	sub, missed, resumed := s.Feed.Subscribe(c.Grant.SwitchIDs, streamBuffer, s.LastEventID)
 	defer sub.Close()
 	var snapshot []byte
 	if !resumed {
@@ -173,7 +179,7 @@ func streamEvents(c *Call, s *Stream) error {
 				c.Logger.Info("event stream dropped: the client does not keep up")
 				return nil
 			}
-			if sendEvent(c, s, e) != nil {
+			if sendEvent(c, s, *e) != nil {
 				return nil
 			}
 		case <-heartbeat.C:
@@ -181,6 +187,8 @@ func streamEvents(c *Call, s *Stream) error {
 				return nil
 			}
 		case <-s.Done:
+			return nil
+		case <-s.Ended:
 			return nil
 		}
 	}
@@ -236,22 +244,12 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c *Call, t
 		h.StreamsChanged(1)
 		defer h.StreamsChanged(-1)
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	go func() {
-		select {
-		case <-o.end:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	heartbeat := h.Heartbeat
 	if heartbeat <= 0 {
 		heartbeat = DefaultHeartbeat
 	}
-	c.Ctx = ctx
 	s := &Stream{w: w, rc: http.NewResponseController(w), LastEventID: r.Header.Get("Last-Event-ID"),
-		Feed: h.Feed, Done: ctx.Done(), Heartbeat: heartbeat, Sent: h.EventSent}
+		Feed: h.Feed, Done: r.Context().Done(), Ended: o.end, Heartbeat: heartbeat, Sent: h.EventSent}
 	if err := handle(c, s); err != nil && !s.started {
 		return h.writeError(w, err)
 	}

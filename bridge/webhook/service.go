@@ -221,7 +221,7 @@ func (s *Service) enqueue(ctx context.Context) {
 				s.sub, _, _ = s.feed.Subscribe(nil, feedBuffer, "")
 				continue
 			}
-			batch = append(batch, e)
+			batch = append(batch, *e)
 		}
 	drain:
 		for len(batch) < 256 {
@@ -230,7 +230,7 @@ func (s *Service) enqueue(ctx context.Context) {
 				if !ok {
 					break drain
 				}
-				batch = append(batch, e)
+				batch = append(batch, *e)
 			default:
 				break drain
 			}
