@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -36,6 +37,7 @@ type Call struct {
 	// Webhooks is the hub's webhooks; nil when it sends none.
 	Webhooks WebhookService
 
+	handler     *Handler
 	afterAnswer []func()
 }
 
@@ -226,8 +228,10 @@ type Handler struct {
 	StreamsChanged func(delta int)
 	EventSent      func(kind string)
 
-	limiter rateLimiter
-	streams streams
+	limiter      rateLimiter
+	streams      streams
+	streamer     *streamer
+	streamerOnce sync.Once
 }
 
 // New builds the API for the spec's switches app.
@@ -340,7 +344,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 			return h.writeError(w, bridge.Errorf(bridge.EINVALID, "the body could not be read or is over %d bytes", rt.Body))
 		}
 	}
-	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Hub: h.hub, Logger: h.logger.With("installation", id), Body: body, Webhooks: h.Webhooks}
+	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Hub: h.hub, Logger: h.logger.With("installation", id), Body: body, Webhooks: h.Webhooks, handler: h}
 	if rt.Stream != nil {
 		if r.Method == http.MethodHead {
 			// A stream has no end for a HEAD to stop at.

@@ -66,6 +66,10 @@ type Stream struct {
 	// Sent, when set, is told of each event written ("snapshot", "switch").
 	Sent    func(kind string)
 	started bool
+
+	h         *Handler
+	o         *openStream
+	handedOff bool // to the streamer
 }
 
 // Start sends the stream's headers and the reconnection delay.
@@ -144,7 +148,11 @@ func EventOf(e bridge.Event, name string) Event {
 // streamEvents is GET /events.
 func streamEvents(c *Call, s *Stream) error {
 	sub, missed, resumed := s.Feed.Subscribe(c.Grant.SwitchIDs, streamBuffer, s.LastEventID)
-	defer sub.Close()
+	defer func() {
+		if !s.handedOff {
+			sub.Close()
+		}
+	}()
 	var snapshot []byte
 	if !resumed {
 		// Taken after subscribing: any change after it is in sub.
@@ -155,6 +163,18 @@ func streamEvents(c *Call, s *Stream) error {
 		if snapshot, err = json.Marshal(list); err != nil {
 			return err
 		}
+	}
+	var first []sseChunk
+	last := sub.Seq
+	if !resumed {
+		first = append(first, sseChunk{"snapshot", sseEvent("snapshot", s.Feed.EventID(sub.Seq), snapshot)})
+	}
+	for _, e := range missed {
+		first = append(first, sseChunk{"switch", c.handler.encode(&e)})
+		last = e.Seq
+	}
+	if s.handOff(c.Grant.SwitchIDs, sub, first, last) {
+		return nil
 	}
 	if err := s.Start(); err != nil {
 		return nil
@@ -221,9 +241,15 @@ type openStream struct {
 	grant               *bridge.Grant
 	end                 chan struct{}
 	once                sync.Once
+	connHolder
 }
 
-func (o *openStream) stop() { o.once.Do(func() { close(o.end) }) }
+// stop ends the stream: it tells the goroutine serving it, or closes the
+// connection the streamer writes.
+func (o *openStream) stop() {
+	o.once.Do(func() { close(o.end) })
+	o.closeConn()
+}
 
 // serveStream runs a streaming route for an authorized call.
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c *Call, token string, handle StreamHandler) int {
@@ -235,25 +261,65 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c *Call, t
 		max = DefaultStreamsPerInstallation
 	}
 	o := &openStream{token: token, installation: c.Grant.InstallationID, grant: c.Grant, end: make(chan struct{})}
-	if err := h.streams.add(o, max); err != nil {
+	err := h.streams.add(o, max)
+	if bridge.ErrorCode(err) == bridge.ETOOMANY && h.streams.dropGone(o.installation) {
+		// A client that went away while the streamer wrote its stream
+		// is noticed only at the next write; a reconnecting client must
+		// not wait for that.
+		err = h.streams.add(o, max)
+	}
+	if err != nil {
 		return h.writeError(w, err)
 	}
-	defer h.streams.remove(o)
-	h.watchAccess()
+	o.release = func() {
+		h.streams.remove(o)
+		if h.StreamsChanged != nil {
+			h.StreamsChanged(-1)
+		}
+	}
 	if h.StreamsChanged != nil {
 		h.StreamsChanged(1)
-		defer h.StreamsChanged(-1)
 	}
-	heartbeat := h.Heartbeat
-	if heartbeat <= 0 {
-		heartbeat = DefaultHeartbeat
-	}
+	h.watchAccess()
 	s := &Stream{w: w, rc: http.NewResponseController(w), LastEventID: r.Header.Get("Last-Event-ID"),
-		Feed: h.Feed, Done: r.Context().Done(), Ended: o.end, Heartbeat: heartbeat, Sent: h.EventSent}
+		Feed: h.Feed, Done: r.Context().Done(), Ended: o.end, Heartbeat: h.heartbeat(), Sent: h.EventSent, h: h, o: o}
+	defer func() {
+		if !s.handedOff {
+			o.giveBack()
+		}
+	}()
 	if err := handle(c, s); err != nil && !s.started {
 		return h.writeError(w, err)
 	}
 	return http.StatusOK
+}
+
+func (h *Handler) heartbeat() time.Duration {
+	if h.Heartbeat <= 0 {
+		return DefaultHeartbeat
+	}
+	return h.Heartbeat
+}
+
+// dropGone ends the handed-off streams of an installation whose clients
+// have gone, and reports whether there were any.
+func (ss *streams) dropGone(installation string) bool {
+	ss.mu.Lock()
+	var mine []*openStream
+	for o := range ss.open {
+		if o.installation == installation {
+			mine = append(mine, o)
+		}
+	}
+	ss.mu.Unlock()
+	dropped := false
+	for _, o := range mine {
+		if o.gone() {
+			o.stop()
+			dropped = true
+		}
+	}
+	return dropped
 }
 
 func (ss *streams) add(o *openStream, max int) error {

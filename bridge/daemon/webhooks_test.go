@@ -422,9 +422,9 @@ func TestWebhookDelivery(t *testing.T) {
 		t.Errorf("outbox metrics:\n%s", grepLines(m, "switchbridge_webhook_outbox"))
 	}
 	down.set("ok")
-	got := down.waitFor(2, 10*time.Second)
+	down.waitFor(2, 10*time.Second)
 	time.Sleep(500 * time.Millisecond) // nothing more must come
-	got = down.deliveries()
+	got := down.deliveries()
 	if len(got) != 2 {
 		t.Fatalf("%d deliveries after the receiver came back, want 2 (one per switch)", len(got))
 	}

@@ -35,13 +35,6 @@ func optTime(ms int64) time.Time {
 	return fromUnix(ms)
 }
 
-func optUnix(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return unix(t)
-}
-
 // AddWebhook registers w (ID, InstallationID, URL, Secret set) unless its
 // installation already has max webhooks (ETOOMANY) or one with that URL
 // (ECONFLICT). It fills in CreatedAt.

@@ -17,7 +17,7 @@ func TestSignSpecVector(t *testing.T) {
 	if err != nil || got != "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=" {
 		t.Errorf("Sign = %q, %v", got, err)
 	}
-	if !strings.HasPrefix(NewSecret(), "whsec_") || NewSecret() == NewSecret() {
+	if a, b := NewSecret(), NewSecret(); !strings.HasPrefix(a, "whsec_") || a == b {
 		t.Error("NewSecret")
 	}
 }

@@ -100,14 +100,20 @@ locations:
 	}
 
 	// The streams, from four loopback addresses (each address holds at most
-	// a quarter of max_connections).
+	// a quarter of max_connections), 16 clients connecting at a time.
 	readers := make([]*benchStream, streams)
 	readers[0] = first
 	var wg sync.WaitGroup
+	gate := make(chan struct{}, 16)
 	for i := 1; i < len(readers); i++ {
 		from := fmt.Sprintf("127.0.0.%d", 1+i%4)
 		tok := tokens[i/perInstallation]
-		wg.Go(func() { readers[i] = openBenchStream(b, from, addr, tok) })
+		gate <- struct{}{}
+		wg.Go(func() {
+			readers[i] = openBenchStream(b, from, addr, tok)
+			readers[i].waitSnapshot(b)
+			<-gate
+		})
 	}
 	wg.Wait()
 	for _, r := range readers {
