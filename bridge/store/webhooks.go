@@ -9,7 +9,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 )
 
-// Webhooks and their outbox (migration 0013).
+// Webhooks and their outbox (migration 0014_webhooks).
 
 const webhookColumns = `w.id, w.installation_id, w.url, w.secret, w.old_secret, w.old_secret_until, w.disabled_reason, w.created_at,
 	w.last_success_at, w.last_failure_at, w.last_error, w.failing_since,
