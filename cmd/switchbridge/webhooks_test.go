@@ -108,4 +108,8 @@ func TestWebhookSurvivesKill9(t *testing.T) {
 			t.Fatal("the queued change was not delivered within 30 s of the restart")
 		}
 	}
+	// The owner sees the webhook and its state.
+	if r := runCLI(t, "", "installation", "list", "--config", cfg); r.code != 0 || !strings.Contains(r.stdout, "WEBHOOKS") || !strings.Contains(r.stdout, "1 active") {
+		t.Errorf("installation list: %+v", r)
+	}
 }
