@@ -696,3 +696,18 @@ func TestEventStreamsCountAsConnections(t *testing.T) {
 		}
 	}
 }
+
+// TestEventStreamEndsWhenItsTokenExpires: a stream does not outlive its
+// token.
+func TestEventStreamEndsWhenItsTokenExpires(t *testing.T) {
+	h := daemontest.Start(t, strings.Replace(hubConfig, "oauth:\n", "oauth:\n  token_lifetime: 3s\n", 1))
+	alice := h.AddUser(t, "alice", "alice-pw", 1)
+	app := h.AddApp(t, alice, true, redirect)
+	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen")
+	s := openStream(t, h, g, "")
+	s.next()
+	s.wantEnd("token expired", 3*time.Second+2*time.Second)
+	if !time.Now().After(g.Token.Expiry.Add(-time.Second)) {
+		t.Errorf("the stream ended before its token expired (%s)", g.Token.Expiry)
+	}
+}
