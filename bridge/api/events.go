@@ -354,10 +354,18 @@ func (ss *streams) remove(o *openStream) {
 // by itself.
 func (h *Handler) CloseStreams() {
 	h.streams.mu.Lock()
-	defer h.streams.mu.Unlock()
 	h.streams.closed = true
+	open := make([]*openStream, 0, len(h.streams.open))
 	for o := range h.streams.open {
-		o.stop()
+		open = append(open, o)
+	}
+	h.streams.mu.Unlock()
+	for _, o := range open {
+		o.stop() // gives the place back, under streams.mu
+	}
+	h.streamerOnce.Do(func() {}) // none starts from now on
+	if h.streamer != nil {
+		h.streamer.stop()
 	}
 }
 

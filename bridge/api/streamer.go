@@ -42,14 +42,16 @@ type streamer struct {
 	h    *Handler
 	sub  *bridge.Subscription
 	add  chan *handedOff
+	quit chan struct{}           // closed by CloseStreams
 	live map[*handedOff]struct{} // owned by run
 }
 
-// streamerFor starts the handler's streamer on first use.
+// streamerFor starts the handler's streamer on first use; nil once
+// CloseStreams ran.
 func (h *Handler) streamerFor() *streamer {
 	h.streamerOnce.Do(func() {
 		sub, _, _ := h.Feed.Subscribe(nil, streamerBuffer, "")
-		h.streamer = &streamer{h: h, sub: sub, add: make(chan *handedOff), live: map[*handedOff]struct{}{}}
+		h.streamer = &streamer{h: h, sub: sub, add: make(chan *handedOff), quit: make(chan struct{}), live: map[*handedOff]struct{}{}}
 		go h.streamer.run()
 	})
 	return h.streamer
@@ -100,7 +102,18 @@ func (s *Stream) handOff(switches []string, sub *bridge.Subscription, first []ss
 			s.Sent(c.kind)
 		}
 	}
-	s.h.streamerFor().add <- ho
+	st := s.h.streamerFor()
+	if st == nil { // the hub shuts down
+		sub.Close()
+		s.o.stop()
+		return true
+	}
+	select {
+	case st.add <- ho:
+	case <-st.quit:
+		sub.Close()
+		s.o.stop()
+	}
 	return true
 }
 
@@ -109,6 +122,12 @@ func (st *streamer) run() {
 	defer heartbeat.Stop()
 	for {
 		select {
+		case <-st.quit:
+			for ho := range st.live {
+				st.drop(ho)
+			}
+			st.sub.Close()
+			return
 		case ho := <-st.add:
 			st.adopt(ho)
 		case e, ok := <-st.sub.Events():
@@ -127,6 +146,14 @@ func (st *streamer) run() {
 				st.write(ho, []byte(": heartbeat\n\n"), "")
 			}
 		}
+	}
+}
+
+func (st *streamer) stop() {
+	select {
+	case <-st.quit:
+	default:
+		close(st.quit)
 	}
 }
 

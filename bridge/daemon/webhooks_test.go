@@ -497,3 +497,28 @@ func TestWebhookOutboxSurvivesRestart(t *testing.T) {
 		t.Errorf("delivered after the restart: %s", got[0].Body)
 	}
 }
+
+// TestWebhooksEndWithTheirInstallation: a change queued for an
+// installation that is then removed is never sent, and its webhooks go.
+func TestWebhooksEndWithTheirInstallation(t *testing.T) {
+	h := daemontest.Start(t, hubConfig)
+	alice := h.AddUser(t, "alice", "alice-pw", 1)
+	app := h.AddApp(t, alice, true, redirect)
+	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen")
+	r := startReceiver(t, "ok")
+	mustRegister(t, h, g, r.URL)
+	r.set("down")
+	h.Command(t, g, "on")
+	waitFor(t, 10*time.Second, "tried", func() bool { return !hookState(t, h, r.URL).LastFailureAt.IsZero() })
+	if err := h.Store.Uninstall(context.Background(), g.InstallationID()); err != nil {
+		t.Fatal(err)
+	}
+	r.set("ok")
+	waitFor(t, 20*time.Second, "the webhook deleted", func() bool {
+		ws, _ := h.Store.Webhooks(context.Background(), "")
+		return len(ws) == 0
+	})
+	if n := len(r.deliveries()); n != 0 {
+		t.Errorf("%d deliveries for a removed installation", n)
+	}
+}

@@ -368,6 +368,15 @@ func (s *Service) attempt(ctx context.Context, d bridge.WebhookDelivery) {
 	if err != nil {
 		return // deleted meanwhile: its outbox went with it
 	}
+	// An installation removed since the change was queued sends nothing
+	// more.
+	if _, err := s.inst.Installation(ctx, w.InstallationID); bridge.ErrorCode(err) == bridge.ENOTFOUND {
+		if err := s.store.DeleteWebhooksOf(ctx, w.InstallationID); err != nil {
+			s.Logger.Warn("webhooks: deleting those of a removed installation", "err", err)
+		}
+		s.forgetRoutes()
+		return
+	}
 	now := s.now()
 	a, err := s.Client.post(ctx, w, d.MsgID, d.Payload, now)
 	if ctx.Err() != nil {
