@@ -365,6 +365,13 @@ func (f *Feed) trim() {
 	}
 }
 
+// Seq is the sequence number of the last event.
+func (f *Feed) Seq() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.seq
+}
+
 // Subscribers is how many subscriptions are open.
 func (f *Feed) Subscribers() int {
 	f.mu.Lock()

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -146,6 +147,9 @@ func command(c *Call, ids []string) (any, error) {
 	}
 	start := time.Now()
 	err = c.Hub.CommandIn(c.Ctx, c.Grant.LocationID, ids, cmd)
+	if c.handler != nil {
+		c.handler.streamsCaughtUp()
+	}
 	d := time.Since(start)
 	c.AfterAnswer(func() { logCommand(c, ids, cmd, err, d) })
 	return nil, err
@@ -230,7 +234,7 @@ type Handler struct {
 
 	limiter      rateLimiter
 	streams      streams
-	streamer     *streamer
+	streamer     atomic.Pointer[streamer]
 	streamerOnce sync.Once
 }
 

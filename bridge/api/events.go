@@ -364,9 +364,26 @@ func (h *Handler) CloseStreams() {
 		o.stop() // gives the place back, under streams.mu
 	}
 	h.streamerOnce.Do(func() {}) // none starts from now on
-	if h.streamer != nil {
-		h.streamer.stop()
+	if st := h.streamer.Load(); st != nil {
+		st.stop()
 	}
+}
+
+// commandWait bounds how long a command's answer waits for its changes to
+// be written to the event streams.
+const commandWait = 100 * time.Millisecond
+
+// streamsCaughtUp waits until the changes in the feed so far (a command's
+// own, which the hub put there before the command returned) are written
+// to the streams that want them, so that a client sees its change on its
+// stream before or with the command's 204. Bounded: a command's answer
+// never waits long for streams.
+func (h *Handler) streamsCaughtUp() {
+	st := h.streamer.Load()
+	if st == nil || h.Feed == nil {
+		return
+	}
+	st.waitWritten(h.Feed.Seq(), commandWait)
 }
 
 // watchAccess starts, unless it runs, the one goroutine that checks the

@@ -44,6 +44,43 @@ type streamer struct {
 	add  chan *handedOff
 	quit chan struct{}           // closed by CloseStreams
 	live map[*handedOff]struct{} // owned by run
+
+	// done is the last event of the feed written to every stream that
+	// wants it; wake is closed, and replaced, each time it moves.
+	mu   sync.Mutex
+	done uint64
+	wake chan struct{}
+}
+
+// written records that every event up to seq was written.
+func (st *streamer) written(seq uint64) {
+	st.mu.Lock()
+	st.done = seq
+	close(st.wake)
+	st.wake = make(chan struct{})
+	st.mu.Unlock()
+}
+
+// waitWritten waits, at most d, until every event up to seq was written
+// to the streams that want it.
+func (st *streamer) waitWritten(seq uint64, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		st.mu.Lock()
+		done, wake := st.done, st.wake
+		st.mu.Unlock()
+		if done >= seq {
+			return
+		}
+		select {
+		case <-wake:
+		case <-t.C:
+			return
+		case <-st.quit:
+			return
+		}
+	}
 }
 
 // streamerFor starts the handler's streamer on first use; nil once
@@ -51,10 +88,12 @@ type streamer struct {
 func (h *Handler) streamerFor() *streamer {
 	h.streamerOnce.Do(func() {
 		sub, _, _ := h.Feed.Subscribe(nil, streamerBuffer, "")
-		h.streamer = &streamer{h: h, sub: sub, add: make(chan *handedOff), quit: make(chan struct{}), live: map[*handedOff]struct{}{}}
-		go h.streamer.run()
+		st := &streamer{h: h, sub: sub, add: make(chan *handedOff), quit: make(chan struct{}), live: map[*handedOff]struct{}{},
+			wake: make(chan struct{}), done: sub.Seq}
+		h.streamer.Store(st)
+		go st.run()
 	})
-	return h.streamer
+	return h.streamer.Load()
 }
 
 // sseChunk is an encoded event and its type.
@@ -138,9 +177,11 @@ func (st *streamer) run() {
 					st.drop(ho)
 				}
 				st.sub, _, _ = st.h.Feed.Subscribe(nil, streamerBuffer, "")
+				st.written(st.sub.Seq)
 				continue
 			}
 			st.send(e)
+			st.written(e.Seq)
 		case <-heartbeat.C:
 			for ho := range st.live {
 				st.write(ho, []byte(": heartbeat\n\n"), "")

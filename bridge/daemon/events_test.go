@@ -243,6 +243,44 @@ func TestEventStream(t *testing.T) {
 	if first.ID == snap.ID || last.ID == first.ID {
 		t.Errorf("ids %s, %s, %s are not distinct", snap.ID, first.ID, last.ID)
 	}
+	// A command's own change is on its stream before its 204: with the
+	// 204 in hand, the event is already readable on a raw stream.
+	raw := dial(t, h.Addr().String())
+	io.WriteString(raw, "GET "+strings.TrimPrefix(g.URI, h.URL)+"/events HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer "+g.Token.AccessToken+"\r\n\r\n")
+	raw.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		line, err := raw.r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(line, "event: snapshot") {
+			raw.r.ReadString('\n')
+			raw.r.ReadString('\n')
+			break
+		}
+	}
+	for i, cmd := range []string{"on", "off", "on"} { // hall is off
+		if p := h.Call(t, http.MethodPut, g.URI+"/switches/hall/"+cmd, g.Token.AccessToken); p.StatusCode != http.StatusNoContent {
+			t.Fatalf("PUT hall %s = %d", cmd, p.StatusCode)
+		}
+		raw.SetReadDeadline(time.Now().Add(time.Millisecond))
+		var got strings.Builder
+		for {
+			line, err := raw.r.ReadString('\n')
+			got.WriteString(line)
+			if err != nil || line == "\n" {
+				break
+			}
+		}
+		if !strings.Contains(got.String(), `"id":"hall"`) || !strings.Contains(got.String(), `"value":"`+cmd+`"`) {
+			t.Errorf("command %d: with its 204 in hand, the stream holds %q, want hall's change", i, got.String())
+		}
+	}
+	raw.Close()
+	s.wantChange("hall", "on", "off", "api")
+	s.wantChange("hall", "off", "on", "api")
+	s.wantChange("hall", "on", "off", "api")
+
 	// A change the device makes by itself (here reported as its driver
 	// would) is the device's.
 	notify(t, h, "kitchen", bridge.Off)
