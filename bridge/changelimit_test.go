@@ -22,7 +22,7 @@ func (r *relayLike) DefaultMaxChanges() bridge.ChangeLimit { return r.limit }
 
 // cappedHub is a hub of switches with the given caps (nil: the device's
 // default) on a stepped clock, recording what Observe is told.
-func cappedHub(t *testing.T, devs map[string]bridge.Device, caps map[string]*bridge.ChangeLimit) (*bridge.Hub, *clocktest.Clock, *[]string) {
+func cappedHub(t *testing.T, devs map[string]bridge.Device, caps map[string]*bridge.ChangeLimit) (*bridge.Switchboard, *clocktest.Clock, *[]string) {
 	t.Helper()
 	loc := bridge.Location{ID: 1, Name: "Home"}
 	var sws []*bridge.Switch
@@ -30,7 +30,7 @@ func cappedHub(t *testing.T, devs map[string]bridge.Device, caps map[string]*bri
 		loc.Switches = append(loc.Switches, id)
 		sws = append(sws, &bridge.Switch{ID: id, Name: "name of " + id, Driver: "test", LocationID: 1, Device: d, MaxChanges: caps[id]})
 	}
-	h, err := bridge.NewHub([]bridge.Location{loc}, sws)
+	h, err := bridge.NewSwitchboard([]bridge.Location{loc}, sws)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 // installations need. These are the records both sides hold; bridge/link
 // carries them between the two.
 
-// RemoteHub is one hub registered with a platform (switchbridge hub add).
-type RemoteHub struct {
+// RegisteredHub is one hub registered with a platform (switchbridge hub add).
+type RegisteredHub struct {
 	ID      string
 	Name    string
 	BaseURL string

@@ -64,7 +64,7 @@ func registry(log *[]string, failing string) drivers.Registry {
 
 func mustConfig(t *testing.T, src string) *config.Config {
 	t.Helper()
-	cfg, err := config.Parse([]byte(src), "x.yaml")
+	cfg, err := config.Load("x.yaml", config.Text(src))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +345,7 @@ func TestUnclaimedSection(t *testing.T) {
 		t.Errorf("CheckSections = %v", err)
 	}
 
-	_, err = config.Parse([]byte("widget: {speed: 1}\nwidget: {speed: 2}\n"+widgetSwitches), "x.yaml")
+	_, err = config.Load("x.yaml", config.Text("widget: {speed: 1}\nwidget: {speed: 2}\n"+widgetSwitches))
 	if err == nil || !strings.Contains(err.Error(), `x.yaml:2: mapping key "widget" already defined at line 1`) {
 		t.Errorf("a section twice: %v", err)
 	}

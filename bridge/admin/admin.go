@@ -46,9 +46,9 @@ type Store interface {
 	FindInstallations(ctx context.Context, f bridge.InstallationFilter) ([]*bridge.Installation, error)
 	Uninstall(ctx context.Context, id string) error
 
-	CreateHub(ctx context.Context, h *bridge.RemoteHub) error
-	Hub(ctx context.Context, id string) (*bridge.RemoteHub, error)
-	Hubs(ctx context.Context) ([]*bridge.RemoteHub, error)
+	CreateHub(ctx context.Context, h *bridge.RegisteredHub) error
+	Hub(ctx context.Context, id string) (*bridge.RegisteredHub, error)
+	Hubs(ctx context.Context) ([]*bridge.RegisteredHub, error)
 	HubLocation(ctx context.Context, id int64) (*bridge.RemoteLocation, error)
 	SetHubSecret(ctx context.Context, id string, hash []byte) error
 	// RemoveHub returns how many installations it uninstalled.
@@ -296,7 +296,7 @@ func CheckHubURL(raw string) (string, error) {
 
 // AddHub registers a hub and returns it with its secret, stored only
 // hashed: this is the one time it is known.
-func (s *Service) AddHub(ctx context.Context, name, baseURL string) (*bridge.RemoteHub, string, error) {
+func (s *Service) AddHub(ctx context.Context, name, baseURL string) (*bridge.RegisteredHub, string, error) {
 	if strings.TrimSpace(name) == "" || len(name) > 64 {
 		return nil, "", bridge.Errorf(bridge.EINVALID, "a hub's name must be 1-64 characters")
 	}
@@ -305,7 +305,7 @@ func (s *Service) AddHub(ctx context.Context, name, baseURL string) (*bridge.Rem
 		return nil, "", err
 	}
 	secret := oauth.NewSecret()
-	h := &bridge.RemoteHub{ID: newHubID(), Name: name, BaseURL: base, SecretHash: oauth.Hash(secret)}
+	h := &bridge.RegisteredHub{ID: newHubID(), Name: name, BaseURL: base, SecretHash: oauth.Hash(secret)}
 	if err := s.Store.CreateHub(ctx, h); err != nil {
 		return nil, "", err
 	}

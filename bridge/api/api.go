@@ -28,11 +28,11 @@ import (
 // Call is what a handler gets: the request's context, the path variables,
 // the grant of its token and the hub.
 type Call struct {
-	Ctx    context.Context
-	Params map[string]string
-	Grant  *bridge.Grant
-	Hub    *bridge.Hub
-	Logger *slog.Logger // carries the installation id
+	Ctx         context.Context
+	Params      map[string]string
+	Grant       *bridge.Grant
+	Switchboard *bridge.Switchboard
+	Logger      *slog.Logger // carries the installation id
 	// Body is the request's body, for a route that takes one.
 	Body []byte
 	// Webhooks is the hub's webhooks; nil when it sends none.
@@ -93,7 +93,7 @@ func switchValue(s bridge.SwitchState) SwitchValue {
 // location (a reload moved it away) answers 404 naming it, as a removed one
 // does.
 func listSwitches(c *Call) (any, error) {
-	states, err := c.Hub.StatesIn(c.Grant.LocationID, c.Grant.SwitchIDs)
+	states, err := c.Switchboard.StatesIn(c.Grant.LocationID, c.Grant.SwitchIDs)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +112,7 @@ func getSwitch(c *Call) (any, error) {
 	if !slices.Contains(c.Grant.SwitchIDs, id) {
 		return nil, bridge.Errorf(bridge.ENOTFOUND, "no selected switch %q in this installation", id)
 	}
-	states, err := c.Hub.StatesIn(c.Grant.LocationID, []string{id})
+	states, err := c.Switchboard.StatesIn(c.Grant.LocationID, []string{id})
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +146,7 @@ func command(c *Call, ids []string) (any, error) {
 		return nil, err
 	}
 	start := time.Now()
-	err = c.Hub.CommandIn(c.Ctx, c.Grant.LocationID, ids, cmd)
+	err = c.Switchboard.CommandIn(c.Ctx, c.Grant.LocationID, ids, cmd)
 	if c.handler != nil {
 		c.handler.streamsCaughtUp()
 	}
@@ -197,7 +197,7 @@ func logCommand(c *Call, switches []string, cmd bridge.Command, err error, d tim
 
 // Handler serves the installation API.
 type Handler struct {
-	hub    *bridge.Hub
+	hub    *bridge.Switchboard
 	auth   bridge.Authorizer
 	router *Router
 	logger *slog.Logger
@@ -239,7 +239,7 @@ type Handler struct {
 }
 
 // New builds the API for the spec's switches app.
-func New(hub *bridge.Hub, auth bridge.Authorizer, logger *slog.Logger) *Handler {
+func New(hub *bridge.Switchboard, auth bridge.Authorizer, logger *slog.Logger) *Handler {
 	r, err := NewRouter(SwitchesApp)
 	if err != nil {
 		panic(err) // the table is a constant of this package
@@ -348,7 +348,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 			return h.writeError(w, bridge.Errorf(bridge.EINVALID, "the body could not be read or is over %d bytes", rt.Body))
 		}
 	}
-	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Hub: h.hub, Logger: h.logger.With("installation", id), Body: body, Webhooks: h.Webhooks, handler: h}
+	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Switchboard: h.hub, Logger: h.logger.With("installation", id), Body: body, Webhooks: h.Webhooks, handler: h}
 	if rt.Stream != nil {
 		if r.Method == http.MethodHead {
 			// A stream has no end for a HEAD to stop at.

@@ -216,7 +216,7 @@ func streamEvents(c *Call, s *Stream) error {
 
 func sendEvent(c *Call, s *Stream, e bridge.Event) error {
 	name := e.SwitchID
-	if sw, ok := c.Hub.Switch(e.SwitchID); ok {
+	if sw, ok := c.Switchboard.Switch(e.SwitchID); ok {
 		name = sw.Name
 	}
 	b, err := json.Marshal(EventOf(e, name))

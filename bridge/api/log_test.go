@@ -27,7 +27,7 @@ func (lamp) Supports(bridge.Command) bool             { return true }
 // hub could not store the new state (a full disk). The command's line must
 // say it switched, not that the command was never sent.
 func TestCommandLogSaysSwitchedWhenStoringFailed(t *testing.T) {
-	h, err := bridge.NewHub([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}},
+	h, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}},
 		[]*bridge.Switch{{ID: "lamp", Name: "Lamp", Driver: "test", LocationID: 1, Device: lamp{}}})
 	if err != nil {
 		t.Fatal(err)
@@ -36,7 +36,7 @@ func TestCommandLogSaysSwitchedWhenStoringFailed(t *testing.T) {
 		return errors.New("write switch-values.journal: no space left on device")
 	}
 	var logs bytes.Buffer
-	c := &Call{Ctx: context.Background(), Params: map[string]string{"command": "on"}, Hub: h,
+	c := &Call{Ctx: context.Background(), Params: map[string]string{"command": "on"}, Switchboard: h,
 		Grant: &bridge.Grant{SwitchIDs: []string{"lamp"}}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	if _, err := commandSwitches(c); StatusOf(err) != 503 {
 		t.Fatalf("command = %v, want 503", err)
@@ -70,14 +70,14 @@ func TestCommandLogOneLinePerCommand(t *testing.T) {
 		sws = append(sws, &bridge.Switch{ID: id, Name: id, Driver: "test", LocationID: 1, Device: dev})
 		ids = append(ids, id)
 	}
-	h, err := bridge.NewHub([]bridge.Location{{ID: 1, Name: "Home", Switches: ids}}, sws)
+	h, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: ids}}, sws)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h.Persist = func(bridge.Value, map[string]time.Time) error { return nil }
 	run := func(grant []string) string {
 		var logs bytes.Buffer
-		c := &Call{Ctx: context.Background(), Params: map[string]string{"command": "on"}, Hub: h,
+		c := &Call{Ctx: context.Background(), Params: map[string]string{"command": "on"}, Switchboard: h,
 			Grant: &bridge.Grant{LocationID: 1, SwitchIDs: grant}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 		commandSwitches(c)
 		c.answered()
@@ -114,7 +114,7 @@ func (g gateHandler) WithAttrs(as []slog.Attr) slog.Handler {
 // log lines (the command's and the request's) are written, so a client
 // does not wait on the log; the lines are all written afterwards.
 func TestCommandAnsweredBeforeItsLogLines(t *testing.T) {
-	hub, err := bridge.NewHub([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}},
+	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}},
 		[]*bridge.Switch{{ID: "lamp", Name: "Lamp", Driver: "test", LocationID: 1, Device: lamp{}}})
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ func (ts tokens) Authorize(_ context.Context, token, installationID string) (*br
 // stepped clock.
 func limitedAPI(t *testing.T, limit RateLimit) (*Handler, *httptest.Server, *clocktest.Clock) {
 	t.Helper()
-	hub, err := bridge.NewHub([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}},
+	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}},
 		[]*bridge.Switch{{ID: "lamp", Name: "Lamp", Driver: "test", LocationID: 1, Device: lamp{}}})
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +215,7 @@ func TestRateLimitOff(t *testing.T) {
 // A per-switch cap answers 429 through the same table, with Retry-After
 // and the switch named in the failures.
 func TestChangeCapIs429(t *testing.T) {
-	hub, err := bridge.NewHub([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}},
+	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}},
 		[]*bridge.Switch{{ID: "lamp", Name: "Lamp", Driver: "test", LocationID: 1, Device: lamp{},
 			MaxChanges: &bridge.ChangeLimit{Burst: 1, Per: 90 * time.Second}}})
 	if err != nil {

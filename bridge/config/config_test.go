@@ -88,7 +88,7 @@ locations:
       - {id: b, driver: virtual}
       - {id: c, name: C}
 `
-	_, err := config.Parse([]byte(src), "x.yaml")
+	_, err := config.Load("x.yaml", config.Text(src))
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -111,7 +111,7 @@ locations:
 
 func TestDefaults(t *testing.T) {
 	t.Setenv("STATE_DIRECTORY", "/var/lib/switchbridge-test")
-	cfg, err := config.Parse([]byte("locations:\n  - {id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}\n"), "x.yaml")
+	cfg, err := config.Load("x.yaml", config.Text("locations:\n  - {id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestPublicURLMustNotHaveAPath(t *testing.T) {
 		"https://user@hub.example": false,
 		"ftp://hub.example":        false,
 	} {
-		_, err := config.Parse([]byte("server: {public_url: \""+url+"\"}\n"+base), "x.yaml")
+		_, err := config.Load("x.yaml", config.Text("server: {public_url: \""+url+"\"}\n"+base))
 		if (err == nil) != ok {
 			t.Errorf("public_url %s: %v", url, err)
 		}
@@ -216,7 +216,7 @@ func TestPublicURLMustNotHaveAPath(t *testing.T) {
 // then be https, and the advertised URL defaults to https://<listen>.
 func TestTLSKeys(t *testing.T) {
 	base := "locations:\n  - {id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}\n"
-	cfg, err := config.Parse([]byte("server:\n  listen: 0.0.0.0:8443\n  tls:\n    cert_file: /etc/ssl/hub.pem\n    key_file: /etc/ssl/hub.key\n"+base), "x.yaml")
+	cfg, err := config.Load("x.yaml", config.Text("server:\n  listen: 0.0.0.0:8443\n  tls:\n    cert_file: /etc/ssl/hub.pem\n    key_file: /etc/ssl/hub.key\n"+base))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,26 +226,26 @@ func TestTLSKeys(t *testing.T) {
 	if cfg.Server.TLS != (config.TLS{CertFile: "/etc/ssl/hub.pem", KeyFile: "/etc/ssl/hub.key", HSTSMaxAge: config.Duration(config.DefaultHSTSMaxAge)}) || cfg.TLSLine != 4 {
 		t.Errorf("tls = %+v at line %d", cfg.Server.TLS, cfg.TLSLine)
 	}
-	if cfg, err := config.Parse([]byte("server:\n  public_url: HTTPS://hub.example\n  tls: {cert_file: c, key_file: k}\n"+base), "x.yaml"); err != nil || cfg.AdvertisedURL("") != "HTTPS://hub.example" {
+	if cfg, err := config.Load("x.yaml", config.Text("server:\n  public_url: HTTPS://hub.example\n  tls: {cert_file: c, key_file: k}\n"+base)); err != nil || cfg.AdvertisedURL("") != "HTTPS://hub.example" {
 		t.Errorf("https public_url in capitals refused: %v", err)
 	}
 	if cfg.Server.TLS.HSTS() != config.DefaultHSTSMaxAge {
 		t.Errorf("HSTS max-age by default = %s, want %s", cfg.Server.TLS.HSTS(), config.DefaultHSTSMaxAge)
 	}
 	for v, want := range map[string]time.Duration{"0s": 0, "24h": 24 * time.Hour} {
-		src := []byte("server:\n  tls: {cert_file: c, key_file: k, hsts_max_age: " + v + "}\n" + base)
-		cfg, err := config.Parse(src, "x.yaml")
+		src := "server:\n  tls: {cert_file: c, key_file: k, hsts_max_age: " + v + "}\n" + base
+		cfg, err := config.Load("x.yaml", config.Text(src))
 		if err != nil || cfg.Server.TLS.HSTS() != want {
 			t.Errorf("hsts_max_age %s: %v, %v", v, cfg.Server.TLS.HSTS(), err)
 			continue
 		}
 		// A reload compares server sections with ==: the same text must
 		// give the same value, or every SIGHUP would warn that it changed.
-		if again, _ := config.Parse(src, "x.yaml"); again.Server != cfg.Server {
+		if again, _ := config.Load("x.yaml", config.Text(src)); again.Server != cfg.Server {
 			t.Errorf("hsts_max_age %s: the same server section read twice differs", v)
 		}
 	}
-	if cfg, err := config.Parse([]byte(base), "x.yaml"); err != nil || cfg.Server.TLS.Enabled() || cfg.TLSLine != 0 {
+	if cfg, err := config.Load("x.yaml", config.Text(base)); err != nil || cfg.Server.TLS.Enabled() || cfg.TLSLine != 0 {
 		t.Errorf("no tls section: enabled %v, line %d, %v", cfg.Server.TLS.Enabled(), cfg.TLSLine, err)
 	}
 
@@ -259,7 +259,7 @@ func TestTLSKeys(t *testing.T) {
 		"server:\n  tls: {cert_file: c, key_file: k, hsts_max_age: -1s}\n":                   `server.tls.hsts_max_age must be whole seconds, 0 or more`,
 		"server:\n  tls: {cert_file: c, key_file: k, hsts_max_age: 1500ms}\n":                `server.tls.hsts_max_age must be whole seconds, 0 or more`,
 	} {
-		_, err := config.Parse([]byte(src+base), "x.yaml")
+		_, err := config.Load("x.yaml", config.Text(src+base))
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want %q", src, err, want)
 		}
@@ -268,7 +268,7 @@ func TestTLSKeys(t *testing.T) {
 
 func TestTrustedProxies(t *testing.T) {
 	base := "locations:\n  - {id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}\n"
-	cfg, err := config.Parse([]byte("server:\n  trusted_proxies: [127.0.0.1, \"::1\", 192.168.1.0/24, \"2001:db8::/32\", \"::ffff:10.0.0.1\"]\n"+base), "x.yaml")
+	cfg, err := config.Load("x.yaml", config.Text("server:\n  trusted_proxies: [127.0.0.1, \"::1\", 192.168.1.0/24, \"2001:db8::/32\", \"::ffff:10.0.0.1\"]\n"+base))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,15 +281,15 @@ func TestTrustedProxies(t *testing.T) {
 	}
 	// The section stays comparable and equal for equal text: a reload
 	// does not warn about a server section that did not change.
-	again, _ := config.Parse([]byte("server:\n  trusted_proxies: [127.0.0.1, \"::1\", 192.168.1.0/24, \"2001:db8::/32\", \"::ffff:10.0.0.1\"]\n"+base), "y.yaml")
+	again, _ := config.Load("y.yaml", config.Text("server:\n  trusted_proxies: [127.0.0.1, \"::1\", 192.168.1.0/24, \"2001:db8::/32\", \"::ffff:10.0.0.1\"]\n"+base))
 	if again.Server != cfg.Server {
 		t.Error("equal trusted_proxies compare unequal")
 	}
-	if none, _ := config.Parse([]byte(base), "z.yaml"); len(none.Server.TrustedProxies.List()) != 0 {
+	if none, _ := config.Load("z.yaml", config.Text(base)); len(none.Server.TrustedProxies.List()) != 0 {
 		t.Errorf("default trusted_proxies = %v, want none", none.Server.TrustedProxies.List())
 	}
 
-	_, err = config.Parse([]byte("server:\n  trusted_proxies:\n    - 10.0.0.1/8\n    - proxy.lan\n    - \"fe80::1%eth0\"\n    - 10.0.0.0/8\n"+base), "x.yaml")
+	_, err = config.Load("x.yaml", config.Text("server:\n  trusted_proxies:\n    - 10.0.0.1/8\n    - proxy.lan\n    - \"fe80::1%eth0\"\n    - 10.0.0.0/8\n"+base))
 	if err == nil {
 		t.Fatal("bad trusted_proxies accepted")
 	}
@@ -302,7 +302,7 @@ func TestTrustedProxies(t *testing.T) {
 			t.Errorf("missing %q in:\n%s", w, err)
 		}
 	}
-	if _, err := config.Parse([]byte("server:\n  trusted_proxies: 10.0.0.1\n"+base), "x.yaml"); err == nil || !strings.Contains(err.Error(), "x.yaml:2: must be a list") {
+	if _, err := config.Load("x.yaml", config.Text("server:\n  trusted_proxies: 10.0.0.1\n"+base)); err == nil || !strings.Contains(err.Error(), "x.yaml:2: must be a list") {
 		t.Errorf("a scalar trusted_proxies: %v", err)
 	}
 }
@@ -322,7 +322,7 @@ func TestDemoOnlyOnLoopback(t *testing.T) {
 		"192.168.1.5:8080":   false,
 		"hub.example.org:80": false,
 	} {
-		_, err := config.Parse([]byte("server: {listen: \""+listen+"\"}\n"+base), "x.yaml")
+		_, err := config.Load("x.yaml", config.Text("server: {listen: \""+listen+"\"}\n"+base))
 		if ok && err != nil {
 			t.Errorf("listen %s: %v", listen, err)
 		}
@@ -332,9 +332,10 @@ func TestDemoOnlyOnLoopback(t *testing.T) {
 	}
 }
 
-// TestListenHostChecks checks that check-config (LoadAll) and serve
-// (LoadForServe) refuse listen addresses this machine cannot bind, each at
-// its line, while a reload (Load) does not look them up.
+// TestListenHostChecks checks that check-config (ForServe, AllProblems)
+// and serve (ForServe) refuse listen addresses this machine cannot bind,
+// each at its line, while a reload (Load without ForServe) does not look
+// them up.
 func TestListenHostChecks(t *testing.T) {
 	configtest.UseHosts(t)
 	bad := "testdata/host/unresolvable.yaml"
@@ -342,12 +343,12 @@ func TestListenHostChecks(t *testing.T) {
 		bad + `:4: server.listen "no-such-host.invalid:8080": host "no-such-host.invalid" does not resolve`,
 		bad + `:5: server.metrics_listen "192.0.2.1:9180": 192.0.2.1 is not an address of this machine`,
 	}
-	_, ps, err := config.LoadAll(bad)
-	if err != nil {
+	ps := &config.Problems{}
+	if _, err := config.Load(bad, config.ForServe(), config.AllProblems(ps)); err != nil {
 		t.Fatal(err)
 	}
-	_, serr := config.LoadForServe(bad)
-	for name, err := range map[string]error{"LoadAll": ps.Err(), "LoadForServe": serr} {
+	_, serr := config.Load(bad, config.ForServe())
+	for name, err := range map[string]error{"ForServe, AllProblems": ps.Err(), "ForServe": serr} {
 		if err == nil {
 			t.Errorf("%s accepted %s", name, bad)
 			continue
@@ -362,11 +363,40 @@ func TestListenHostChecks(t *testing.T) {
 		t.Errorf("Load (used by reload) looked up the listen addresses: %v", err)
 	}
 	good := "testdata/host/local.yaml"
-	if _, err := config.LoadForServe(good); err != nil {
+	if _, err := config.Load(good, config.ForServe()); err != nil {
 		t.Errorf("%s: %v", good, err)
 	}
-	if _, ps, _ := config.LoadAll(good); ps.Err() != nil {
-		t.Errorf("%s: %v", good, ps.Err())
+	ps = &config.Problems{}
+	if _, err := config.Load(good, config.ForServe(), config.AllProblems(ps)); err != nil || ps.Err() != nil {
+		t.Errorf("%s: %v, %v", good, err, ps.Err())
+	}
+}
+
+// TestAllProblems checks what check-config relies on: with AllProblems,
+// Load returns what it could decode beside every problem, so the drivers'
+// keys can be checked too; without it, a config with problems is refused;
+// a file that cannot be read is an error, not a problem.
+func TestAllProblems(t *testing.T) {
+	src := "server: {listen: nowhere}\nlog: {level: loud}\nlocations:\n  - {id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}\n"
+	ps := &config.Problems{}
+	cfg, err := config.Load("x.yaml", config.Text(src), config.AllProblems(ps))
+	if err != nil || cfg == nil || len(cfg.Locations) != 1 {
+		t.Fatalf("AllProblems: config %v, err %v; want the decoded config", cfg, err)
+	}
+	if ps.File != "x.yaml" || len(ps.List) != 2 || ps.List[0].Line != 1 || ps.List[1].Line != 2 {
+		t.Errorf("AllProblems: problems %+v in %q, want lines 1 and 2 of x.yaml", ps.List, ps.File)
+	}
+	if cfg, err := config.Load("x.yaml", config.Text(src)); cfg != nil || !config.IsProblems(err) {
+		t.Errorf("without AllProblems: config %v, err %v; want no config and the problems", cfg, err)
+	}
+	ps = &config.Problems{}
+	if cfg, err := config.Load("x.yaml", config.Text("locations: [\n"), config.AllProblems(ps)); cfg != nil || err != nil || ps.Err() == nil {
+		t.Errorf("not YAML: config %v, err %v, problems %v; want only problems", cfg, err, ps.Err())
+	}
+	ps = &config.Problems{}
+	_, err = config.Load(filepath.Join(t.TempDir(), "missing.yaml"), config.AllProblems(ps))
+	if err == nil || config.IsProblems(err) || len(ps.List) != 0 {
+		t.Errorf("missing file: err %v, problems %v; want the file's error alone", err, ps.List)
 	}
 }
 
@@ -401,7 +431,7 @@ func TestServerLimits(t *testing.T) {
 		"server: {max_connections: 70000}":                   `x.yaml:1: server.max_connections must be between 1 and 65536, not 70000`,
 		"server: {memory_limit: 9999999999TiB}":              `x.yaml:1: "9999999999TiB" is not a size`,
 	} {
-		cfg, err := config.Parse([]byte(src+"\n"+base), "x.yaml")
+		cfg, err := config.Load("x.yaml", config.Text(src+"\n"+base))
 		got := ""
 		if err != nil {
 			got = err.Error()
@@ -418,13 +448,13 @@ func TestServerLimits(t *testing.T) {
 // lines, for the drivers (which decide whether one is theirs); the
 // config's own keys are decoded and checked as before, around them.
 func TestSectionsKeptRaw(t *testing.T) {
-	cfg, err := config.Parse([]byte(`relays:
+	cfg, err := config.Load("x.yaml", config.Text(`relays:
   board: hat
 server: {listen: 127.0.0.1:9}
 mqtt: {broker: embedded}
 locations:
   - {id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}
-`), "x.yaml")
+`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +475,7 @@ locations:
 		t.Errorf("Keys() = %s", got)
 	}
 	// A misspelt key of the config's own is still the config's to report.
-	if _, err := config.Parse([]byte("server: {lissen: x}\nlocations: [{id: 1, name: H}]\n"), "x.yaml"); err == nil || !strings.Contains(err.Error(), `unknown key "lissen" in server`) {
+	if _, err := config.Load("x.yaml", config.Text("server: {lissen: x}\nlocations: [{id: 1, name: H}]\n")); err == nil || !strings.Contains(err.Error(), `unknown key "lissen" in server`) {
 		t.Errorf("nested unknown key: %v", err)
 	}
 }
@@ -454,12 +484,12 @@ locations:
 // prefixes, and names the line of anything else.
 func TestWebhooksAllow(t *testing.T) {
 	base := "locations: [{id: 1, name: H}]\n"
-	cfg, err := config.Parse([]byte(base+"webhooks:\n  allow: [192.168.1.0/24, nodered.lan, \"::1\", 10.0.0.7]\n"), "w.yaml")
+	cfg, err := config.Load("w.yaml", config.Text(base+"webhooks:\n  allow: [192.168.1.0/24, nodered.lan, \"::1\", 10.0.0.7]\n"))
 	if err != nil || len(cfg.Webhooks.Allow) != 4 {
 		t.Fatalf("a good allow list: %v %+v", err, cfg)
 	}
 	for _, bad := range []string{`"a b"`, `"http://x"`, `1.2.3.4/33`, `"u@h"`} {
-		_, err := config.Parse([]byte(base+"webhooks:\n  allow: ["+bad+"]\n"), "w.yaml")
+		_, err := config.Load("w.yaml", config.Text(base+"webhooks:\n  allow: ["+bad+"]\n"))
 		if err == nil || !strings.Contains(err.Error(), "w.yaml:3: webhooks.allow") {
 			t.Errorf("allow [%s]: %v, want the problem on line 3", bad, err)
 		}

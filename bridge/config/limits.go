@@ -1,5 +1,8 @@
 package config
 
+// Rate limits: server.rate_limit per installation and max_changes per
+// switch.
+
 import (
 	"fmt"
 	"strconv"

@@ -18,7 +18,7 @@ func TestRateLimit(t *testing.T) {
 		{"server:\n  rate_limit: {requests: 30, per: 10s}\n", config.RateLimit{Requests: 30, Per: config.Duration(10 * time.Second)}},
 		{"server:\n  rate_limit: off\n", config.RateLimit{Off: true}},
 	} {
-		cfg, err := config.Parse([]byte(c.server+base), "x.yaml")
+		cfg, err := config.Load("x.yaml", config.Text(c.server+base))
 		if err != nil {
 			t.Fatalf("%q: %v", c.server, err)
 		}
@@ -36,7 +36,7 @@ func TestRateLimit(t *testing.T) {
 oauth:
   code_lifetime: 48h
 ` + base
-	_, err := config.Parse([]byte(src), "x.yaml")
+	_, err := config.Load("x.yaml", config.Text(src))
 	if err == nil {
 		t.Fatal("accepted")
 	}
@@ -56,21 +56,21 @@ oauth:
 		"server:\n  rate_limit: on\n":             `x.yaml:2: server.rate_limit must be a mapping such as {requests: 4, per: 1s}, or off`,
 		"server:\n  rate_limit: [1, 2]\n":         `x.yaml:2: server.rate_limit must be a mapping`,
 	} {
-		if _, err := config.Parse([]byte(src+base), "x.yaml"); err == nil || !strings.Contains(err.Error(), w) {
+		if _, err := config.Load("x.yaml", config.Text(src+base)); err == nil || !strings.Contains(err.Error(), w) {
 			t.Errorf("%q: err = %v, want %q", src, err, w)
 		}
 	}
 }
 
 func TestMaxChanges(t *testing.T) {
-	cfg, err := config.Parse([]byte(`locations:
+	cfg, err := config.Load("x.yaml", config.Text(`locations:
   - id: 1
     name: Home
     switches:
       - {id: a, name: A, driver: virtual}
       - {id: b, name: B, driver: virtual, max_changes: off}
       - {id: c, name: C, driver: virtual, max_changes: {burst: 2, per: 500ms}, initial: on}
-`), "x.yaml")
+`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestMaxChanges(t *testing.T) {
 		t.Error("the driver's own key was lost")
 	}
 
-	_, err = config.Parse([]byte(`locations:
+	_, err = config.Load("x.yaml", config.Text(`locations:
   - id: 1
     name: Home
     switches:
@@ -107,7 +107,7 @@ func TestMaxChanges(t *testing.T) {
       - {id: c, name: C, driver: gpio, max_changes: {per: 1s}}
       - {id: d, name: D, driver: gpio, max_changes: {burst: 1001, per: 1s}}
       - {id: e, driver: gpio}
-`), "x.yaml")
+`))
 	if err == nil {
 		t.Fatal("accepted")
 	}

@@ -1,5 +1,8 @@
 package config
 
+// Listen addresses: their syntax, checked wherever the config is read,
+// and the checks against this machine (ForServe).
+
 import (
 	"context"
 	"errors"

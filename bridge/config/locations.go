@@ -1,8 +1,10 @@
 package config
 
+// The config's locations as the domain holds them.
+
 import "github.com/switchbridge/switchbridge/bridge"
 
-// BridgeLocations is the config's locations as bridge.Hub holds them:
+// BridgeLocations is the config's locations as bridge.Switchboard holds them:
 // each with its switch ids in config order. (A platform's "hub
 // locations", in the store and bridge/link, are those its hubs report.)
 func (c *Config) BridgeLocations() []bridge.Location {

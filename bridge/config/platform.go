@@ -1,5 +1,8 @@
 package config
 
+// The platform section, which makes the daemon a hub of another
+// switchbridge, and its rules.
+
 import (
 	"net/url"
 	"strings"

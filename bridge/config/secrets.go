@@ -1,5 +1,8 @@
 package config
 
+// Secret files the config names, and the warning when others can read
+// them.
+
 import (
 	"fmt"
 	"os"

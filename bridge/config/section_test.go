@@ -24,7 +24,7 @@ func TestSwitchKeys(t *testing.T) {
 		b.WriteString(k + ": " + v + ", ")
 	}
 	b.WriteString("own: 1}]}]\n")
-	cfg, err := config.Parse([]byte(b.String()), "x.yaml")
+	cfg, err := config.Load("x.yaml", config.Text(b.String()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,8 @@
 package config
 
+// ByteSize (server.memory_limit) and the bounds of the server's resource
+// keys.
+
 import (
 	"fmt"
 	"math"

@@ -1,5 +1,9 @@
 package config
 
+// Strict decoding: Problems, the list of what is wrong with a config at
+// which line, and DecodeStrict, which finds unknown keys at any depth; also
+// Lookup, to give a problem the line of a key.
+
 import (
 	"errors"
 	"fmt"
@@ -229,4 +233,52 @@ func parseYAMLMessage(msg string) Problem {
 		return Problem{Line: line, Msg: strings.TrimSpace(rest)}
 	}
 	return Problem{Msg: msg}
+}
+
+// typeError reports a bad value the way yaml.v3 reports its own type errors,
+// which lets decoding go on with the rest of the file (a plain error would
+// stop it, hiding every later problem).
+func typeError(n *yaml.Node, msg string) error {
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: %s", n.Line, msg)}}
+}
+
+// Lookup returns the value node at path below n (a document or mapping
+// node), or nil. Drivers use it to give a problem the line of the key.
+func Lookup(n *yaml.Node, path ...string) *yaml.Node {
+	if n == nil {
+		return nil
+	}
+	return find(n, path...)
+}
+
+// find returns the value node at path in a document, or nil.
+func find(doc *yaml.Node, path ...string) *yaml.Node {
+	n := doc
+	if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	for _, key := range path {
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+				break
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		n = next
+	}
+	return n
+}
+
+// IsProblems reports whether err lists config problems (as opposed to, say,
+// a file that could not be read).
+func IsProblems(err error) bool {
+	var ps *Problems
+	return errors.As(err, &ps)
 }

@@ -252,7 +252,7 @@ func TestConnectedAppsPageChangeSwitches(t *testing.T) {
 	if p := h.Command(t, g, "on"); p.StatusCode >= 300 {
 		t.Fatalf("on after the change: %d %s", p.StatusCode, p.Body)
 	}
-	if sw, _ := h.Hub.Switch("hall"); sw.Device.State().Value != bridge.Off {
+	if sw, _ := h.Switchboard.Switch("hall"); sw.Device.State().Value != bridge.Off {
 		t.Errorf("the hall lamp, no longer granted, was switched to %s", sw.Device.State().Value)
 	}
 

@@ -24,7 +24,7 @@ import (
 func BenchmarkPUTVirtual(b *testing.B) {
 	// Thousands of commands a second from one installation: the rate
 	// limit would answer most of them 429.
-	h := daemontest.StartWithServer(b, "  rate_limit: off\n", hubConfig)
+	h := daemontest.StartWith(b, daemontest.Options{Config: hubConfig, Server: "  rate_limit: off\n"})
 	alice := h.AddUser(b, "alice", "alice-pw", 1)
 	app := h.AddApp(b, alice, true, redirect)
 	g := h.Authorize(b, app, "alice", "alice-pw", 1, "kitchen")

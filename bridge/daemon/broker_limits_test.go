@@ -28,7 +28,7 @@ import (
 func brokerHub(t *testing.T, extra string) (*daemontest.Harness, string) {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
-	h := daemontest.StartWithMetrics(t, fmt.Sprintf(`mqtt:
+	h := daemontest.StartWith(t, daemontest.Options{Metrics: true, Config: fmt.Sprintf(`mqtt:
   broker: embedded
   listen: %s
 %s  users:
@@ -41,7 +41,7 @@ locations:
     switches:
       - {id: tas, name: Tasmota plug, driver: mqtt, profile: tasmota, topic: tas1}
       - {id: esp, name: ESP plug, driver: mqtt, profile: esphome, prefix: node, object_id: relay}
-`, addr, extra))
+`, addr, extra)})
 	return h, addr
 }
 
@@ -219,7 +219,7 @@ func TestDaemonBrokerZigbeeBridgeOfTwoHundred(t *testing.T) {
 		fmt.Fprintf(&ids, "z%d, ", i)
 		devs = append(devs, mqtttest.Z2MDevice{Name: fmt.Sprint("lamp", i)})
 	}
-	h := daemontest.StartWithMetrics(t, fmt.Sprintf(`mqtt:
+	h := daemontest.StartWith(t, daemontest.Options{Metrics: true, Config: fmt.Sprintf(`mqtt:
   broker: embedded
   listen: %s
   users:
@@ -228,7 +228,7 @@ locations:
   - id: 1
     name: Home
     switches:
-%s`, addr, strings.TrimSuffix(ids.String(), ", "), sw.String()))
+%s`, addr, strings.TrimSuffix(ids.String(), ", "), sw.String())})
 	z := mqtttest.NewZ2M(t, "tcp://zigbee:s3cret@"+addr, "zigbee2mqtt", "2.x", devs...)
 
 	// Its client per device, as some bridges subscribe.

@@ -221,7 +221,7 @@ func TestBrowserDemoClient(t *testing.T) {
 
 		// Switched elsewhere (another app, the hub itself): the page,
 		// following the event stream, shows it without a reload.
-		if err := d.Hub.Command(context.Background(), []string{"kitchen"}, bridge.CommandOn); err != nil {
+		if err := d.Switchboard.Command(context.Background(), []string{"kitchen"}, bridge.CommandOn); err != nil {
 			t.Fatal(err)
 		}
 		p.waitVisible(`td[data-id="kitchen"].on`)
@@ -259,7 +259,7 @@ func findBrowser(t *testing.T) string {
 // startBrowserTestHub runs a demo hub on a loopback port until the test ends.
 func startBrowserTestHub(t *testing.T) *daemon.Daemon {
 	t.Helper()
-	cfg, err := config.Parse(fmt.Appendf(nil, browserTestConfig, t.TempDir()), "browser_test.yaml")
+	cfg, err := config.Load("browser_test.yaml", config.Text(fmt.Sprintf(browserTestConfig, t.TempDir())))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -574,7 +574,7 @@ func (p *page) screenshot(name string) {
 func hubValues(t *testing.T, d *daemon.Daemon) map[string]bridge.Value {
 	t.Helper()
 	out := map[string]bridge.Value{}
-	for _, sw := range d.Hub.Switches() {
+	for _, sw := range d.Switchboard.Switches() {
 		out[sw.ID] = sw.Device.State().Value
 	}
 	if len(out) == 0 {

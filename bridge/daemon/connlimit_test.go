@@ -21,7 +21,7 @@ const cappedHub = "locations:\n  - {id: 1, name: Home, switches: [{id: lamp, nam
 // with its metrics listener.
 func startCapped(t *testing.T, max int) *daemontest.Harness {
 	t.Helper()
-	return daemontest.StartWith(t, cappedHub, daemontest.Options{Metrics: true, Server: fmt.Sprintf("  max_connections: %d", max)})
+	return daemontest.StartWith(t, daemontest.Options{Config: cappedHub, Metrics: true, Server: fmt.Sprintf("  max_connections: %d", max)})
 }
 
 // keptConn is a client connection that has been served once and stays
@@ -156,7 +156,7 @@ func scrapeAddr(t *testing.T, addr string) string {
 func TestConnectionCapOverTLS(t *testing.T) {
 	ca := certstest.NewCA(t)
 	pair := ca.NewPair(t, 1)
-	h := daemontest.StartWith(t, cappedHub, daemontest.Options{Server: "  max_connections: 1", TLS: &pair, Roots: ca.Pool})
+	h := daemontest.StartWith(t, daemontest.Options{Config: cappedHub, Server: "  max_connections: 1", TLS: &pair, Roots: ca.Pool})
 
 	// One client holds the only place with a kept-alive connection.
 	holder := daemontest.TLSClient(ca.Pool)
@@ -233,7 +233,7 @@ func TestConnectionShareOfOneAddress(t *testing.T) {
 // TestTrustedProxyHasNoShare: a reverse proxy in server.trusted_proxies
 // speaks for many clients and may hold more than one address's share.
 func TestTrustedProxyHasNoShare(t *testing.T) {
-	h := daemontest.StartWith(t, cappedHub, daemontest.Options{Server: "  max_connections: 32\n  trusted_proxies: [127.0.0.4/32]"})
+	h := daemontest.StartWith(t, daemontest.Options{Config: cappedHub, Server: "  max_connections: 32\n  trusted_proxies: [127.0.0.4/32]"})
 	addr := h.Addr().String()
 	for i := 0; i < 12; i++ { // past the share of 8
 		if resp, _ := dialFrom(t, "127.0.0.4", addr).get(t); resp.StatusCode != http.StatusOK {

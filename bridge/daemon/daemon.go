@@ -33,9 +33,9 @@ import (
 
 // Daemon is one running hub.
 type Daemon struct {
-	Config *config.Config
-	Store  *store.DB
-	Hub    *bridge.Hub
+	Config      *config.Config
+	Store       *store.DB
+	Switchboard *bridge.Switchboard
 	// Feed is the switches' changes, for event streams and webhooks.
 	Feed     *bridge.Feed
 	Webhooks *webhook.Service
@@ -46,7 +46,7 @@ type Daemon struct {
 	DemoURL string
 	// Link is the hub's link to its platform, nil unless the config has
 	// platform:; Platform serves the hubs' links, nil on a hub.
-	Link     *link.Hub
+	Link     *link.Follower
 	Platform *link.Platform
 
 	logger    *slog.Logger
@@ -194,22 +194,22 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	if err != nil {
 		return nil, err
 	}
-	d.Hub, err = bridge.NewHub(cfg.BridgeLocations(), switches)
+	d.Switchboard, err = bridge.NewSwitchboard(cfg.BridgeLocations(), switches)
 	if err != nil {
 		return nil, err
 	}
-	d.Hub.Timeout = cfg.Server.CommandTimeout.Std()
-	d.Hub.Persist = d.states.Persist
-	d.Hub.Observe = d.Metrics.ObserveCommand
-	d.Hub.Feed = d.Feed
+	d.Switchboard.Timeout = cfg.Server.CommandTimeout.Std()
+	d.Switchboard.Persist = d.states.Persist
+	d.Switchboard.Observe = d.Metrics.ObserveCommand
+	d.Switchboard.Feed = d.Feed
 	d.Feed.Started()
-	d.Webhooks.SetHub(d.Hub)
+	d.Webhooks.SetSwitchboard(d.Switchboard)
 	d.Webhooks.Observe = d.Metrics.WebhookDelivery
 	d.Metrics.WatchWebhookOutbox(d.Store.WebhookOutbox)
-	d.Metrics.WatchSwitches(d.Hub)
+	d.Metrics.WatchSwitches(d.Switchboard)
 	limited.onOpen, limited.onClose, limited.onReject = d.Metrics.ConnOpened, d.Metrics.ConnClosed, d.Metrics.ConnRejected
 
-	d.OAuth = oauth.New(d.Store, d.Hub, logger.With("component", "oauth"))
+	d.OAuth = oauth.New(d.Store, d.Switchboard, logger.With("component", "oauth"))
 	d.OAuth.PublicURL = d.publicURL
 	d.OAuth.TrustedProxies = cfg.Server.TrustedProxies.List()
 	d.OAuth.Issuer.TokenLifetime = cfg.OAuth.TokenLifetime.Std()
@@ -219,7 +219,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	// written behind the requests.
 	d.usage = store.NewUsageWriter(d.Store, logger.With("component", "usage"))
 	d.OAuth.Used = d.usage.Touch
-	d.API = api.New(d.Hub, d.OAuth, logger.With("component", "api"))
+	d.API = api.New(d.Switchboard, d.OAuth, logger.With("component", "api"))
 	mux := http.NewServeMux()
 	if cfg.Platform != nil {
 		if err := d.setUpHub(mux); err != nil {

@@ -100,7 +100,7 @@ locations:
 func TestDriverSettingsReload(t *testing.T) {
 	ds := &dimmers{}
 	reg := append(builtin.Registry(), ds.registration())
-	h := daemontest.StartWithDrivers(t, dimmerConfig("{label: A}"), reg)
+	h := daemontest.StartWith(t, daemontest.Options{Config: dimmerConfig("{label: A}"), Metrics: true, Registry: reg})
 	if got := ds.opens(); got != "A" {
 		t.Fatalf("opens at start-up = %s, want A", got)
 	}
@@ -108,7 +108,7 @@ func TestDriverSettingsReload(t *testing.T) {
 		t.Errorf("switchbridge_dimmer_opens_total = %v at start-up, want 1", got)
 	}
 	reload := func(settings string) error {
-		cfg, err := config.Parse([]byte(fmt.Sprintf("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: %q\n%s", h.DataDir, dimmerConfig(settings))), "next.yaml")
+		cfg, err := config.Load("next.yaml", config.Text(fmt.Sprintf("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: %q\n%s", h.DataDir, dimmerConfig(settings))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,12 +136,12 @@ func TestDriverSettingsReload(t *testing.T) {
 	if got := ds.opens(); got != "A,B,C failed,B,C failed,B" {
 		t.Errorf("opens = %s, want each failed reload rolled back to B (the running settings), never to A", got)
 	}
-	if _, ok := h.Hub.Switch("lamp"); !ok {
+	if _, ok := h.Switchboard.Switch("lamp"); !ok {
 		t.Error("lamp not served after the rollback")
 	}
 
 	// A typo in the section's name is refused at its line, running config kept.
-	cfg, err := config.Parse([]byte(fmt.Sprintf("data_dir: %q\ndimer: {label: D}\n", h.DataDir)+strings.TrimPrefix(dimmerConfig("{label: B}"), "dimmer: {label: B}\n")), "typo.yaml")
+	cfg, err := config.Load("typo.yaml", config.Text(fmt.Sprintf("data_dir: %q\ndimer: {label: D}\n", h.DataDir)+strings.TrimPrefix(dimmerConfig("{label: B}"), "dimmer: {label: B}\n")))
 	if err != nil {
 		t.Fatal(err)
 	}

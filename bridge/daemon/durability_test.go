@@ -21,7 +21,7 @@ import (
 // openWithLogs opens a daemon on dataDir and returns its start-up log.
 func openWithLogs(t *testing.T, dataDir string) string {
 	t.Helper()
-	cfg, err := config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+dataDir+"\n"+hubConfig), "x.yaml")
+	cfg, err := config.Load("x.yaml", config.Text("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+dataDir+"\n"+hubConfig))
 	if err != nil {
 		t.Fatal(err)
 	}

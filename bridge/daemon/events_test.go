@@ -299,7 +299,7 @@ func notify(t *testing.T, h *daemontest.Harness, id string, v bridge.Value) {
 // be given them for (unknown, another run of the hub) a new snapshot.
 func TestEventStreamResumes(t *testing.T) {
 	dir := t.TempDir()
-	h := daemontest.StartIn(t, dir, hubConfig, nil)
+	h := daemontest.StartWith(t, daemontest.Options{DataDir: dir, Config: hubConfig})
 	alice := h.AddUser(t, "alice", "alice-pw", 1, 2)
 	app := h.AddApp(t, alice, true, redirect)
 	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen", "hall")
@@ -336,7 +336,7 @@ func TestEventStreamResumes(t *testing.T) {
 	// Across a restart: a snapshot, never the events of another run.
 	h.Stop()
 	before := h.URL
-	h = daemontest.StartIn(t, dir, hubConfig, nil)
+	h = daemontest.StartWith(t, daemontest.Options{DataDir: dir, Config: hubConfig})
 	g.URI = strings.Replace(g.URI, before, h.URL, 1) // another port
 	s = openStream(t, h, g, lastSeen.ID)
 	if e := s.next(); e.Event != "snapshot" || !strings.Contains(e.Data, `"value":"on"`) {
@@ -464,7 +464,7 @@ func TestEventStreamOutlivesServerTimeouts(t *testing.T) {
 		t.Skip("-short: a 35 s stream")
 	}
 	t.Parallel()
-	h := daemontest.StartWithServer(t, "  command_timeout: 1s\n", hubConfig)
+	h := daemontest.StartWith(t, daemontest.Options{Server: "  command_timeout: 1s\n", Config: hubConfig})
 	alice := h.AddUser(t, "alice", "alice-pw", 1)
 	app := h.AddApp(t, alice, true, redirect)
 	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen")
@@ -502,7 +502,7 @@ func TestEventStreamOutlivesServerTimeouts(t *testing.T) {
 // for, and a client that reads is not held up by it. Shutting the hub down
 // ends the streams still open.
 func TestEventStreamDropsSlowReaders(t *testing.T) {
-	h := daemontest.StartWithMetrics(t, hubConfig)
+	h := daemontest.StartWith(t, daemontest.Options{Metrics: true, Config: hubConfig})
 	alice := h.AddUser(t, "alice", "alice-pw", 1)
 	app := h.AddApp(t, alice, true, redirect)
 	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen")
@@ -567,7 +567,7 @@ func TestEventStreamDropsSlowReaders(t *testing.T) {
 func TestEventStreamFromAPlug(t *testing.T) {
 	broker := mqtttest.StartMosquitto(t)
 	plug := mqtttest.NewTasmota(t, broker.URL, mqtttest.TasmotaOptions{Topic: "plug1"})
-	h := daemontest.StartWith(t, fmt.Sprintf(`mqtt:
+	h := daemontest.StartWith(t, daemontest.Options{Metrics: true, Config: fmt.Sprintf(`mqtt:
   broker: %s
 locations:
   - id: 1
@@ -575,7 +575,7 @@ locations:
     switches:
       - {id: plug, name: Desk plug, driver: mqtt, profile: tasmota, topic: plug1}
       - {id: lamp, name: Lamp, driver: virtual}
-`, broker.URL), daemontest.Options{Metrics: true})
+`, broker.URL)})
 	alice := h.AddUser(t, "alice", "alice-pw", 1)
 	app := h.AddApp(t, alice, true, redirect)
 	g := h.Authorize(t, app, "alice", "alice-pw", 1, "plug", "lamp")
@@ -704,7 +704,7 @@ func TestEventStreamNPMClient(t *testing.T) {
 // meets its share of the cap (a quarter, at least 8) and is refused at
 // once, and HEAD does not open a stream.
 func TestEventStreamsCountAsConnections(t *testing.T) {
-	h := daemontest.StartWithServer(t, "  max_connections: 32\n", hubConfig)
+	h := daemontest.StartWith(t, daemontest.Options{Server: "  max_connections: 32\n", Config: hubConfig})
 	alice := h.AddUser(t, "alice", "alice-pw", 1, 2)
 	app := h.AddApp(t, alice, true, redirect)
 	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen")

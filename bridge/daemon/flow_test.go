@@ -219,7 +219,7 @@ func assertErrorBody(t *testing.T, p *daemontest.Page, status int) {
 
 func mustSwitch(t *testing.T, h *daemontest.Harness, id string) *bridge.Switch {
 	t.Helper()
-	s, ok := h.Hub.Switch(id)
+	s, ok := h.Switchboard.Switch(id)
 	if !ok {
 		t.Fatalf("no switch %s", id)
 	}
@@ -870,7 +870,7 @@ func TestReinstallKeepsOneInstallation(t *testing.T) {
 
 func TestEverythingSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	h := daemontest.StartIn(t, dir, hubConfig, nil)
+	h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, DataDir: dir})
 	bob := h.AddUser(t, "bob", "bob-pw", 2)
 	app := h.AddApp(t, bob, false, redirect)
 	g := h.Authorize(t, app, "bob", "bob-pw", 2, "garage-light")
@@ -879,7 +879,7 @@ func TestEverythingSurvivesRestart(t *testing.T) {
 	}
 	h.Stop()
 
-	h2 := daemontest.StartIn(t, dir, hubConfig, nil)
+	h2 := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, DataDir: dir})
 	if h2.URL != h.URL {
 		// A new port: the installation URI moves with base_url.
 		g.URI = strings.Replace(g.URI, h.URL, h2.URL, 1)
@@ -1102,7 +1102,7 @@ func TestDiscoveryErrorIsTheAPIErrorBody(t *testing.T) {
 	h := f.hub
 	g := h.Authorize(t, f.app, "alice", "alice-pw", 2, "garage-light")
 	next := hubConfig[:strings.Index(hubConfig, "  - id: 2\n")]
-	cfg, err := config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+next), "next.yaml")
+	cfg, err := config.Load("next.yaml", config.Text("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+next))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,7 +58,7 @@ func listed(t *testing.T, h *daemontest.Harness, g daemontest.Grant) map[string]
 func TestAPIOnGPIO(t *testing.T) {
 	b := newBoard(t)
 	dir := t.TempDir()
-	h := daemontest.StartIn(t, dir, b.config, gpioRegistry)
+	h := daemontest.StartWith(t, daemontest.Options{Config: b.config, DataDir: dir, Registry: gpioRegistry})
 	owner := h.AddUser(t, "ann", "ann-pw", 1)
 	app := h.AddApp(t, owner, true, "https://client.example/cb")
 	relays := h.Authorize(t, app, "ann", "ann-pw", 1, "pump", "lamp")
@@ -135,7 +135,7 @@ func TestAPIOnGPIO(t *testing.T) {
 		}
 	}
 	lampWrites, pumpWrites := len(b.lamp.Writes()), len(b.pump.Writes())
-	h2 := daemontest.StartIn(t, dir, b.config, gpioRegistry)
+	h2 := daemontest.StartWith(t, daemontest.Options{Config: b.config, DataDir: dir, Registry: gpioRegistry})
 	if w := b.lamp.Writes()[lampWrites:]; len(w) != 1 || w[0] != gpio.High {
 		t.Errorf("lamp writes at restart = %v, want exactly [High] (restored on)", w)
 	}
@@ -151,14 +151,14 @@ func TestAPIOnGPIO(t *testing.T) {
 // Over the API: 429 naming the relay, and neither line written.
 func TestAPIChangeCapOnGPIO(t *testing.T) {
 	pump, lamp := gpiotest.NewPin(t, false), gpiotest.NewPin(t, false)
-	h := daemontest.StartIn(t, t.TempDir(), fmt.Sprintf(`
+	h := daemontest.StartWith(t, daemontest.Options{DataDir: t.TempDir(), Registry: gpioRegistry, Config: fmt.Sprintf(`
 locations:
   - id: 1
     name: Shed
     switches:
       - {id: pump, name: Water pump, driver: gpio, pin: %s, max_changes: {burst: 2, per: 1h}}
       - {id: lamp, name: Shed lamp, driver: gpio, pin: %s}
-`, pump.Name(), lamp.Name()), gpioRegistry)
+`, pump.Name(), lamp.Name())})
 	owner := h.AddUser(t, "ann", "ann-pw", 1)
 	app := h.AddApp(t, owner, true, "https://client.example/cb")
 	g := h.Authorize(t, app, "ann", "ann-pw", 1, "pump", "lamp")

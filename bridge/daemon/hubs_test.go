@@ -20,7 +20,7 @@ import (
 func TestPlatformConsentOffersHubLocations(t *testing.T) {
 	h := daemontest.Start(t, hubConfig)
 	ctx := context.Background()
-	hub := &bridge.RemoteHub{ID: "hub-barn", Name: "barn", BaseURL: "http://barn.example:8080", SecretHash: oauth.Hash("s")}
+	hub := &bridge.RegisteredHub{ID: "hub-barn", Name: "barn", BaseURL: "http://barn.example:8080", SecretHash: oauth.Hash("s")}
 	if err := h.Store.CreateHub(ctx, hub); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestPlatformConsentOffersHubLocations(t *testing.T) {
 func TestPlatformSendsHubInstallationsToTheirHub(t *testing.T) {
 	h := daemontest.Start(t, hubConfig)
 	ctx := context.Background()
-	hub := &bridge.RemoteHub{ID: "hub-barn", Name: "barn", BaseURL: "http://barn.example:8080", SecretHash: oauth.Hash("s")}
+	hub := &bridge.RegisteredHub{ID: "hub-barn", Name: "barn", BaseURL: "http://barn.example:8080", SecretHash: oauth.Hash("s")}
 	if err := h.Store.CreateHub(ctx, hub); err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 func TestClientValuesInLogLinesAreCapped(t *testing.T) {
 	logs := &logtest.Buffer{}
 	mqttAddr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
-	h := daemontest.StartWith(t, fmt.Sprintf(`mqtt:
+	h := daemontest.StartWith(t, daemontest.Options{Logger: slog.New(slog.NewTextHandler(logs, nil)), Config: fmt.Sprintf(`mqtt:
   broker: embedded
   listen: %s
   users:
@@ -33,7 +33,7 @@ locations:
     name: Home
     switches:
       - {id: tas, name: Tasmota plug, driver: mqtt, profile: tasmota, topic: tas1}
-`, mqttAddr), daemontest.Options{Logger: slog.New(slog.NewTextHandler(logs, nil))})
+`, mqttAddr)})
 	huge := strings.Repeat("x", 11<<10)
 
 	// An installation id of 11 KB with a token the hub does not know.

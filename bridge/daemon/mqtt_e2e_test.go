@@ -39,7 +39,7 @@ func startE2ELogged(tb testing.TB, logger *slog.Logger, mqttSection string, swit
 	}
 	// BenchmarkHTTPCommand sends thousands of commands from one
 	// installation: the rate limit would answer most of them 429.
-	h := daemontest.StartWith(tb, b.String(), daemontest.Options{Server: "  rate_limit: off", Logger: logger})
+	h := daemontest.StartWith(tb, daemontest.Options{Config: b.String(), Server: "  rate_limit: off", Logger: logger})
 	return &e2eHub{Harness: h, owner: h.AddUser(tb, "alice", "alice-pw", 1)}
 }
 

@@ -19,8 +19,8 @@ import (
 func TestMQTTMetrics(t *testing.T) {
 	b := mqtttest.StartMosquitto(t)
 	mqtttest.NewTasmota(t, b.URL, mqtttest.TasmotaOptions{Topic: "plug"})
-	h := daemontest.StartWithMetrics(t, "mqtt:\n  broker: "+b.URL+"\n  client_id: metrics-hub\n"+
-		"locations:\n  - id: 1\n    name: Home\n    switches:\n      - {id: plug, name: Plug, driver: mqtt, profile: tasmota, topic: plug}\n")
+	h := daemontest.StartWith(t, daemontest.Options{Metrics: true, Config: "mqtt:\n  broker: " + b.URL + "\n  client_id: metrics-hub\n" +
+		"locations:\n  - id: 1\n    name: Home\n    switches:\n      - {id: plug, name: Plug, driver: mqtt, profile: tasmota, topic: plug}\n"})
 	series := func(name string) float64 {
 		resp, err := http.Get("http://" + h.MetricsAddr().String() + "/metrics")
 		if err != nil {

@@ -54,7 +54,7 @@ func sample(text, series string) float64 {
 // scrapes the metrics listener over HTTP and checks every count moved as
 // the flow says it must.
 func TestMetricsAfterAScriptedFlow(t *testing.T) {
-	h := daemontest.StartWithMetrics(t, hubConfig)
+	h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, Metrics: true})
 	alice := h.AddUser(t, "alice", "alice-pw", 1, 2)
 	app := h.AddApp(t, alice, true, redirect)
 
@@ -134,7 +134,7 @@ func TestOpenRefusesBadStarts(t *testing.T) {
 		"data dir not writable": {"server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: " + filepath.Join(file, "data") + "\n" + hubConfig, "data dir"},
 	}
 	for name, c := range cases {
-		cfg, err := config.Parse([]byte(c.yaml), "x.yaml")
+		cfg, err := config.Load("x.yaml", config.Text(c.yaml))
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -160,14 +160,14 @@ func TestReload(t *testing.T) {
 	// A new config: hall is gone, a porch light is added.
 	next := strings.Replace(hubConfig, "      - {id: hall, name: Hall lamp, driver: virtual, initial: on}\n",
 		"      - {id: porch, name: Porch light, driver: virtual}\n", 1)
-	cfg, err := config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+next), "next.yaml")
+	cfg, err := config.Load("next.yaml", config.Text("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+next))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Reload(context.Background(), cfg); err != nil {
 		t.Fatalf("reload: %v", err)
 	}
-	if _, ok := h.Hub.Switch("porch"); !ok {
+	if _, ok := h.Switchboard.Switch("porch"); !ok {
 		t.Error("porch not there after reload")
 	}
 	// kitchen keeps its state (restored from the store by the new driver).
@@ -183,17 +183,17 @@ func TestReload(t *testing.T) {
 	// A config whose drivers fail to open leaves the running switches alone.
 	bad := strings.Replace(next, "driver: virtual}", "driver: mqtt, profile: tasmota, topic: t}", 1)
 	bad = "mqtt: {broker: embedded, listen: \"" + occupiedAddr(t) + "\"}\n" + bad
-	cfg, err = config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+bad), "bad.yaml")
+	cfg, err = config.Load("bad.yaml", config.Text("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+bad))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Reload(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "kept the previous switches") {
 		t.Errorf("reload with a failing driver: %v", err)
 	}
-	if _, ok := h.Hub.Switch("porch"); !ok {
+	if _, ok := h.Switchboard.Switch("porch"); !ok {
 		t.Error("failed reload lost the working switches")
 	}
-	if sw, _ := h.Hub.Switch("kitchen"); sw.Driver != "virtual" {
+	if sw, _ := h.Switchboard.Switch("kitchen"); sw.Driver != "virtual" {
 		t.Errorf("kitchen driver = %s after a failed reload", sw.Driver)
 	}
 }
@@ -232,7 +232,7 @@ locations:
       - {id: fan, name: ` + fanName + `, driver: flaky}
 `
 	}
-	h := daemontest.StartIn(t, t.TempDir(), body("Fan"), reg)
+	h := daemontest.StartWith(t, daemontest.Options{Config: body("Fan"), DataDir: t.TempDir(), Registry: reg})
 	alice := h.AddUser(t, "alice", "alice-pw", 1)
 	app := h.AddApp(t, alice, true, redirect)
 	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen", "fan")
@@ -240,7 +240,7 @@ locations:
 		t.Fatalf("on = %d %s", p.StatusCode, p.Body)
 	}
 	reload := func(name string) error {
-		cfg, err := config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+body(name)), "next.yaml")
+		cfg, err := config.Load("next.yaml", config.Text("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+body(name)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +255,7 @@ locations:
 		t.Fatalf("reload with the board gone: %v", err)
 	}
 	for _, id := range []string{"kitchen", "fan"} {
-		if _, ok := h.Hub.Switch(id); ok {
+		if _, ok := h.Switchboard.Switch(id); ok {
 			t.Errorf("%s still served after both configs failed to open", id)
 		}
 	}

@@ -39,11 +39,11 @@ func (d *Daemon) setUpHub(mux *http.ServeMux) error {
 		return fmt.Errorf("platform.secret_file: %w", err)
 	}
 	auth := link.NewAuthorizer(d.Store.Replica(), d.logger.With("component", "api"))
-	d.Link, err = link.NewHub(p.URL, p.HubID, secret, d.Store, d.logger.With("component", "link"))
+	d.Link, err = link.NewFollower(p.URL, p.HubID, secret, d.Store, d.logger.With("component", "link"))
 	if err != nil {
 		return err
 	}
-	d.Link.Inventory = func() []bridge.RemoteLocation { return link.InventoryOf(d.Hub) }
+	d.Link.Inventory = func() []bridge.RemoteLocation { return link.InventoryOf(d.Switchboard) }
 	d.Link.Applied = auth.Forget
 	auth.Sync = d.Link.SyncNow
 	auth.Settled = d.Link.Settled
@@ -56,7 +56,7 @@ func (d *Daemon) setUpHub(mux *http.ServeMux) error {
 	if err := d.Link.Register(d.Metrics.Registry()); err != nil {
 		return err
 	}
-	d.API = api.New(d.Hub, auth, d.logger.With("component", "api"))
+	d.API = api.New(d.Switchboard, auth, d.logger.With("component", "api"))
 	pointer := func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusNotFound, "this is a hub of the platform at "+p.URL+
 			": sign in, authorize apps and discover installations there", nil)
@@ -72,10 +72,10 @@ func (d *Daemon) setUpHub(mux *http.ServeMux) error {
 func (d *Daemon) setUpPlatform(mux *http.ServeMux) {
 	d.Platform = link.NewPlatform(d.Store, d.logger.With("component", "link"))
 	d.Platform.TrustedProxies = d.Config.Server.TrustedProxies.List()
-	d.Platform.Own = func(id int64) bool { _, ok := d.Hub.Location(id); return ok }
+	d.Platform.Own = func(id int64) bool { _, ok := d.Switchboard.Location(id); return ok }
 	d.Platform.Register(mux)
 	d.warnHubConnections()
-	dir := link.NewDirectory(d.Store, d.Hub)
+	dir := link.NewDirectory(d.Store, d.Switchboard)
 	d.OAuth.Hubs = dir
 	lifetime, code := d.OAuth.Issuer.TokenLifetime, d.OAuth.Issuer.CodeLifetime
 	d.OAuth.Issuer = oauth.NewIssuer(d.Store, dir)

@@ -16,7 +16,7 @@ import (
 // it is 429 with Retry-After, discovery is not counted, and each
 // installation has its own count.
 func TestInstallationRateLimit(t *testing.T) {
-	h := daemontest.StartWithServer(t, "  rate_limit: {requests: 4, per: 1h}\n", hubConfig)
+	h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, Server: "  rate_limit: {requests: 4, per: 1h}\n"})
 	owner := h.AddUser(t, "ann", "ann-pw", 1)
 	app := h.AddApp(t, owner, true, "https://client.example/cb")
 	other := h.AddApp(t, owner, true, "https://other.example/cb")
@@ -75,7 +75,7 @@ func TestInstallationRateLimit(t *testing.T) {
 
 // rate_limit: off sends no headers and refuses nothing.
 func TestInstallationRateLimitOff(t *testing.T) {
-	h := daemontest.StartWithServer(t, "  rate_limit: off\n", hubConfig)
+	h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, Server: "  rate_limit: off\n"})
 	owner := h.AddUser(t, "ann", "ann-pw", 1)
 	app := h.AddApp(t, owner, true, "https://client.example/cb")
 	g := h.Authorize(t, app, "ann", "ann-pw", 1, "kitchen")
@@ -104,7 +104,7 @@ func TestReloadChangesMaxChanges(t *testing.T) {
 	}
 	reload := func(body string) {
 		t.Helper()
-		cfg, err := config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+body), "next.yaml")
+		cfg, err := config.Load("next.yaml", config.Text("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+body))
 		if err != nil {
 			t.Fatal(err)
 		}

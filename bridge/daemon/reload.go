@@ -44,11 +44,11 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 	// Again at each reload: a renewal hook that installs a key with the
 	// wrong mode ends with one.
 	d.warnExposedSecrets(cfg, next)
-	return d.Hub.Exclusive(func() error {
+	return d.Switchboard.Exclusive(func() error {
 		kept := next.KeepUnchanged(d.drivers)
 		switches, err := next.OpenReplacing(ctx, d.drivers)
 		if err == nil {
-			err = d.Hub.Replace(cfg.BridgeLocations(), switches)
+			err = d.Switchboard.Replace(cfg.BridgeLocations(), switches)
 			if err != nil {
 				next.Close()
 			}
@@ -67,7 +67,7 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 			if berr == nil {
 				sws, oerr := old.Open(rctx)
 				if oerr == nil {
-					rerr := d.Hub.Replace(prev.BridgeLocations(), sws)
+					rerr := d.Switchboard.Replace(prev.BridgeLocations(), sws)
 					if rerr == nil {
 						d.drivers = old
 						return fmt.Errorf("reload failed, kept the previous switches: %w", err)
@@ -81,7 +81,7 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 			// 404 naming them) rather than commands reaching closed devices.
 			// d.drivers stays the previous set, all closed, so the next
 			// reload that fails rolls back to the same config again.
-			d.Hub.Replace(prev.BridgeLocations(), nil)
+			d.Switchboard.Replace(prev.BridgeLocations(), nil)
 			return fmt.Errorf("reload failed and the previous switches could not be reopened (%v): %w", berr, err)
 		}
 		d.drivers = next

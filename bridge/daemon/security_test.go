@@ -81,7 +81,7 @@ func TestAttackerElsewhereDoesNotLockTheUserOut(t *testing.T) {
 // told apart by X-Forwarded-For (the right-most untrusted entry), and an
 // IPv6 client counts by its /64.
 func TestTrustedProxyForwardedAddresses(t *testing.T) {
-	h := daemontest.StartWithServer(t, "  trusted_proxies: [127.0.0.1]\n", hubConfig)
+	h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, Server: "  trusted_proxies: [127.0.0.1]\n"})
 	alice := h.AddUser(t, "alice", "alice-pw", 1)
 	app := h.AddApp(t, alice, true, redirect)
 	authURL := h.OAuthConfig(app).AuthCodeURL("s")
@@ -119,7 +119,7 @@ func TestTrustedProxyForwardedAddresses(t *testing.T) {
 // trusted proxy cannot pick its address by sending X-Forwarded-For or
 // Forwarded: every guess counts against the address it connects from.
 func TestForwardedHeadersFromUntrustedPeersAreIgnored(t *testing.T) {
-	h := daemontest.StartWithServer(t, "  trusted_proxies: [127.0.0.9]\n", hubConfig)
+	h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, Server: "  trusted_proxies: [127.0.0.9]\n"})
 	alice := h.AddUser(t, "alice", "alice-pw", 1)
 	app := h.AddApp(t, alice, true, redirect)
 	authURL := h.OAuthConfig(app).AuthCodeURL("s")
@@ -242,7 +242,7 @@ func (j *anyJar) Cookies(*url.URL) []*http.Cookie {
 // Secure __Host- cookies on Path=/ without Domain, and logging out clears
 // the session cookie.
 func TestHTTPSCookies(t *testing.T) {
-	h := daemontest.StartWithServer(t, "  public_url: HTTPS://Hub.Example\n", hubConfig)
+	h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, Server: "  public_url: HTTPS://Hub.Example\n"})
 	alice := h.AddUser(t, "alice", "alice-pw", 1)
 	app := h.AddApp(t, alice, true, redirect)
 	base := "http://" + h.Addr().String()
@@ -353,7 +353,7 @@ func TestWarnsWhenHTTPSIsBypassable(t *testing.T) {
 	} {
 		var logs logtest.Buffer
 		text := fmt.Sprintf("server: {listen: %q, public_url: %q, metrics_listen: \"off\"%s}\ndata_dir: %q\n%s", c.listen, c.publicURL, c.tls, t.TempDir(), hubConfig)
-		cfg, err := config.Parse([]byte(text), "test.yaml")
+		cfg, err := config.Load("test.yaml", config.Text(text))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -383,7 +383,7 @@ func TestSwitchMovedByReloadLeavesTheGrant(t *testing.T) {
 	next := strings.Replace(hubConfig, "      - {id: kitchen, name: Kitchen light, driver: virtual, initial: off}\n", "", 1)
 	next = strings.Replace(next, "      - {id: garage-light, name: Garage light, driver: virtual}\n",
 		"      - {id: garage-light, name: Garage light, driver: virtual}\n      - {id: kitchen, name: Kitchen light, driver: virtual, initial: off}\n", 1)
-	cfg, err := config.Parse([]byte("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+next), "next.yaml")
+	cfg, err := config.Load("next.yaml", config.Text("server: {listen: 127.0.0.1:0, metrics_listen: \"off\"}\ndata_dir: "+h.DataDir+"\n"+next))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -556,7 +556,7 @@ func TestPKCEOnlyApp(t *testing.T) {
 // user names is slowed for every name, the right password of another user
 // included; another address is not.
 func TestPasswordSprayFromOneAddressIsSlowed(t *testing.T) {
-	h := daemontest.StartWithServer(t, "  trusted_proxies: [127.0.0.1]\n", hubConfig)
+	h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, Server: "  trusted_proxies: [127.0.0.1]\n"})
 	alice := h.AddUser(t, "alice", "alice-pw", 1)
 	h.AddUser(t, "bob", "bob-pw", 1)
 	app := h.AddApp(t, alice, true, redirect)
@@ -583,7 +583,7 @@ func TestPasswordSprayFromOneAddressIsSlowed(t *testing.T) {
 // never logged in as her then wait, but the browser she logged in from
 // before gets in at once, even from an attacking address.
 func TestManyAddressesGuessingOneUser(t *testing.T) {
-	h := daemontest.StartWithServer(t, "  trusted_proxies: [127.0.0.1]\n", hubConfig)
+	h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, Server: "  trusted_proxies: [127.0.0.1]\n"})
 	alice := h.AddUser(t, "alice", "alice-pw", 1)
 	h.AddUser(t, "bob", "bob-pw", 1)
 	app := h.AddApp(t, alice, true, redirect)

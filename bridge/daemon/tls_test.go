@@ -23,7 +23,7 @@ func newTLSFixture(t *testing.T) (*daemontest.Harness, *certstest.CA, certstest.
 	t.Helper()
 	ca := certstest.NewCA(t)
 	pair := ca.NewPair(t, 1)
-	h := daemontest.StartTLS(t, hubConfig, pair, ca.Pool)
+	h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, TLS: &pair, Roots: ca.Pool})
 	alice := h.AddUser(t, "alice", "alice-pw", 1, 2)
 	app := h.AddApp(t, alice, true, redirect)
 	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen")
@@ -181,7 +181,7 @@ func TestTLSHandshakeFailuresDoNotFloodTheLog(t *testing.T) {
 	ca := certstest.NewCA(t)
 	pair := ca.NewPair(t, 1)
 	logs := &logtest.Buffer{}
-	h := daemontest.StartWith(t, hubConfig, daemontest.Options{TLS: &pair, Roots: ca.Pool,
+	h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, TLS: &pair, Roots: ca.Pool,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	const scans = 40
 	for i := range scans {
@@ -235,7 +235,7 @@ func TestHSTS(t *testing.T) {
 		{"hsts_max_age: 1h", "max-age=3600"},
 		{"hsts_max_age: 0s", ""},
 	} {
-		h := daemontest.StartWith(t, hubConfig, daemontest.Options{TLS: &pair, Roots: ca.Pool, TLSKeys: c.keys})
+		h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, TLS: &pair, Roots: ca.Pool, TLSKeys: c.keys})
 		for _, path := range []string{"/oauth/apps", "/api/apps/endpoints", "/no-such-page"} {
 			if got := header(h, path); got != c.want {
 				t.Errorf("tls {%s}: %s sends Strict-Transport-Security %q, want %q", c.keys, path, got, c.want)

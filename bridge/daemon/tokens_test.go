@@ -278,7 +278,7 @@ func TestMetadata(t *testing.T) {
 // and the query string never reaches the log.
 func TestLegacyApp(t *testing.T) {
 	logs := &logtest.Buffer{}
-	h := daemontest.StartLogged(t, hubConfig, slog.New(slog.NewTextHandler(logs, nil)))
+	h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	alice := h.AddUser(t, "alice", "alice-pw", 1)
 	legacy := h.AddApp(t, alice, true, redirect)
 	modern := h.AddApp(t, alice, true, redirect)

@@ -392,7 +392,7 @@ func TestWebhookAllowList(t *testing.T) {
 // receiver that fails for longer than the limit is disabled; the metrics
 // count it all.
 func TestWebhookDelivery(t *testing.T) {
-	h := daemontest.StartWithMetrics(t, hubConfig)
+	h := daemontest.StartWith(t, daemontest.Options{Metrics: true, Config: hubConfig})
 	alice := h.AddUser(t, "alice", "alice-pw", 1, 2)
 	app := h.AddApp(t, alice, true, redirect)
 	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen", "hall")
@@ -478,7 +478,7 @@ func grepLines(text, prefix string) string {
 // is down are delivered after the hub restarts.
 func TestWebhookOutboxSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	h := daemontest.StartIn(t, dir, hubConfig, nil)
+	h := daemontest.StartWith(t, daemontest.Options{DataDir: dir, Config: hubConfig})
 	alice := h.AddUser(t, "alice", "alice-pw", 2)
 	app := h.AddApp(t, alice, true, redirect)
 	// garage-light has no start-up policy: it comes back as it was.
@@ -491,7 +491,7 @@ func TestWebhookOutboxSurvivesRestart(t *testing.T) {
 	h.Stop()
 
 	r.set("ok")
-	h = daemontest.StartIn(t, dir, hubConfig, nil)
+	h = daemontest.StartWith(t, daemontest.Options{DataDir: dir, Config: hubConfig})
 	got := r.waitFor(1, 30*time.Second)
 	if e := got[0].event(t); e.ID != "garage-light" || str(e.Value) != "on" || e.Cause != "api" {
 		t.Errorf("delivered after the restart: %s", got[0].Body)

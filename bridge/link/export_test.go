@@ -22,7 +22,7 @@ func mustPrefixesInternal(ps ...string) []netip.Prefix {
 var MustPrefixes = mustPrefixesInternal
 
 // PendingUsage is how many installations' uses h has not reported yet.
-func PendingUsage(h *Hub) int {
+func PendingUsage(h *Follower) int {
 	h.usage.mu.Lock()
 	defer h.usage.mu.Unlock()
 	return len(h.usage.pending)

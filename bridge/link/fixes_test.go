@@ -21,7 +21,7 @@ import (
 // runningHub is hub h1's side of the link, running against pl, with an
 // inventory the test changes as a reload would.
 type runningHub struct {
-	h    *link.Hub
+	h    *link.Follower
 	db   *store.DB
 	auth *link.Authorizer
 	logs *logtest.Buffer
@@ -62,7 +62,7 @@ func launchHub(t *testing.T, url, id, secret string, db *store.DB, locs ...int64
 	t.Helper()
 	var err error
 	rh := &runningHub{db: db, logs: &logtest.Buffer{}, locs: locs}
-	rh.h, err = link.NewHub(url, id, secret, db, slog.New(slog.NewTextHandler(rh.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	rh.h, err = link.NewFollower(url, id, secret, db, slog.New(slog.NewTextHandler(rh.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
 	}

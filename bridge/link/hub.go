@@ -46,9 +46,9 @@ const (
 	restartWindow = time.Minute
 )
 
-// Hub is the hub's side of the link: it reports the inventory, follows the
+// Follower is the hub's side of the link: it reports the inventory, follows the
 // platform's changes into the replica and keeps at it.
-type Hub struct {
+type Follower struct {
 	// Inventory returns the hub's locations and switches as they are now.
 	Inventory func() []bridge.RemoteLocation
 	// Applied is called after every batch that changed the replica (the
@@ -96,9 +96,9 @@ type Hub struct {
 	syncOK    bool          // whether the last sync applied
 }
 
-// NewHub returns the hub's side of the link to the platform at platformURL,
+// NewFollower returns the hub's side of the link to the platform at platformURL,
 // as hub hubID with secret.
-func NewHub(platformURL, hubID, secret string, st ReplicaStore, logger *slog.Logger) (*Hub, error) {
+func NewFollower(platformURL, hubID, secret string, st ReplicaStore, logger *slog.Logger) (*Follower, error) {
 	u, err := url.Parse(strings.TrimRight(platformURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("platform url %q must be an absolute http(s) URL", platformURL)
@@ -108,7 +108,7 @@ func NewHub(platformURL, hubID, secret string, st ReplicaStore, logger *slog.Log
 	}
 	var inst [8]byte
 	crand.Read(inst[:])
-	h := &Hub{platform: u, hubID: hubID, secret: secret, instance: hex.EncodeToString(inst[:]), store: st, logger: logger,
+	h := &Follower{platform: u, hubID: hubID, secret: secret, instance: hex.EncodeToString(inst[:]), store: st, logger: logger,
 		reported: make(chan struct{}, 1), kick: make(chan struct{}, 1), client: newClient()}
 	if s, err := st.ReplicaState(context.Background()); err == nil && s.Synced {
 		h.syncedAt.Store(s.SyncedAt.UnixMilli())
@@ -118,7 +118,7 @@ func NewHub(platformURL, hubID, secret string, st ReplicaStore, logger *slog.Log
 
 // InventoryChanged asks for the inventory to be reported again (after a
 // reload); a long poll in flight is cut short for it.
-func (h *Hub) InventoryChanged() {
+func (h *Follower) InventoryChanged() {
 	select {
 	case h.reported <- struct{}{}:
 	default:
@@ -128,7 +128,7 @@ func (h *Hub) InventoryChanged() {
 // SetSecret replaces the hub's secret (platform.secret_file read again on
 // reload) and, when it changed, connects again with it at once. It
 // reports whether it changed.
-func (h *Hub) SetSecret(secret string) bool {
+func (h *Follower) SetSecret(secret string) bool {
 	h.mu.Lock()
 	changed := secret != h.secret
 	h.secret = secret
@@ -143,7 +143,7 @@ func (h *Hub) SetSecret(secret string) bool {
 	return changed
 }
 
-func (h *Hub) credentials() (string, string) {
+func (h *Follower) credentials() (string, string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.hubID, h.secret
@@ -153,20 +153,20 @@ func (h *Hub) credentials() (string, string) {
 // for this hub: the platform removed it, or told it to get new
 // credentials, and the replica was emptied. Otherwise, while the link is
 // down, an unknown token cannot be confirmed either way.
-func (h *Hub) Settled() bool { return h.removed.Load() }
+func (h *Follower) Settled() bool { return h.removed.Load() }
 
 // Up reports whether the link is up.
-func (h *Hub) Up() bool { return h.up.Load() }
+func (h *Follower) Up() bool { return h.up.Load() }
 
 // Refused returns the platform's last refusal, "" when none.
-func (h *Hub) Refused() string {
+func (h *Follower) Refused() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.refused
 }
 
 // ReplicaAge is how long ago the platform last answered; -1 when never.
-func (h *Hub) ReplicaAge() time.Duration {
+func (h *Follower) ReplicaAge() time.Duration {
 	ms := h.syncedAt.Load()
 	if ms == 0 {
 		return -1
@@ -175,7 +175,7 @@ func (h *Hub) ReplicaAge() time.Duration {
 }
 
 // Register adds the link's metrics to reg.
-func (h *Hub) Register(reg prometheus.Registerer) error {
+func (h *Follower) Register(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchbridge_platform_link_up",
 			Help: "1 while the hub's link to its platform is up, else 0 (the hub then serves from its replica)."},
@@ -215,7 +215,7 @@ func (h *Hub) Register(reg prometheus.Registerer) error {
 // Run keeps the link until ctx ends: report the inventory, then follow the
 // changes; after any break, back off and start again from the stored
 // cursor.
-func (h *Hub) Run(ctx context.Context) {
+func (h *Follower) Run(ctx context.Context) {
 	backoff := minBackoff
 	var restarting time.Time // until when the platform is called again quickly
 	for ctx.Err() == nil {
@@ -293,7 +293,7 @@ func (h *Hub) Run(ctx context.Context) {
 // locations it last accepted from this hub, and the hub goes on following
 // their changes (a revocation must still reach it), trying the inventory
 // again every inventoryRetry and after every reload.
-func (h *Hub) session(ctx context.Context) error {
+func (h *Follower) session(ctx context.Context) error {
 	var retryAt time.Time // when to report a refused inventory again; zero when accepted
 	report := func() error {
 		err := h.putInventory(ctx)
@@ -359,7 +359,7 @@ func (h *Hub) session(ctx context.Context) error {
 	return ctx.Err()
 }
 
-func (h *Hub) setRefused(s string) {
+func (h *Follower) setRefused(s string) {
 	h.mu.Lock()
 	h.refused = s
 	h.mu.Unlock()

@@ -61,7 +61,7 @@ func newClient() *http.Client {
 	}}
 }
 
-func (h *Hub) putInventory(ctx context.Context) error {
+func (h *Follower) putInventory(ctx context.Context) error {
 	inv := Inventory{Version: Version(), Locations: h.Inventory()}
 	if err := h.retain(ctx, inv.Locations); err != nil {
 		return err
@@ -90,7 +90,7 @@ func (h *Hub) putInventory(ctx context.Context) error {
 	return err
 }
 
-func (h *Hub) snapshot(ctx context.Context) error {
+func (h *Follower) snapshot(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var b bridge.ChangeBatch
@@ -109,7 +109,7 @@ func (h *Hub) snapshot(ctx context.Context) error {
 
 // poll waits for the changes after cursor and applies them. An inventory
 // change cuts it short.
-func (h *Hub) poll(ctx context.Context, st bridge.ReplicaState) error {
+func (h *Follower) poll(ctx context.Context, st bridge.ReplicaState) error {
 	cursor := st.Cursor
 	ctx, cancel := context.WithTimeout(ctx, DefaultPollTimeout+pollGrace)
 	defer cancel()
@@ -214,7 +214,7 @@ type answeredKey struct{}
 // do sends one link request with the hub's credentials and instance, and
 // the headers in hdr; out, when set, receives the JSON answer. It returns
 // the answer's header. An error answer is a *statusError.
-func (h *Hub) do(ctx context.Context, method, path string, hdr http.Header, body []byte, out any) (http.Header, error) {
+func (h *Follower) do(ctx context.Context, method, path string, hdr http.Header, body []byte, out any) (http.Header, error) {
 	var rd io.Reader
 	if body != nil {
 		rd = bytes.NewReader(body)

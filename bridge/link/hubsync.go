@@ -40,7 +40,7 @@ const (
 // removedByPlatform empties the replica of a hub the platform removed: its
 // installations were uninstalled there, and unlike an outage nothing will
 // bring their revocations.
-func (h *Hub) removedByPlatform(ctx context.Context, msg string, rekey bool) {
+func (h *Follower) removedByPlatform(ctx context.Context, msg string, rekey bool) {
 	h.setRefused(msg)
 	first := !h.removed.Swap(true)
 	h.applyMu.Lock()
@@ -69,7 +69,7 @@ func (h *Hub) removedByPlatform(ctx context.Context, msg string, rekey bool) {
 // hub's credentials took them, or an inventory the platform refused left
 // them elsewhere. Their changes no longer reach this hub, so what the
 // replica holds of them is frozen: it serves none of it.
-func (h *Hub) follow(ctx context.Context, hdr http.Header) {
+func (h *Follower) follow(ctx context.Context, hdr http.Header) {
 	vals, ok := hdr[LocationsHeader]
 	if !ok || len(vals) != 1 {
 		return
@@ -107,7 +107,7 @@ func (h *Hub) follow(ctx context.Context, hdr http.Header) {
 // before the platform hears of them: a location given up (a reload, a
 // location moved to another hub) is served no more, and should it come
 // back, the platform sends its whole state again.
-func (h *Hub) retain(ctx context.Context, locs []bridge.RemoteLocation) error {
+func (h *Follower) retain(ctx context.Context, locs []bridge.RemoteLocation) error {
 	ids := make([]int64, len(locs))
 	for i, l := range locs {
 		ids[i] = l.ID
@@ -127,7 +127,7 @@ func (h *Hub) retain(ctx context.Context, locs []bridge.RemoteLocation) error {
 	return nil
 }
 
-func (h *Hub) apply(ctx context.Context, b *bridge.ChangeBatch) error {
+func (h *Follower) apply(ctx context.Context, b *bridge.ChangeBatch) error {
 	h.applyMu.Lock()
 	defer h.applyMu.Unlock()
 	now := time.Now()
@@ -164,7 +164,7 @@ func (h *Hub) apply(ctx context.Context, b *bridge.ChangeBatch) error {
 // started after the call applied. It syncs only while the link is up, one
 // at a time, at most one per minSyncInterval (callers meanwhile share the
 // one in flight), so unknown tokens cannot flood the platform.
-func (h *Hub) SyncNow(ctx context.Context) bool {
+func (h *Follower) SyncNow(ctx context.Context) bool {
 	asked := time.Now()
 	for range 3 {
 		if !h.Up() {
@@ -212,7 +212,7 @@ func (h *Hub) SyncNow(ctx context.Context) bool {
 	return false
 }
 
-func (h *Hub) syncOnce(ctx context.Context) error {
+func (h *Follower) syncOnce(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), syncTimeout)
 	defer cancel()
 	st, err := h.store.ReplicaState(ctx)

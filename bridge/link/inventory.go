@@ -28,7 +28,7 @@ type Inventory struct {
 
 // InventoryOf lists a hub's locations and switches as a platform's consent
 // page needs them.
-func InventoryOf(hub *bridge.Hub) []bridge.RemoteLocation {
+func InventoryOf(hub *bridge.Switchboard) []bridge.RemoteLocation {
 	var out []bridge.RemoteLocation
 	for _, l := range hub.Locations() {
 		rl := bridge.RemoteLocation{ID: l.ID, Name: l.Name, Switches: []bridge.RemoteSwitch{}}

@@ -42,7 +42,7 @@ func newPlatform(t *testing.T) *platform {
 	pl := &platform{db: db, dir: dir, hubs: map[string]string{}}
 	for _, id := range []string{"h1", "h2"} {
 		secret := oauth.NewSecret()
-		if err := db.CreateHub(ctx, &bridge.RemoteHub{ID: id, Name: "hub " + id, BaseURL: "http://" + id, SecretHash: oauth.Hash(secret)}); err != nil {
+		if err := db.CreateHub(ctx, &bridge.RegisteredHub{ID: id, Name: "hub " + id, BaseURL: "http://" + id, SecretHash: oauth.Hash(secret)}); err != nil {
 			t.Fatal(err)
 		}
 		pl.hubs[id] = secret
@@ -267,11 +267,11 @@ func TestHubFollowsAndResnapshots(t *testing.T) {
 	}
 	defer hubDB.Close()
 	var logs logtest.Buffer
-	var h *link.Hub
+	var h *link.Follower
 	var done chan struct{}
 	start := func() {
 		var err error
-		h, err = link.NewHub(pl.srv.URL, "h1", pl.hubs["h1"], hubDB, slog.New(slog.NewTextHandler(&logs, nil)))
+		h, err = link.NewFollower(pl.srv.URL, "h1", pl.hubs["h1"], hubDB, slog.New(slog.NewTextHandler(&logs, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,8 +26,8 @@ import (
 // outgrow one machine).
 type PlatformStore interface {
 	// Hub returns ENOTFOUND for an unknown hub.
-	Hub(ctx context.Context, id string) (*bridge.RemoteHub, error)
-	Hubs(ctx context.Context) ([]*bridge.RemoteHub, error)
+	Hub(ctx context.Context, id string) (*bridge.RegisteredHub, error)
+	Hubs(ctx context.Context) ([]*bridge.RegisteredHub, error)
 	// SetInventory returns ECONFLICT, naming the location, when another
 	// hub holds one of locs or reserved says it is the platform's.
 	SetInventory(ctx context.Context, hubID, version string, locs []bridge.RemoteLocation, reserved func(int64) bool) error
@@ -140,7 +140,7 @@ func (p *Platform) Register(mux *http.ServeMux) {
 // returns the hub, or answers the request and returns nil: 401 for wrong
 // credentials (throttled), 410 with RemovedHeader for the credentials of a
 // removed hub, so that hub stops serving.
-func (p *Platform) authenticate(w http.ResponseWriter, r *http.Request) *bridge.RemoteHub {
+func (p *Platform) authenticate(w http.ResponseWriter, r *http.Request) *bridge.RegisteredHub {
 	w.Header().Set("Cache-Control", "no-store")
 	if p.shuttingDown() {
 		answerShuttingDown(w)

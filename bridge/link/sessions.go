@@ -75,7 +75,7 @@ func (s *sessions) enter(id, instance string, now time.Time) (done func(answered
 // it answers 409, says why, and records it for hub list. The newcomer is
 // refused, not the instance serving: a copied config must not take a
 // working hub's locations away. done must be called when the request ends.
-func (p *Platform) admit(w http.ResponseWriter, r *http.Request, h *bridge.RemoteHub) (done func(answered bool), ok bool) {
+func (p *Platform) admit(w http.ResponseWriter, r *http.Request, h *bridge.RegisteredHub) (done func(answered bool), ok bool) {
 	inst := r.Header.Get(InstanceHeader)
 	if len(inst) > 64 {
 		inst = inst[:64]

@@ -131,7 +131,7 @@ func (u *usageReports) take() map[string]time.Time {
 // hub and reports them to the platform while the link is up; what cannot
 // be reported now is reported once the link is back. It never fails: it
 // is a store.UsageWriter's sink.
-func (h *Hub) MarkUsed(ctx context.Context, used map[string]time.Time) error {
+func (h *Follower) MarkUsed(ctx context.Context, used map[string]time.Time) error {
 	h.usage.add(used)
 	if h.Up() {
 		h.reportUsage(ctx)
@@ -141,7 +141,7 @@ func (h *Hub) MarkUsed(ctx context.Context, used map[string]time.Time) error {
 
 // reportUsage sends the pending uses to the platform; on failure they wait
 // for the next report.
-func (h *Hub) reportUsage(ctx context.Context) {
+func (h *Follower) reportUsage(ctx context.Context) {
 	used := h.usage.take()
 	if len(used) == 0 {
 		return

@@ -58,7 +58,7 @@ var (
 
 // testHub is a hub of five switches in two locations, one per outcome.
 type testHub struct {
-	*bridge.Hub
+	*bridge.Switchboard
 	locs                            []bridge.Location
 	lamp, pump, fan, heater, bell   *plug
 	lampSw, pumpSw, fanSw, heaterSw *bridge.Switch
@@ -90,12 +90,12 @@ func mustTestHub(tb testing.TB) *testHub {
 	h.bellSw = &bridge.Switch{ID: "bell", Name: "Bell", Driver: "gpio", LocationID: 1, Device: h.bell}
 	h.pumpSw = &bridge.Switch{ID: "pump", Name: "Pump", Driver: "mqtt", LocationID: 2, Device: h.pump}
 	h.fanSw = &bridge.Switch{ID: "fan", Name: "Fan", Driver: "mqtt", LocationID: 2, Device: h.fan}
-	hub, err := bridge.NewHub(h.locs, []*bridge.Switch{h.lampSw, h.heaterSw, h.bellSw, h.pumpSw, h.fanSw})
+	hub, err := bridge.NewSwitchboard(h.locs, []*bridge.Switch{h.lampSw, h.heaterSw, h.bellSw, h.pumpSw, h.fanSw})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	hub.Timeout = 30 * time.Millisecond
-	h.Hub = hub
+	h.Switchboard = hub
 	return h
 }
 
@@ -118,7 +118,7 @@ func runScript(tb testing.TB, h *testHub) {
 
 func TestCommandOutcomes(t *testing.T) {
 	h := mustTestHub(t)
-	m := metrics.New(metrics.Options{Switches: h.Hub})
+	m := metrics.New(metrics.Options{Switches: h.Switchboard})
 	h.Observe = m.ObserveCommand
 	runScript(t, h)
 
@@ -154,7 +154,7 @@ switchbridge_switch_commands_total{command="on",driver="gpio",outcome="ok"} 1
 
 func TestSwitchGaugesFollowTheHub(t *testing.T) {
 	h := mustTestHub(t)
-	m := metrics.New(metrics.Options{Switches: h.Hub})
+	m := metrics.New(metrics.Options{Switches: h.Switchboard})
 
 	want := `
 # HELP switchbridge_switch_available Whether the switch's device is reachable (1) or known to be unreachable (0). location is the location's id.

@@ -29,7 +29,7 @@ const namespace = "switchbridge"
 const scrapeTimeout = 10 * time.Second
 
 // SwitchSource is where the per-switch gauges come from at scrape time.
-// *bridge.Hub is one; asking it on every scrape means a config reload needs
+// *bridge.Switchboard is one; asking it on every scrape means a config reload needs
 // no bookkeeping here.
 type SwitchSource interface {
 	Switches() []*bridge.Switch

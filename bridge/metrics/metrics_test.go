@@ -122,7 +122,7 @@ func mustScrape(tb testing.TB, m *metrics.Metrics) []byte {
 func mustFullMetrics(tb testing.TB, count func(context.Context) (int, error)) *metrics.Metrics {
 	tb.Helper()
 	h := mustTestHub(tb)
-	m := metrics.New(metrics.Options{Switches: h.Hub, Installations: count})
+	m := metrics.New(metrics.Options{Switches: h.Switchboard, Installations: count})
 	h.Observe = m.ObserveCommand
 	runScript(tb, h)
 	srv := mustServeMux(tb, m)
@@ -166,7 +166,7 @@ func TestScrapeSurvivesAFailingCount(t *testing.T) {
 	var logs bytes.Buffer
 	h := mustTestHub(t)
 	m := metrics.New(metrics.Options{
-		Switches:      h.Hub,
+		Switches:      h.Switchboard,
 		Installations: func(context.Context) (int, error) { return 0, errors.New("database is locked") },
 		Logger:        slog.New(slog.NewTextHandler(&logs, nil)),
 	})

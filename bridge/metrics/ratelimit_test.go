@@ -16,7 +16,7 @@ import (
 // and, like the unsupported precheck, not timed: no device was touched.
 func TestRateLimitedCommandsCountedNotTimed(t *testing.T) {
 	lamp := &plug{st: bridge.State{Value: bridge.Off, Available: true}}
-	hub, err := bridge.NewHub([]bridge.Location{{ID: 1, Name: "Hall", Switches: []string{"lamp"}}},
+	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Hall", Switches: []string{"lamp"}}},
 		[]*bridge.Switch{{ID: "lamp", Name: "Lamp", Driver: "gpio", LocationID: 1, Device: lamp,
 			MaxChanges: &bridge.ChangeLimit{Burst: 1, Per: time.Hour}}})
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 )
 
 // Locations is where the install rules look a location and its switches
-// up: the hub's configured table (bridge.Hub implements it).
+// up: the hub's configured table (bridge.Switchboard implements it).
 type Locations interface {
 	Location(id int64) (*bridge.Location, bool)
 }

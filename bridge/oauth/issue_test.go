@@ -17,7 +17,7 @@ import (
 // table of two locations.
 type issuerFixture struct {
 	db         *store.DB
-	hub        *bridge.Hub
+	hub        *bridge.Switchboard
 	alice, bob *bridge.User
 	app        *bridge.App
 }
@@ -30,7 +30,7 @@ func newIssuerFixture(t *testing.T) *issuerFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	hub, err := bridge.NewHub([]bridge.Location{
+	hub, err := bridge.NewSwitchboard([]bridge.Location{
 		{ID: 1, Name: "Home", Switches: []string{"lamp", "fan"}},
 		{ID: 2, Name: "Garage", Switches: []string{"door"}},
 	}, nil)

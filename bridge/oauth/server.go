@@ -26,7 +26,7 @@ type Server struct {
 	apps      Apps
 	granted   GrantSource
 	connected Connected
-	hub       *bridge.Hub
+	hub       *bridge.Switchboard
 	logger    *slog.Logger
 
 	// Issuer installs apps and issues codes and tokens; its lifetimes are
@@ -64,7 +64,7 @@ type Server struct {
 }
 
 // New returns a Server over a store and the hub's locations and switches.
-func New(st Store, hub *bridge.Hub, logger *slog.Logger) *Server {
+func New(st Store, hub *bridge.Switchboard, logger *slog.Logger) *Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

@@ -25,7 +25,7 @@ func newTestServer(t *testing.T) (*Server, *http.ServeMux, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	hub, err := bridge.NewHub([]bridge.Location{{ID: 1, Name: "Home"}}, nil)
+	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

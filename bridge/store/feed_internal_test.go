@@ -32,7 +32,7 @@ func newFeedFixture(t *testing.T) *feedFixture {
 	}
 	t.Cleanup(func() { db.Close() })
 	f := &feedFixture{db: db, ctx: ctx}
-	for _, h := range []*bridge.RemoteHub{{ID: "h1", Name: "house", BaseURL: "http://h1", SecretHash: []byte("x")}, {ID: "h2", Name: "barn", BaseURL: "http://h2", SecretHash: []byte("y")}} {
+	for _, h := range []*bridge.RegisteredHub{{ID: "h1", Name: "house", BaseURL: "http://h1", SecretHash: []byte("x")}, {ID: "h2", Name: "barn", BaseURL: "http://h2", SecretHash: []byte("y")}} {
 		if err := db.CreateHub(ctx, h); err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,7 @@ import (
 )
 
 // CreateHub registers a hub. ECONFLICT when the name is taken.
-func (db *DB) CreateHub(ctx context.Context, h *bridge.RemoteHub) error {
+func (db *DB) CreateHub(ctx context.Context, h *bridge.RegisteredHub) error {
 	now := db.now()
 	_, err := db.db.ExecContext(ctx, `INSERT INTO hubs (id, name, base_url, secret_hash, created_at) VALUES (?, ?, ?, ?, ?)`,
 		h.ID, h.Name, h.BaseURL, h.SecretHash, unix(now))
@@ -29,7 +29,7 @@ func (db *DB) CreateHub(ctx context.Context, h *bridge.RemoteHub) error {
 
 // Hub returns a registered hub with its inventory; ENOTFOUND when there is
 // none.
-func (db *DB) Hub(ctx context.Context, id string) (*bridge.RemoteHub, error) {
+func (db *DB) Hub(ctx context.Context, id string) (*bridge.RegisteredHub, error) {
 	hubs, err := db.hubs(ctx, `WHERE id = ?`, id)
 	if err != nil {
 		return nil, err
@@ -41,11 +41,11 @@ func (db *DB) Hub(ctx context.Context, id string) (*bridge.RemoteHub, error) {
 }
 
 // Hubs lists the registered hubs by name, each with its inventory.
-func (db *DB) Hubs(ctx context.Context) ([]*bridge.RemoteHub, error) {
+func (db *DB) Hubs(ctx context.Context) ([]*bridge.RegisteredHub, error) {
 	return db.hubs(ctx, ``)
 }
 
-func (db *DB) hubs(ctx context.Context, where string, args ...any) ([]*bridge.RemoteHub, error) {
+func (db *DB) hubs(ctx context.Context, where string, args ...any) ([]*bridge.RegisteredHub, error) {
 	tx, err := db.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err
@@ -55,10 +55,10 @@ func (db *DB) hubs(ctx context.Context, where string, args ...any) ([]*bridge.Re
 	if err != nil {
 		return nil, err
 	}
-	var out []*bridge.RemoteHub
-	byID := map[string]*bridge.RemoteHub{}
+	var out []*bridge.RegisteredHub
+	byID := map[string]*bridge.RegisteredHub{}
 	for rows.Next() {
-		h := &bridge.RemoteHub{}
+		h := &bridge.RegisteredHub{}
 		var created, seen, conflictAt int64
 		if err := rows.Scan(&h.ID, &h.Name, &h.BaseURL, &h.SecretHash, &created, &seen, &h.Version, &h.Cursor, &h.Conflict, &conflictAt); err != nil {
 			rows.Close()

@@ -57,7 +57,7 @@ type Service struct {
 	store Store
 	inst  Installations
 	feed  *bridge.Feed
-	hub   *bridge.Hub
+	hub   *bridge.Switchboard
 	// Client sends to receivers.
 	Client *Client
 	Logger *slog.Logger
@@ -112,7 +112,7 @@ func (s *Service) currentLimits() Limits {
 // New builds the service and subscribes it to the feed at once, so that
 // the changes made while the hub starts (start-up policies) are delivered
 // too; Run delivers.
-func New(store Store, inst Installations, feed *bridge.Feed, hub *bridge.Hub, client *Client, logger *slog.Logger) *Service {
+func New(store Store, inst Installations, feed *bridge.Feed, hub *bridge.Switchboard, client *Client, logger *slog.Logger) *Service {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -121,8 +121,9 @@ func New(store Store, inst Installations, feed *bridge.Feed, hub *bridge.Hub, cl
 	return s
 }
 
-// SetHub gives the service the hub, for switch names, once it is built.
-func (s *Service) SetHub(h *bridge.Hub) { s.hub = h }
+// SetSwitchboard gives the service the switchboard, for switch names,
+// once it is built.
+func (s *Service) SetSwitchboard(h *bridge.Switchboard) { s.hub = h }
 
 func (s *Service) now() time.Time {
 	if s.Now != nil {

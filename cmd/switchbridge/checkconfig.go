@@ -15,7 +15,8 @@ import (
 )
 
 func checkConfig(c *invocation) error {
-	cfg, ps, err := config.LoadAll(c.configPath)
+	ps := &config.Problems{}
+	cfg, err := config.Load(c.configPath, config.ForServe(), config.AllProblems(ps))
 	if err != nil {
 		return err
 	}

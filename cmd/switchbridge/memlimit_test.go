@@ -14,7 +14,7 @@ func TestMemoryLimit(t *testing.T) {
 	t.Cleanup(func() { debug.SetMemoryLimit(before) })
 
 	t.Setenv("GOMEMLIMIT", "")
-	cfg, err := config.Parse([]byte("server: {memory_limit: 96MiB}\nlocations: [{id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}]\n"), "x.yaml")
+	cfg, err := config.Load("x.yaml", config.Text("server: {memory_limit: 96MiB}\nlocations: [{id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}]\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestMemoryLimit(t *testing.T) {
 	}
 
 	// The default, for a 512 MB Pi.
-	cfg, _ = config.Parse([]byte("locations: [{id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}]\n"), "x.yaml")
+	cfg, _ = config.Load("x.yaml", config.Text("locations: [{id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}]\n"))
 	applyMemoryLimit(cfg)
 	if got := debug.SetMemoryLimit(-1); got != config.DefaultMemoryLimit {
 		t.Errorf("default runtime limit %d, want %d", got, config.DefaultMemoryLimit)

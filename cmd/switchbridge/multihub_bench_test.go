@@ -113,7 +113,7 @@ locations:
 	hubs := make([]*hubLink, links)
 	for i := range hubs {
 		h := &hubLink{id: fmt.Sprintf("bench-%03d", i), secret: oauth.NewSecret(), loc: locs[i]}
-		if err := db.CreateHub(ctx, &bridge.RemoteHub{ID: h.id, Name: h.id, BaseURL: "http://127.0.0.1:1", SecretHash: oauth.Hash(h.secret)}); err != nil {
+		if err := db.CreateHub(ctx, &bridge.RegisteredHub{ID: h.id, Name: h.id, BaseURL: "http://127.0.0.1:1", SecretHash: oauth.Hash(h.secret)}); err != nil {
 			b.Fatal(err)
 		}
 		hubs[i] = h

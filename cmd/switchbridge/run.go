@@ -293,7 +293,7 @@ func (c *invocation) open() error {
 		return fmt.Errorf("%s is the config of a hub of %s, and %q belongs to the platform: run it there, with the platform's config (a hub keeps only a replica of the platform's records)",
 			cfg.File, cfg.Platform.URL, c.cmd.Name)
 	}
-	own, err := bridge.NewHub(cfg.BridgeLocations(), nil)
+	own, err := bridge.NewSwitchboard(cfg.BridgeLocations(), nil)
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ import (
 
 func serve(c *invocation) error {
 	ctx := c.ctx
-	cfg, err := config.LoadForServe(c.configPath)
+	cfg, err := config.Load(c.configPath, config.ForServe())
 	if err != nil {
 		return err
 	}
@@ -59,7 +59,7 @@ func serve(c *invocation) error {
 		metricsAddr = a.String()
 	}
 	logger.Info("switchbridge ready", "listen", d.Addr().String(), "public_url", d.PublicURL(),
-		"metrics_listen", metricsAddr, "switches", len(d.Hub.Switches()))
+		"metrics_listen", metricsAddr, "switches", len(d.Switchboard.Switches()))
 	logOut.Flush()
 	if d.DemoURL != "" {
 		fmt.Fprintf(c.stdout, "\nswitchbridge demo hub is running. Open %s and log in as %s / %s.\n\n", d.DemoURL, cfg.Demo.User, cfg.Demo.Password)

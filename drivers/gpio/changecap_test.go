@@ -19,9 +19,9 @@ import (
 
 // capHub opens the switches of a config's location 1 through the drivers,
 // as the daemon does, into a hub on a stepped clock.
-func capHub(t *testing.T, switches string) (*bridge.Hub, *clocktest.Clock) {
+func capHub(t *testing.T, switches string) (*bridge.Switchboard, *clocktest.Clock) {
 	t.Helper()
-	cfg, err := config.Parse([]byte("locations:\n  - id: 1\n    name: Shed\n    switches:\n"+switches), "test.yaml")
+	cfg, err := config.Load("test.yaml", config.Text("locations:\n  - id: 1\n    name: Shed\n    switches:\n"+switches))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func capHub(t *testing.T, switches string) (*bridge.Hub, *clocktest.Clock) {
 	for _, s := range sws {
 		loc.Switches = append(loc.Switches, s.ID)
 	}
-	h, err := bridge.NewHub([]bridge.Location{loc}, sws)
+	h, err := bridge.NewSwitchboard([]bridge.Location{loc}, sws)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -300,7 +300,7 @@ func TestInputIsUnsupported(t *testing.T) {
 			t.Errorf("input Do(%s) = %v, want ErrUnsupported", cmd, err)
 		}
 	}
-	hub, err := bridge.NewHub([]bridge.Location{{ID: 1, Name: "Home"}}, []*bridge.Switch{
+	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home"}}, []*bridge.Switch{
 		{ID: "relay", Name: "Relay", Driver: "gpio", LocationID: 1, Device: devs["relay"]},
 		{ID: "door", Name: "Door", Driver: "gpio", LocationID: 1, Device: devs["door"]},
 	})
@@ -434,7 +434,7 @@ func TestNeverReadsOutputs(t *testing.T) {
 	// Without the relays' default change cap: ten commands in a row are
 	// the point here.
 	noCap := &bridge.ChangeLimit{}
-	hub, err := bridge.NewHub([]bridge.Location{{ID: 1, Name: "Home"}}, []*bridge.Switch{
+	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home"}}, []*bridge.Switch{
 		{ID: "a", Driver: "gpio", LocationID: 1, Device: devs["a"], MaxChanges: noCap},
 		{ID: "b", Driver: "gpio", LocationID: 1, Device: devs["b"], MaxChanges: noCap},
 	})

@@ -24,7 +24,7 @@ import (
 // can reach its embedded broker, and closes it at the end of the test.
 func openDriver(t testing.TB, mqttSection string, switches ...string) *driver {
 	t.Helper()
-	c, err := config.Parse([]byte(hubConfig(mqttSection, switches...)), "test.yaml")
+	c, err := config.Load("test.yaml", config.Text(hubConfig(mqttSection, switches...)))
 	if err != nil {
 		t.Fatal(err)
 	}

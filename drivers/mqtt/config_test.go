@@ -12,7 +12,7 @@ import (
 // buildErr builds cfg's drivers and returns the problems.
 func buildErr(t *testing.T, cfg string) string {
 	t.Helper()
-	c, err := config.Parse([]byte(cfg), "hub.yaml")
+	c, err := config.Load("hub.yaml", config.Text(cfg))
 	if err != nil {
 		t.Fatalf("config does not parse: %v", err)
 	}
@@ -299,8 +299,8 @@ func sameSet(a, b []string) bool {
 func TestConfigBrokerLogins(t *testing.T) {
 	build := func(users string) *drivers.Set {
 		t.Helper()
-		c, err := config.Parse([]byte(hubConfig("broker: embedded\nusers:\n"+users,
-			"id: a, name: A, profile: esphome, prefix: p, object_id: o", "id: b, name: B, profile: tasmota, topic: t")), "hub.yaml")
+		c, err := config.Load("hub.yaml", config.Text(hubConfig("broker: embedded\nusers:\n"+users,
+			"id: a, name: A, profile: esphome, prefix: p, object_id: o", "id: b, name: B, profile: tasmota, topic: t")))
 		if err != nil {
 			t.Fatal(err)
 		}

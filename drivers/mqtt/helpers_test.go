@@ -18,7 +18,7 @@ import (
 // testHub is a hub built from a config through the driver registry, as the
 // daemon builds it.
 type testHub struct {
-	*bridge.Hub
+	*bridge.Switchboard
 	set   *drivers.Set
 	notes *notes
 }
@@ -48,7 +48,7 @@ func (n *notes) get(id string) (bridge.State, bool) {
 // at the end of the test.
 func startHub(t testing.TB, cfg string) *testHub {
 	t.Helper()
-	c, err := config.Parse([]byte(cfg), "test.yaml")
+	c, err := config.Load("test.yaml", config.Text(cfg))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, cfg)
 	}
@@ -76,11 +76,11 @@ func startHub(t testing.TB, cfg string) *testHub {
 		}
 		locs = append(locs, loc)
 	}
-	h, err := bridge.NewHub(locs, sws)
+	h, err := bridge.NewSwitchboard(locs, sws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &testHub{Hub: h, set: set, notes: nt}
+	return &testHub{Switchboard: h, set: set, notes: nt}
 }
 
 // hubConfig makes a config with an mqtt: section and one location holding

@@ -1,5 +1,7 @@
 package daemontest
 
+// BareClient: the least HTTP client there is, for benchmarks.
+
 import (
 	"bufio"
 	"fmt"

@@ -48,7 +48,7 @@ type readOnly struct{}
 
 func (readOnly) State() bridge.State { return bridge.State{Value: bridge.On} }
 
-func newHub(t *testing.T, devs map[string]bridge.Device) *bridge.Hub {
+func newHub(t *testing.T, devs map[string]bridge.Device) *bridge.Switchboard {
 	t.Helper()
 	loc := bridge.Location{ID: 1, Name: "Home"}
 	var sws []*bridge.Switch
@@ -56,7 +56,7 @@ func newHub(t *testing.T, devs map[string]bridge.Device) *bridge.Hub {
 		loc.Switches = append(loc.Switches, id)
 		sws = append(sws, &bridge.Switch{ID: id, Name: "name of " + id, Driver: "test", LocationID: 1, Device: d})
 	}
-	h, err := bridge.NewHub([]bridge.Location{loc}, sws)
+	h, err := bridge.NewSwitchboard([]bridge.Location{loc}, sws)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestNewHubRejectsBadTables(t *testing.T) {
 		"no device":          {[]bridge.Location{{ID: 1}}, []*bridge.Switch{{ID: "a", LocationID: 1}}},
 	}
 	for name, c := range cases {
-		if _, err := bridge.NewHub(c.locs, c.sws); bridge.ErrorCode(err) != bridge.EINVALID {
+		if _, err := bridge.NewSwitchboard(c.locs, c.sws); bridge.ErrorCode(err) != bridge.EINVALID {
 			t.Errorf("%s: %v, want invalid", name, err)
 		}
 	}

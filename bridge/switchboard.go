@@ -25,10 +25,10 @@ type SwitchState struct {
 // "ok" or one of the Fail* reasons, with how long the switch took.
 type CommandObserver func(sw *Switch, cmd Command, outcome string, d time.Duration)
 
-// Hub runs commands across switches and answers state queries from the
+// Switchboard runs commands across switches and answers state queries from the
 // drivers' caches. The switch table can be replaced while it runs (config
 // reload); a command in flight keeps the table it started with.
-type Hub struct {
+type Switchboard struct {
 	// Timeout bounds each switch of a command; DefaultCommandTimeout when 0.
 	Timeout time.Duration
 	// Observe, when set, is called once per switch per command.
@@ -61,19 +61,19 @@ type Hub struct {
 	locOrder  []int64
 }
 
-// NewHub builds a hub from the configured locations and switches. Every
+// NewSwitchboard builds a switchboard from the configured locations and switches. Every
 // switch must belong to a known location and ids must be unique.
-func NewHub(locations []Location, switches []*Switch) (*Hub, error) {
-	h := &Hub{}
+func NewSwitchboard(locations []Location, switches []*Switch) (*Switchboard, error) {
+	h := &Switchboard{}
 	if err := h.Replace(locations, switches); err != nil {
 		return nil, err
 	}
 	return h, nil
 }
 
-// Replace swaps the hub's locations and switches for new ones, after the same
-// checks NewHub makes. On error the hub keeps its old table.
-func (h *Hub) Replace(locations []Location, switches []*Switch) error {
+// Replace swaps the switchboard's locations and switches for new ones, after the same
+// checks NewSwitchboard makes. On error the hub keeps its old table.
+func (h *Switchboard) Replace(locations []Location, switches []*Switch) error {
 	locs := make(map[int64]*Location, len(locations))
 	var order []int64
 	for i := range locations {
@@ -106,14 +106,14 @@ func (h *Hub) Replace(locations []Location, switches []*Switch) error {
 
 // Exclusive runs fn while no command runs: commands in flight finish first,
 // and new ones wait until fn returns. A config reload swaps drivers in it.
-func (h *Hub) Exclusive(fn func() error) error {
+func (h *Switchboard) Exclusive(fn func() error) error {
 	h.cmdMu.Lock()
 	defer h.cmdMu.Unlock()
 	return fn()
 }
 
 // Switch returns the switch with id.
-func (h *Hub) Switch(id string) (*Switch, bool) {
+func (h *Switchboard) Switch(id string) (*Switch, bool) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	s, ok := h.switches[id]
@@ -121,7 +121,7 @@ func (h *Hub) Switch(id string) (*Switch, bool) {
 }
 
 // Location returns the location with id.
-func (h *Hub) Location(id int64) (*Location, bool) {
+func (h *Switchboard) Location(id int64) (*Location, bool) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	l, ok := h.locations[id]
@@ -129,7 +129,7 @@ func (h *Hub) Location(id int64) (*Location, bool) {
 }
 
 // Locations returns every location in config order.
-func (h *Hub) Locations() []*Location {
+func (h *Switchboard) Locations() []*Location {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	out := make([]*Location, 0, len(h.locOrder))
@@ -140,7 +140,7 @@ func (h *Hub) Locations() []*Location {
 }
 
 // Switches returns every switch, sorted by id.
-func (h *Hub) Switches() []*Switch {
+func (h *Switchboard) Switches() []*Switch {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	out := make([]*Switch, 0, len(h.switches))
@@ -162,7 +162,7 @@ const anyLocation = 0
 // location): an installation's grant covers its location's switches only.
 // The check and the resolution happen under one lock, so a reload cannot
 // slip between them.
-func (h *Hub) lookup(loc int64, ids []string) ([]*Switch, error) {
+func (h *Switchboard) lookup(loc int64, ids []string) ([]*Switch, error) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	out := make([]*Switch, 0, len(ids))
@@ -183,13 +183,13 @@ func (h *Hub) lookup(loc int64, ids []string) ([]*Switch, error) {
 
 // States reports the cached state of each switch in ids, in that order. It
 // never waits on a device.
-func (h *Hub) States(ids []string) ([]SwitchState, error) {
+func (h *Switchboard) States(ids []string) ([]SwitchState, error) {
 	return h.StatesIn(anyLocation, ids)
 }
 
 // StatesIn is States for switches that must be in location loc: one that
 // is not (any more) is ENOTFOUND naming it, as a removed switch is.
-func (h *Hub) StatesIn(loc int64, ids []string) ([]SwitchState, error) {
+func (h *Switchboard) StatesIn(loc int64, ids []string) ([]SwitchState, error) {
 	sws, err := h.lookup(loc, ids)
 	if err != nil {
 		return nil, err
@@ -212,14 +212,14 @@ func (h *Hub) StatesIn(loc int64, ids []string) ([]SwitchState, error) {
 // fails or times out it returns EDEVICE naming each failure; the others have
 // run the command. A client that goes away does not abort the command half
 // way: each switch runs to its own deadline.
-func (h *Hub) Command(ctx context.Context, ids []string, cmd Command) error {
+func (h *Switchboard) Command(ctx context.Context, ids []string, cmd Command) error {
 	return h.CommandIn(ctx, anyLocation, ids, cmd)
 }
 
 // CommandIn is Command for switches that must be in location loc: if one
 // is not (any more), it returns ENOTFOUND naming it and actuates nothing,
 // as for a removed switch.
-func (h *Hub) CommandIn(ctx context.Context, loc int64, ids []string, cmd Command) error {
+func (h *Switchboard) CommandIn(ctx context.Context, loc int64, ids []string, cmd Command) error {
 	if _, err := ParseCommand(string(cmd)); err != nil {
 		return err
 	}
@@ -356,14 +356,14 @@ func (h *Hub) CommandIn(ctx context.Context, loc int64, ids []string, cmd Comman
 	}
 }
 
-func (h *Hub) now() time.Time {
+func (h *Switchboard) now() time.Time {
 	if h.Now != nil {
 		return h.Now()
 	}
 	return time.Now()
 }
 
-func (h *Hub) observe(s *Switch, cmd Command, outcome string, d time.Duration) {
+func (h *Switchboard) observe(s *Switch, cmd Command, outcome string, d time.Duration) {
 	if h.Observe != nil {
 		h.Observe(s, cmd, outcome, d)
 	}
