@@ -3,9 +3,10 @@
 # make deb: the Debian packages' tests, an install in a chroot included
 # (part of test).
 # make bench: the fan-out comparison (BenchmarkFanout: bare paho floor,
-# bare net/http handler, the hub, and Node-RED when node and npm are there)
-# the hub's footprint (BenchmarkFootprint) and its CPU time per command
-# beside the bare handler's (BenchmarkCPUPerCommand), as tables. Loopback only;
+# bare net/http handler, the hub, and Node-RED when node and npm are there),
+# the hub's footprint (BenchmarkFootprint), its CPU time per command
+# beside the bare handler's (BenchmarkCPUPerCommand) and its event streams
+# (BenchmarkEventStreams: report to event, 1,000 streams), as tables. Loopback only;
 # Node-RED is installed with npm into a temporary directory (NODE_RED_DIR
 # may name an existing install). Not part of make test.
 # make dist: switchbridge for every hub target (linux arm64, armv7, armv6
@@ -106,6 +107,7 @@ bench:
 		-fanout.requests=$(BENCH_REQUESTS) -fanout.n=$(BENCH_N)
 	$(GO) test -run '^$$' -bench '^BenchmarkFootprint$$' -benchtime 3x -timeout 10m ./cmd/switchbridge
 	$(GO) test -run '^$$' -bench '^BenchmarkCPUPerCommand$$' -benchtime 3x -timeout 10m ./cmd/switchbridge
+	$(GO) test -run '^$$' -bench '^BenchmarkEventStreams$$' -benchtime 1x -timeout 10m ./cmd/switchbridge
 
 dist:
 	GO=$(GO) ./.ci/cross-build $(DIST)

@@ -44,6 +44,10 @@ type Switchboard struct {
 	Persist func(v Value, confirmedAt map[string]time.Time) error
 	// Now is the clock of the switches' change caps; time.Now when nil.
 	Now func() time.Time
+	// Feed, when set, hears of every command: a change reported while a
+	// command to that value is in flight is the command's, and a
+	// confirmed command is in the feed before the command returns.
+	Feed *Feed
 
 	// cmdMu is held shared by every command and exclusively by Exclusive,
 	// so a reload never closes a device under a command.
@@ -254,6 +258,11 @@ func (h *Switchboard) CommandIn(ctx context.Context, loc int64, ids []string, cm
 		return tooOften(cmd, refused, wait)
 	}
 
+	if h.Feed != nil {
+		h.Feed.commanding(sws, cmd.Value(), 1)
+		defer h.Feed.commanding(sws, cmd.Value(), -1)
+	}
+
 	timeout := h.Timeout
 	if timeout <= 0 {
 		timeout = DefaultCommandTimeout
@@ -293,6 +302,13 @@ func (h *Switchboard) CommandIn(ctx context.Context, loc int64, ids []string, cm
 		wg.Go(run)
 	}
 	wg.Wait()
+	if h.Feed != nil {
+		for i, s := range sws {
+			if results[i] == nil {
+				h.Feed.confirmed(s.ID, cmd.Value(), confirmedAt[i])
+			}
+		}
+	}
 	if h.Persist != nil {
 		confirmed := map[string]time.Time{}
 		for i, s := range sws {

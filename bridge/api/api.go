@@ -1,6 +1,7 @@
 // Package api is the hub role's installation API: the app paths below each
 // installation's URI (GET /switches, GET /switches/:id, PUT
-// /switches/:command), declared as a table of routes the way the spec's
+// /switches/:command, PUT /switches/:id/:command, the event stream GET
+// /events and the webhooks below /webhooks), declared as a table of routes the way the spec's
 // apps declare theirs, behind a bearer token check that it asks of a
 // bridge.Authorizer.
 package api
@@ -8,12 +9,15 @@ package api
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -29,7 +33,12 @@ type Call struct {
 	Grant       *bridge.Grant
 	Switchboard *bridge.Switchboard
 	Logger      *slog.Logger // carries the installation id
+	// Body is the request's body, for a route that takes one.
+	Body []byte
+	// Webhooks is the hub's webhooks; nil when it sends none.
+	Webhooks WebhookService
 
+	handler     *Handler
 	afterAnswer []func()
 }
 
@@ -52,17 +61,27 @@ var SwitchesApp = []Route{
 	{Method: http.MethodGet, Path: "/switches", Handle: listSwitches},
 	{Method: http.MethodGet, Path: "/switches/:id", Handle: getSwitch},
 	{Method: http.MethodPut, Path: "/switches/:command", Handle: commandSwitches},
+	{Method: http.MethodPut, Path: "/switches/:id/:command", Handle: commandSwitch},
+	{Method: http.MethodGet, Path: "/events", Stream: streamEvents},
+	{Method: http.MethodPost, Path: "/webhooks", Handle: registerWebhook, Body: maxWebhookBody},
+	{Method: http.MethodGet, Path: "/webhooks", Handle: listWebhooks},
+	{Method: http.MethodDelete, Path: "/webhooks/:id", Handle: deleteWebhook},
+	{Method: http.MethodPost, Path: "/webhooks/:id/rotate", Handle: rotateWebhook},
 }
 
-// SwitchValue is one switch as the app reports it: its name and its value,
-// null while the hub does not know it yet.
+// SwitchValue is one switch as the app reports it: its config id, its
+// name, its value (null while the hub does not know it yet) and whether
+// its device is reachable. Clients written for the original {name, value}
+// ignore the fields they do not know.
 type SwitchValue struct {
-	Name  string        `json:"name"`
-	Value *bridge.Value `json:"value"`
+	ID        string        `json:"id"`
+	Name      string        `json:"name"`
+	Value     *bridge.Value `json:"value"`
+	Available bool          `json:"available"`
 }
 
 func switchValue(s bridge.SwitchState) SwitchValue {
-	sv := SwitchValue{Name: s.Switch.Name}
+	sv := SwitchValue{ID: s.Switch.ID, Name: s.Switch.Name, Available: s.State.Available}
 	if v := s.State.Value; v != "" {
 		sv.Value = &v
 	}
@@ -102,14 +121,37 @@ func getSwitch(c *Call) (any, error) {
 
 // commandSwitches runs on or off on every granted switch.
 func commandSwitches(c *Call) (any, error) {
+	return command(c, c.Grant.SwitchIDs)
+}
+
+// commandSwitch runs on or off on one granted switch, under the rules of
+// the group command: a command other than on or off is 400 first. A switch
+// the installation was not granted is not found, as for GET /switches/:id.
+func commandSwitch(c *Call) (any, error) {
+	if _, err := bridge.ParseCommand(c.Params["command"]); err != nil {
+		return nil, err
+	}
+	id := c.Params["id"]
+	if !slices.Contains(c.Grant.SwitchIDs, id) {
+		return nil, bridge.Errorf(bridge.ENOTFOUND, "no selected switch %q in this installation", id)
+	}
+	return command(c, []string{id})
+}
+
+// command runs the call's command on the switches ids, and logs it once
+// answered.
+func command(c *Call, ids []string) (any, error) {
 	cmd, err := bridge.ParseCommand(c.Params["command"])
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	err = c.Switchboard.CommandIn(c.Ctx, c.Grant.LocationID, c.Grant.SwitchIDs, cmd)
+	err = c.Switchboard.CommandIn(c.Ctx, c.Grant.LocationID, ids, cmd)
+	if c.handler != nil {
+		c.handler.streamsCaughtUp()
+	}
 	d := time.Since(start)
-	c.AfterAnswer(func() { logCommand(c, cmd, err, d) })
+	c.AfterAnswer(func() { logCommand(c, ids, cmd, err, d) })
 	return nil, err
 }
 
@@ -123,8 +165,8 @@ func commandSwitches(c *Call) (any, error) {
 // that follow), switched_not_stored (every switch confirmed but the hub
 // could not store the new states, e.g. a full disk), not_sent (refused
 // before any device was touched: a 501, a switch gone, a rate limit).
-func logCommand(c *Call, cmd bridge.Command, err error, d time.Duration) {
-	ids := strings.Join(c.Grant.SwitchIDs, ",")
+func logCommand(c *Call, switches []string, cmd bridge.Command, err error, d time.Duration) {
+	ids := strings.Join(switches, ",")
 	if err == nil {
 		logLine(c.Logger, slog.LevelInfo, "command", slog.String("command", string(cmd)), slog.String("switches", ids),
 			slog.String("outcome", "ok"), slog.Float64("duration_seconds", d.Seconds()))
@@ -169,7 +211,31 @@ type Handler struct {
 	// Now is the rate limit's clock; time.Now when nil.
 	Now func() time.Time
 
-	limiter rateLimiter
+	// Webhooks is the hub's webhooks; without it the webhook paths are 404.
+	Webhooks WebhookService
+	// Feed is the hub's change feed, which GET /events streams; without
+	// it that path is 404.
+	Feed *bridge.Feed
+	// StreamsPerInstallation caps each installation's open event streams;
+	// DefaultStreamsPerInstallation when 0.
+	StreamsPerInstallation int
+	// Heartbeat is how often an idle stream sends a comment;
+	// DefaultHeartbeat when 0.
+	Heartbeat time.Duration
+	// AccessGeneration, when set, is the counter that moves with every
+	// change that takes access away (oauth.GrantSource): open streams
+	// check their tokens again only when it moved. Without it they are
+	// checked at every look.
+	AccessGeneration func(ctx context.Context) (int64, error)
+	// StreamsChanged and EventSent, when set, hear of streams opened (+1)
+	// and closed (-1) and of each event sent on one, for metrics.
+	StreamsChanged func(delta int)
+	EventSent      func(kind string)
+
+	limiter      rateLimiter
+	streams      streams
+	streamer     atomic.Pointer[streamer]
+	streamerOnce sync.Once
 }
 
 // New builds the API for the spec's switches app.
@@ -273,9 +339,24 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 			return h.writeError(w, bridge.Errorf(bridge.EINVALID, "malformed path segment %q", v))
 		}
 	}
-	// Commands take no body; do not read one, and do not wait for a large one.
-	r.Body = http.MaxBytesReader(w, r.Body, 0)
-	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Switchboard: h.hub, Logger: h.logger.With("installation", id)}
+	// Most routes take no body; do not read one, and do not wait for a
+	// large one. The others read theirs, bounded, before they run.
+	r.Body = http.MaxBytesReader(w, r.Body, rt.Body)
+	var body []byte
+	if rt.Body > 0 {
+		if body, err = io.ReadAll(r.Body); err != nil {
+			return h.writeError(w, bridge.Errorf(bridge.EINVALID, "the body could not be read or is over %d bytes", rt.Body))
+		}
+	}
+	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Switchboard: h.hub, Logger: h.logger.With("installation", id), Body: body, Webhooks: h.Webhooks, handler: h}
+	if rt.Stream != nil {
+		if r.Method == http.MethodHead {
+			// A stream has no end for a HEAD to stop at.
+			w.Header().Set("Allow", http.MethodGet)
+			return wire.WriteError(w, http.StatusMethodNotAllowed, "a stream is read with GET", nil)
+		}
+		return h.serveStream(w, r, c, tok, rt.Stream)
+	}
 	out, err := rt.Handle(c)
 	defer c.answered()
 	if err != nil {
@@ -289,6 +370,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 			f.Flush()
 		}
 		return http.StatusNoContent
+	}
+	if a, ok := out.(Answer); ok {
+		return wire.WriteJSON(w, a.Status, a.Body)
 	}
 	return wire.WriteJSON(w, http.StatusOK, out)
 }

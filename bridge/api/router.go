@@ -13,11 +13,17 @@ type AppHandler func(c *Call) (any, error)
 
 // Route is one row of an app's path table: an HTTP method, a path below the
 // installation URI whose segments starting with ':' are variables, and the
-// handler for that pair.
+// handler for that pair: one that answers, or one that streams.
 type Route struct {
 	Method string
 	Path   string
 	Handle AppHandler
+	// Stream, in place of Handle, serves a route that streams
+	// (text/event-stream) rather than answering once.
+	Stream StreamHandler
+	// Body is the most a request's body may hold, read into Call.Body
+	// before Handle runs; 0: the route takes no body.
+	Body int64
 }
 
 // Router matches requests against a table of routes. Two routes are told

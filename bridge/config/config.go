@@ -40,6 +40,8 @@ type Config struct {
 	// Platform makes the daemon a hub of another switchbridge; nil: it is
 	// its own platform.
 	Platform *Platform `yaml:"platform"`
+	// Webhooks bounds where clients' webhooks may point.
+	Webhooks Webhooks `yaml:"webhooks"`
 
 	// Sections holds every top-level key that is not one of the above, by
 	// name, as it was written: a driver's settings (mqtt:), which that
@@ -56,6 +58,14 @@ type Config struct {
 	// secretLines are the lines of the keys naming secret files, for
 	// warnings about their modes (SecretFiles).
 	secretLines map[string]int
+}
+
+// Webhooks is the webhooks: section.
+type Webhooks struct {
+	// Allow lists the hosts (names as written in a URL, IP addresses or
+	// CIDR prefixes) a webhook may point at; empty: any, since a receiver
+	// on the LAN (Node-RED) is the usual one.
+	Allow []string `yaml:"allow"`
 }
 
 // Section is one top-level key of the config kept raw.

@@ -471,11 +471,27 @@ locations:
 	if m := cfg.Sections["mqtt"]; m.Key == nil || m.Key.Line != 4 || config.Lookup(m.Value, "broker").Value != "embedded" {
 		t.Errorf("mqtt = %+v", m)
 	}
-	if got := strings.Join(config.Keys(), ","); got != "data_dir,demo,locations,log,oauth,platform,server" {
+	if got := strings.Join(config.Keys(), ","); got != "data_dir,demo,locations,log,oauth,platform,server,webhooks" {
 		t.Errorf("Keys() = %s", got)
 	}
 	// A misspelt key of the config's own is still the config's to report.
 	if _, err := config.Load("x.yaml", config.Text("server: {lissen: x}\nlocations: [{id: 1, name: H}]\n")); err == nil || !strings.Contains(err.Error(), `unknown key "lissen" in server`) {
 		t.Errorf("nested unknown key: %v", err)
+	}
+}
+
+// TestWebhooksAllow: webhooks.allow takes host names, addresses and CIDR
+// prefixes, and names the line of anything else.
+func TestWebhooksAllow(t *testing.T) {
+	base := "locations: [{id: 1, name: H}]\n"
+	cfg, err := config.Load("w.yaml", config.Text(base+"webhooks:\n  allow: [192.168.1.0/24, nodered.lan, \"::1\", 10.0.0.7]\n"))
+	if err != nil || len(cfg.Webhooks.Allow) != 4 {
+		t.Fatalf("a good allow list: %v %+v", err, cfg)
+	}
+	for _, bad := range []string{`"a b"`, `"http://x"`, `1.2.3.4/33`, `"u@h"`} {
+		_, err := config.Load("w.yaml", config.Text(base+"webhooks:\n  allow: ["+bad+"]\n"))
+		if err == nil || !strings.Contains(err.Error(), "w.yaml:3: webhooks.allow") {
+			t.Errorf("allow [%s]: %v, want the problem on line 3", bad, err)
+		}
 	}
 }

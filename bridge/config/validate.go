@@ -58,6 +58,11 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 			ps.Add(n, "server.tls.hsts_max_age must be whole seconds, 0 or more (0s: no Strict-Transport-Security), not %s", h)
 		}
 	}
+	for _, a := range c.Webhooks.Allow {
+		if a == "" || (strings.ContainsAny(a, " /:@") && !validPrefix(a)) {
+			ps.Add(line("webhooks", "allow"), "webhooks.allow %q must be a host name, an IP address or a CIDR prefix", a)
+		}
+	}
 	if c.Server.CommandTimeout < 0 || c.Server.ShutdownTimeout < 0 {
 		ps.Add(line("server"), "server timeouts must be positive")
 	}
@@ -146,4 +151,13 @@ func loopbackListen(listen string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
+}
+
+// validPrefix reports whether s is an IP address or a CIDR prefix.
+func validPrefix(s string) bool {
+	if _, err := netip.ParsePrefix(s); err == nil {
+		return true
+	}
+	_, err := netip.ParseAddr(s)
+	return err == nil
 }

@@ -218,6 +218,17 @@ func TestBrowserDemoClient(t *testing.T) {
 			{Name: "Hall lamp", Value: "off"},
 		})
 		wantHub(t, d, before, map[string]bridge.Value{"kitchen": bridge.Off, "hall": bridge.Off})
+
+		// Switched elsewhere (another app, the hub itself): the page,
+		// following the event stream, shows it without a reload.
+		if err := d.Switchboard.Command(context.Background(), []string{"kitchen"}, bridge.CommandOn); err != nil {
+			t.Fatal(err)
+		}
+		p.waitVisible(`td[data-id="kitchen"].on`)
+		p.wantTable("after kitchen was switched elsewhere", []switchRow{
+			{Name: "Kitchen light", Value: "on"},
+			{Name: "Hall lamp", Value: "off"},
+		})
 	})
 }
 

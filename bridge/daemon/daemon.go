@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -26,6 +27,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/metrics"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/webhook"
 	"github.com/switchbridge/switchbridge/drivers"
 )
 
@@ -34,9 +36,12 @@ type Daemon struct {
 	Config      *config.Config
 	Store       *store.DB
 	Switchboard *bridge.Switchboard
-	OAuth       *oauth.Server
-	API         *api.Handler
-	Metrics     *metrics.Metrics
+	// Feed is the switches' changes, for event streams and webhooks.
+	Feed     *bridge.Feed
+	Webhooks *webhook.Service
+	OAuth    *oauth.Server
+	API      *api.Handler
+	Metrics  *metrics.Metrics
 	// DemoURL is the demo client's public URL, "" when the config has no demo.
 	DemoURL string
 	// Link is the hub's link to its platform, nil unless the config has
@@ -117,6 +122,24 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		return nil, fmt.Errorf("reading stored switch values: %w", err)
 	}
 	d.states = store.NewValueWriter(d.Store, journal, logger)
+	// The change feed starts from the stored values, so a device that
+	// reports what it had before the restart is no change; one set
+	// otherwise while the drivers open is the start-up's.
+	d.Feed = bridge.NewFeed(bridge.FeedOptions{})
+	for id, v := range last {
+		d.Feed.Seed(id, v)
+	}
+	// Webhooks subscribe before the drivers open, so that a start-up
+	// policy's changes reach them too.
+	allow, err := webhook.ParseAllow(cfg.Webhooks.Allow)
+	if err != nil {
+		return nil, err
+	}
+	var installations webhook.Installations = d.Store
+	if cfg.Platform != nil {
+		installations = d.Store.Replica()
+	}
+	d.Webhooks = webhook.New(d.Store, installations, d.Feed, nil, webhook.NewClient(allow, d.isSelf), logger.With("component", "webhooks"))
 	d.Metrics = metrics.New(metrics.Options{Installations: d.Store.CountInstallations, Logger: logger.With("component", "metrics")})
 	env := drivers.Env{
 		Metrics: d.Metrics.Registry(),
@@ -128,7 +151,10 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 			v, ok := last[id]
 			return v, ok
 		},
-		Notify: d.states.Notify,
+		Notify: func(id string, st bridge.State) {
+			d.states.Notify(id, st)
+			d.Feed.Notify(id, st)
+		},
 	}
 	d.env = env
 	d.drivers, err = drivers.Build(cfg, reg, env)
@@ -175,6 +201,11 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	d.Switchboard.Timeout = cfg.Server.CommandTimeout.Std()
 	d.Switchboard.Persist = d.states.Persist
 	d.Switchboard.Observe = d.Metrics.ObserveCommand
+	d.Switchboard.Feed = d.Feed
+	d.Feed.Started()
+	d.Webhooks.SetSwitchboard(d.Switchboard)
+	d.Webhooks.Observe = d.Metrics.WebhookDelivery
+	d.Metrics.WatchWebhookOutbox(d.Store.WebhookOutbox)
 	d.Metrics.WatchSwitches(d.Switchboard)
 	limited.onOpen, limited.onClose, limited.onReject = d.Metrics.ConnOpened, d.Metrics.ConnClosed, d.Metrics.ConnRejected
 
@@ -199,6 +230,14 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		d.setUpPlatform(mux)
 	}
 	d.API.TokenFailed = d.Metrics.APITokenFailed
+	d.API.Feed = d.Feed
+	d.API.Webhooks = d.Webhooks
+	d.API.StreamsChanged, d.API.EventSent = d.Metrics.StreamsChanged, d.Metrics.EventSent
+	if cfg.Platform != nil {
+		d.API.AccessGeneration = d.Store.Replica().AccessGeneration
+	} else {
+		d.API.AccessGeneration = d.Store.AccessGeneration
+	}
 	switch rl := cfg.Server.RateLimit; {
 	case rl.Off:
 		d.API.RateLimit = api.RateLimit{}
@@ -234,6 +273,9 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		MaxHeaderBytes: 16 << 10,
 		ErrorLog:       newServerLog(logger),
 	}
+	// Shutdown waits for requests to end; event streams do not by
+	// themselves.
+	d.server.RegisterOnShutdown(d.API.CloseStreams)
 	if d.certs != nil {
 		d.server.TLSConfig = d.certs.TLSConfig()
 		limited.tls = d.certs.TLSConfig()
@@ -261,6 +303,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		d.prune(bgCtx)
 	}()
 	d.bg.Go(func() { d.runLink(bgCtx) })
+	d.bg.Go(func() { d.Webhooks.Run(bgCtx) })
 	return d, nil
 }
 
@@ -365,4 +408,33 @@ func (d *Daemon) prune(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// isSelf reports whether an address is the hub's own API listener, which
+// a webhook must not point at: the hub would post its events to itself.
+func (d *Daemon) isSelf(ap netip.AddrPort) bool {
+	if d.ln == nil {
+		return false
+	}
+	own, ok := d.ln.Addr().(*net.TCPAddr)
+	if !ok || int(ap.Port()) != own.Port {
+		return false
+	}
+	if own.IP.IsUnspecified() {
+		// Listening everywhere: any address of this machine.
+		if ap.Addr().IsLoopback() || ap.Addr().IsUnspecified() {
+			return true
+		}
+		addrs, _ := net.InterfaceAddrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == ap.Addr() {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	ip, _ := netip.AddrFromSlice(own.IP)
+	return ip.Unmap() == ap.Addr() || (ip.IsLoopback() && ap.Addr().IsLoopback())
 }

@@ -172,7 +172,7 @@ func TestGetOneSwitch(t *testing.T) {
 	g := h.Authorize(t, f.app, "alice", "alice-pw", 1, "kitchen", "hall")
 
 	p := h.Call(t, http.MethodGet, g.URI+"/switches/hall", g.Token.AccessToken)
-	if p.StatusCode != http.StatusOK || p.Body != `{"name":"Hall lamp","value":"on"}`+"\n" {
+	if p.StatusCode != http.StatusOK || p.Body != `{"id":"hall","name":"Hall lamp","value":"on","available":true}`+"\n" {
 		t.Fatalf("GET /switches/hall = %d %q", p.StatusCode, p.Body)
 	}
 	if p.Header.Get("Content-Type") != "application/json" {
@@ -1119,4 +1119,58 @@ func TestDiscoveryErrorIsTheAPIErrorBody(t *testing.T) {
 		t.Fatalf("API after its location went = %d %s, want 404", p.StatusCode, p.Body)
 	}
 	assertErrorBody(t, p, http.StatusNotFound)
+}
+
+// TestOneSwitchCommand covers PUT /switches/:id/:command and the id and
+// available fields of switch objects: the one switch is commanded under the
+// group command's rules, and a switch not granted is 404 whether or not the
+// hub has it.
+func TestOneSwitchCommand(t *testing.T) {
+	f := newFixture(t)
+	h := f.hub
+	g := h.Authorize(t, f.app, "alice", "alice-pw", 1, "kitchen", "hall", "doorbell", "broken")
+
+	list := h.List(t, g)
+	if len(list) != 4 || list[0].ID != "kitchen" || list[1].ID != "hall" || !list[0].Available || !list[1].Available {
+		t.Fatalf("list = %+v, want ids and available", list)
+	}
+	if p := h.Call(t, http.MethodPut, g.URI+"/switches/kitchen/on", g.Token.AccessToken); p.StatusCode != http.StatusNoContent || p.Body != "" {
+		t.Fatalf("PUT /switches/kitchen/on = %d %q, want 204", p.StatusCode, p.Body)
+	}
+	if v := mustSwitch(t, h, "kitchen").Device.State().Value; v != bridge.On {
+		t.Errorf("kitchen = %s after PUT /switches/kitchen/on", v)
+	}
+	if p := h.Call(t, http.MethodPut, g.URI+"/switches/hall/off", g.Token.AccessToken); p.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT /switches/hall/off = %d %s", p.StatusCode, p.Body)
+	}
+	// Only the named switch moved.
+	if v := mustSwitch(t, h, "kitchen").Device.State().Value; v != bridge.On {
+		t.Errorf("kitchen = %s after PUT /switches/hall/off", v)
+	}
+	for _, c := range []struct {
+		path   string
+		status int
+		body   string
+	}{
+		{"/switches/kitchen/toggle", http.StatusBadRequest, "not valid for all the switches"},
+		{"/switches/garage-light/on", http.StatusNotFound, ""}, // the hub has it; not granted
+		{"/switches/no-such/on", http.StatusNotFound, ""},
+		{"/switches/doorbell/off", http.StatusNotImplemented, `"id":"doorbell"`},
+		{"/switches/broken/on", http.StatusBadGateway, `"id":"broken"`},
+	} {
+		p := h.Call(t, http.MethodPut, g.URI+c.path, g.Token.AccessToken)
+		if p.StatusCode != c.status || !strings.Contains(p.Body, c.body) {
+			t.Errorf("PUT %s = %d %s, want %d with %q", c.path, p.StatusCode, p.Body, c.status, c.body)
+		}
+		assertErrorBody(t, p, c.status)
+		if strings.Contains(p.Body, "Garage") {
+			t.Errorf("PUT %s leaks a switch the installation may not see: %s", c.path, p.Body)
+		}
+	}
+	if st := mustSwitch(t, h, "garage-light").Device.State(); st.Value != bridge.Off {
+		t.Errorf("garage-light changed to %s", st.Value)
+	}
+	if p := h.Call(t, http.MethodGet, g.URI+"/switches/kitchen/on", g.Token.AccessToken); p.StatusCode != http.StatusMethodNotAllowed || p.Header.Get("Allow") != "PUT" {
+		t.Errorf("GET /switches/kitchen/on = %d Allow=%q, want 405 PUT", p.StatusCode, p.Header.Get("Allow"))
+	}
 }

@@ -16,10 +16,17 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
 )
 
-// npmClients installs the npm clients of the interop test into a temporary
-// directory with the scripts that drive them, and returns it. Without node
-// and npm the test is skipped, except under CI=true, where it fails.
+// npmClients installs the npm clients of the interop test with the scripts
+// that drive them.
 func npmClients(t *testing.T) string {
+	t.Helper()
+	return npmInstall(t, []string{"simple-oauth2@0.2.1", "openid-client@6"}, "simple-oauth2-0.2.1.js", "openid-client-6.mjs")
+}
+
+// npmInstall installs npm packages into a temporary directory beside the
+// scripts of testdata/interop named, and returns the directory. Without
+// node and npm the test is skipped, except under CI=true, where it fails.
+func npmInstall(t *testing.T, packages []string, scripts ...string) string {
 	t.Helper()
 	for _, tool := range []string{"node", "npm"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -35,12 +42,12 @@ func npmClients(t *testing.T) string {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "install", "--no-audit", "--no-fund", "--no-save", "--prefix", dir,
-		"simple-oauth2@0.2.1", "openid-client@6")
+	args := append([]string{"install", "--no-audit", "--no-fund", "--no-save", "--prefix", dir}, packages...)
+	cmd := exec.CommandContext(ctx, "npm", args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("npm install: %v\n%s", err, out)
 	}
-	for _, s := range []string{"simple-oauth2-0.2.1.js", "openid-client-6.mjs"} {
+	for _, s := range scripts {
 		b, err := os.ReadFile(filepath.Join("testdata", "interop", s))
 		if err != nil {
 			t.Fatal(err)
@@ -119,7 +126,7 @@ func TestInteropNPMClients(t *testing.T) {
 	t.Run("simple-oauth2 0.2.1", func(t *testing.T) {
 		r := runClient(t, h, dir, "simple-oauth2-0.2.1.js", app)
 		sw, _ := json.Marshal(r["switches"])
-		if !strings.HasPrefix(r["url"].(string), "/api/apps/installations/") || string(sw) != `[{"name":"Kitchen light","value":"off"}]` {
+		if !strings.HasPrefix(r["url"].(string), "/api/apps/installations/") || string(sw) != `[{"available":true,"id":"kitchen","name":"Kitchen light","value":"off"}]` {
 			t.Errorf("discovery and list = %v", r)
 		}
 		if r["refreshed"] != true || r["revokedStatus"] != float64(401) || r["libraryError"] != "invalid_token" {
@@ -133,7 +140,7 @@ func TestInteropNPMClients(t *testing.T) {
 		r := runClient(t, h, dir, "openid-client-6.mjs", app)
 		sw, _ := json.Marshal(r["afterRefresh"])
 		if r["issuer"] != h.URL || !strings.HasPrefix(r["uri"].(string), h.URL+"/api/apps/installations/") ||
-			string(sw) != `[{"name":"Kitchen light","value":"on"}]` {
+			string(sw) != `[{"available":true,"id":"kitchen","name":"Kitchen light","value":"on"}]` {
 			t.Errorf("discovery, code flow and list = %v", r)
 		}
 		if r["refreshed"] != true || r["revokedStatus"] != float64(401) {

@@ -2,7 +2,8 @@
 // /demo/. It plays the external service exactly as a real one would, over
 // HTTP to the hub's public URL: it starts the authorization, takes the code
 // on its redirect URI, exchanges it at the token endpoint, calls discovery,
-// and lists and commands the switches it was granted.
+// lists and commands the switches it was granted, and follows their
+// changes on the installation's event stream, which its page shows live.
 package democlient
 
 import (
@@ -86,6 +87,8 @@ func (c *Client) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+CallbackPath, c.callback)
 	mux.HandleFunc("POST /demo/command", c.command)
 	mux.HandleFunc("POST /demo/disconnect", c.disconnect)
+	mux.HandleFunc("GET /demo/events", c.events)
+	mux.HandleFunc("GET /demo/live.js", live)
 }
 
 const (
@@ -104,7 +107,8 @@ func (c *Client) session(r *http.Request) *grant {
 }
 
 type switchView struct {
-	Name  string `json:"name"`
+	ID    string
+	Name  string
 	Value *string
 }
 
@@ -123,6 +127,9 @@ type homeData struct {
 func headers(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	wire.PageHeaders(w)
+	// One script, from this client (live.js), which may only open the
+	// client's own event stream.
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; script-src 'self'; connect-src 'self'; base-uri 'none'; frame-ancestors 'none'")
 }
 
 func (c *Client) home(w http.ResponseWriter, r *http.Request) {
@@ -226,6 +233,7 @@ func (c *Client) discover(ctx context.Context, token string) (*endpoint, error) 
 
 func (c *Client) list(ctx context.Context, g *grant) ([]switchView, error) {
 	var raw []struct {
+		ID    string  `json:"id"`
 		Name  string  `json:"name"`
 		Value *string `json:"value"`
 	}
@@ -234,7 +242,7 @@ func (c *Client) list(ctx context.Context, g *grant) ([]switchView, error) {
 	}
 	out := make([]switchView, len(raw))
 	for i, s := range raw {
-		out[i] = switchView{Name: s.Name, Value: s.Value}
+		out[i] = switchView{ID: s.ID, Name: s.Name, Value: s.Value}
 	}
 	return out, nil
 }
@@ -343,8 +351,10 @@ form { display: inline; }
 {{if .Flash}}<p class="flash" id="flash">{{.Flash}}</p>{{end}}
 <p>Installed into <strong>{{.Location}}</strong>. Installation URI: <code>{{.URI}}</code></p>
 <table id="switches">{{range .Switches}}
-<tr><td>{{.Name}}</td><td class="{{if .Value}}{{.Value}}{{end}}" data-switch="{{.Name}}">{{if .Value}}{{.Value}}{{else}}unknown{{end}}</td></tr>{{end}}
+<tr><td>{{.Name}}</td><td class="{{if .Value}}{{.Value}}{{end}}" data-switch="{{.Name}}" data-id="{{.ID}}">{{if .Value}}{{.Value}}{{else}}unknown{{end}}</td></tr>{{end}}
 </table>
+<p class="note" id="live">Changes made elsewhere show here as they happen.</p>
+<script src="/demo/live.js"></script>
 <form method="post" action="/demo/command"><input type="hidden" name="csrf" value="{{.CSRF}}"><input type="hidden" name="command" value="on"><button id="all-on">Turn all on</button></form>
 <form method="post" action="/demo/command"><input type="hidden" name="csrf" value="{{.CSRF}}"><input type="hidden" name="command" value="off"><button id="all-off">Turn all off</button></form>
 <form method="post" action="/demo/disconnect"><input type="hidden" name="csrf" value="{{.CSRF}}"><button class="secondary">Disconnect</button></form>
@@ -353,6 +363,86 @@ form { display: inline; }
 <p><a class="button" id="connect" href="/demo/connect">Connect to my hub</a></p>
 {{end}}
 </main></body></html>`))
+
+// events relays the installation's event stream to the page: the browser
+// cannot send the bearer token, which stays with this client, as a real
+// service would keep it on its server.
+func (c *Client) events(w http.ResponseWriter, r *http.Request) {
+	g := c.session(r)
+	if g == nil {
+		http.Error(w, "not connected", http.StatusUnauthorized)
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, g.uri+"/events", nil)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+g.token)
+	if id := r.Header.Get("Last-Event-ID"); id != "" && len(id) < 100 {
+		req.Header.Set("Last-Event-ID", id)
+	}
+	// Not c.http: its timeout would cut the stream.
+	resp, err := streamClient.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		http.Error(w, "the hub answered "+resp.Status, http.StatusBadGateway)
+		return
+	}
+	rc := http.NewResponseController(w)
+	// A stream outlives the server's timeouts, which are for answers.
+	rc.SetReadDeadline(time.Time{})
+	rc.SetWriteDeadline(time.Time{})
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			if _, werr := w.Write(buf[:n]); werr != nil || rc.Flush() != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+var streamClient = &http.Client{Transport: &http.Transport{ResponseHeaderTimeout: 30 * time.Second}}
+
+// live serves the page's script: it follows /demo/events and updates the
+// table.
+func live(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	io.WriteString(w, liveJS)
+}
+
+const liveJS = `'use strict';
+(function () {
+  const es = new EventSource('/demo/events');
+  function show(id, value) {
+    const td = document.querySelector('td[data-id="' + CSS.escape(id) + '"]');
+    if (!td) return;
+    td.textContent = value || 'unknown';
+    td.className = value || '';
+  }
+  es.addEventListener('snapshot', (e) => {
+    for (const s of JSON.parse(e.data)) show(s.id, s.value);
+  });
+  es.addEventListener('switch', (e) => {
+    const s = JSON.parse(e.data);
+    show(s.id, s.value);
+  });
+})();
+`
 
 func randomString() string {
 	// The hub's secret generator is the right one; a demo client has its

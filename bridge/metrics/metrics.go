@@ -1,5 +1,5 @@
 // Package metrics exports the hub's Prometheus metrics: HTTP requests,
-// device commands, switch states, OAuth events and installations, next to
+// device commands, switch states, OAuth events, event streams and installations, next to
 // the Go and process collectors, on a registry of its own that is served on
 // the metrics listener. Drivers register their own metrics on the same
 // registry (drivers.Env.Metrics).
@@ -69,6 +69,9 @@ type Metrics struct {
 	tokenFailures      *reasonCounter
 	clientAuthFailures *reasonCounter
 	apiTokenFailures   *reasonCounter
+
+	events   eventMetrics
+	webhooks webhookMetrics
 }
 
 // New builds the metrics on a fresh registry holding the Go and process
@@ -95,6 +98,8 @@ func New(o Options) *Metrics {
 	m.initHTTP(f)
 	m.initCommands(f)
 	m.initOAuth(f)
+	m.initEvents(f)
+	m.initWebhooks(f)
 
 	scrape := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: promLogger{logger},

@@ -6,6 +6,7 @@ package main
 // its next request.
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -96,7 +97,7 @@ func (c *invocation) installationList(userName, clientID string) error {
 	}
 	users, apps := map[int64]string{}, map[string]string{}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tAPP\tCLIENT_ID\tUSER\tLOCATION\tSWITCHES\tGRANTED\tLAST_USED")
+	fmt.Fprintln(tw, "ID\tAPP\tCLIENT_ID\tUSER\tLOCATION\tSWITCHES\tGRANTED\tLAST_USED\tWEBHOOKS")
 	for _, in := range ins {
 		if _, ok := users[in.UserID]; !ok {
 			users[in.UserID] = fmt.Sprint(in.UserID)
@@ -110,10 +111,47 @@ func (c *invocation) installationList(userName, clientID string) error {
 				apps[in.ClientID] = a.Name
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, apps[in.ClientID], in.ClientID, users[in.UserID],
-			locationLabel(dir, in.LocationID), strings.Join(in.SwitchIDs, ","), in.CreatedAt.Format(listTime), lastUsed(in.LastUsedAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, apps[in.ClientID], in.ClientID, users[in.UserID],
+			locationLabel(dir, in.LocationID), strings.Join(in.SwitchIDs, ","), in.CreatedAt.Format(listTime), lastUsed(in.LastUsedAt),
+			webhooksOf(ctx, db, in.ID))
 	}
 	return tw.Flush()
+}
+
+// webhooksOf sums up an installation's webhooks for the list: how many
+// deliver, and why each disabled one stopped. Webhooks live in the store of
+// the hub that serves the installation.
+func webhooksOf(ctx context.Context, db any, id string) string {
+	src, ok := db.(interface {
+		Webhooks(ctx context.Context, installationID string) ([]*bridge.Webhook, error)
+	})
+	if !ok {
+		return "-"
+	}
+	ws, err := src.Webhooks(ctx, id)
+	if err != nil || len(ws) == 0 {
+		return "none"
+	}
+	active, failing := 0, 0
+	var disabled []string
+	for _, w := range ws {
+		switch {
+		case w.Disabled:
+			disabled = append(disabled, "disabled: "+w.DisabledReason)
+		case !w.FailingSince.IsZero():
+			failing++
+		default:
+			active++
+		}
+	}
+	out := fmt.Sprintf("%d active", active)
+	if failing > 0 {
+		out += fmt.Sprintf(", %d failing", failing)
+	}
+	for _, d := range disabled {
+		out += "; " + d
+	}
+	return out
 }
 
 // listTime is how the lists show times, in the local time zone.

@@ -369,7 +369,7 @@ func TestSurvivesKill9(t *testing.T) {
 
 	startDaemon(t, cfg, addr)
 	code, body := call(t, http.MethodGet, inst.Endpoint+"/switches", inst.Token)
-	if code != http.StatusOK || body != `[{"name":"Lamp","value":"on"}]`+"\n" {
+	if code != http.StatusOK || body != `[{"id":"lamp","name":"Lamp","value":"on","available":true}]`+"\n" {
 		t.Errorf("after kill -9: %d %s, want the token to work and the lamp on", code, body)
 	}
 }

@@ -53,8 +53,10 @@ func (h *Harness) CallAuth(tb testing.TB, method, u, authorization string) *Page
 
 // Switch is one entry of GET /switches.
 type Switch struct {
-	Name  string  `json:"name"`
-	Value *string `json:"value"`
+	ID        string  `json:"id"`
+	Name      string  `json:"name"`
+	Value     *string `json:"value"`
+	Available bool    `json:"available"`
 }
 
 // List calls GET <uri>/switches and decodes it.

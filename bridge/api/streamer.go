@@ -1,0 +1,334 @@
+package api
+
+// One goroutine writes every open event stream. A stream served by its
+// own request goroutine costs that goroutine's stack, net/http's
+// background reader goroutine and buffers, some 40 KB; a thousand streams
+// would be 40 MB of a Pi's memory. Once a stream has sent its snapshot,
+// its connection is taken over (hijacked) and handed to the streamer,
+// which keeps only the connection and the set of switches it may see:
+// each change is encoded once and written to every stream that wants it.
+
+import (
+	"encoding/json"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+)
+
+const (
+	// streamerBuffer is how far the streamer may fall behind the feed
+	// before it drops every stream (each resumes with its last id).
+	streamerBuffer = 4096
+	// handoffWriteWait bounds one write of the streamer to one stream: the
+	// socket's buffer takes a healthy client's events at once, so a write
+	// that waits means a client that does not read, which is dropped.
+	handoffWriteWait = time.Second
+)
+
+// handedOff is a stream the streamer writes.
+type handedOff struct {
+	conn     net.Conn
+	o        *openStream
+	switches map[string]bool
+	sub      *bridge.Subscription // its own, until the streamer adopts it
+	last     uint64               // the last event written
+}
+
+type streamer struct {
+	h    *Handler
+	sub  *bridge.Subscription
+	add  chan *handedOff
+	quit chan struct{}           // closed by CloseStreams
+	live map[*handedOff]struct{} // owned by run
+
+	// done is the last event of the feed written to every stream that
+	// wants it; wake is closed, and replaced, each time it moves.
+	mu   sync.Mutex
+	done uint64
+	wake chan struct{}
+}
+
+// written records that every event up to seq was written.
+func (st *streamer) written(seq uint64) {
+	st.mu.Lock()
+	st.done = seq
+	close(st.wake)
+	st.wake = make(chan struct{})
+	st.mu.Unlock()
+}
+
+// waitWritten waits, at most d, until every event up to seq was written
+// to the streams that want it.
+func (st *streamer) waitWritten(seq uint64, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		st.mu.Lock()
+		done, wake := st.done, st.wake
+		st.mu.Unlock()
+		if done >= seq {
+			return
+		}
+		select {
+		case <-wake:
+		case <-t.C:
+			return
+		case <-st.quit:
+			return
+		}
+	}
+}
+
+// streamerFor starts the handler's streamer on first use; nil once
+// CloseStreams ran.
+func (h *Handler) streamerFor() *streamer {
+	h.streamerOnce.Do(func() {
+		sub, _, _ := h.Feed.Subscribe(nil, streamerBuffer, "")
+		st := &streamer{h: h, sub: sub, add: make(chan *handedOff), quit: make(chan struct{}), live: map[*handedOff]struct{}{},
+			wake: make(chan struct{}), done: sub.Seq}
+		h.streamer.Store(st)
+		go st.run()
+	})
+	return h.streamer.Load()
+}
+
+// sseChunk is an encoded event and its type.
+type sseChunk struct {
+	kind string
+	b    []byte
+}
+
+// handOff takes the stream's connection over, writes the response's head
+// and first events itself, and gives the stream to the streamer. It
+// reports false, having written nothing, when the connection cannot be
+// taken over (HTTP/2, a test's recorder); the caller then serves the
+// stream itself.
+func (s *Stream) handOff(switches []string, sub *bridge.Subscription, first []sseChunk, last uint64) bool {
+	if s.h == nil || s.o == nil {
+		return false
+	}
+	conn, _, err := s.rc.Hijack()
+	if err != nil {
+		return false
+	}
+	// The request was read whole (it has no body): nothing the stream
+	// needs waits in the reader Hijack hands back.
+	s.started, s.handedOff = true, true
+	conn.SetDeadline(time.Time{})
+	buf := []byte("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\nX-Accel-Buffering: no\r\n" +
+		"X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n" +
+		"retry: " + strconv.FormatInt(streamRetry.Milliseconds(), 10) + "\n\n")
+	for _, c := range first {
+		buf = append(buf, c.b...)
+	}
+	ho := &handedOff{conn: conn, o: s.o, switches: make(map[string]bool, len(switches)), sub: sub, last: last}
+	for _, id := range switches {
+		ho.switches[id] = true
+	}
+	s.o.setConn(conn)
+	conn.SetWriteDeadline(time.Now().Add(streamWriteWait))
+	if _, err := conn.Write(buf); err != nil {
+		sub.Close()
+		s.o.stop()
+		return true
+	}
+	if s.Sent != nil {
+		for _, c := range first {
+			s.Sent(c.kind)
+		}
+	}
+	st := s.h.streamerFor()
+	if st == nil { // the hub shuts down
+		sub.Close()
+		s.o.stop()
+		return true
+	}
+	select {
+	case st.add <- ho:
+	case <-st.quit:
+		sub.Close()
+		s.o.stop()
+	}
+	return true
+}
+
+func (st *streamer) run() {
+	heartbeat := time.NewTicker(st.h.heartbeat())
+	defer heartbeat.Stop()
+	for {
+		select {
+		case <-st.quit:
+			for ho := range st.live {
+				st.drop(ho)
+			}
+			st.sub.Close()
+			return
+		case ho := <-st.add:
+			st.adopt(ho)
+		case e, ok := <-st.sub.Events():
+			if !ok {
+				// Fallen behind the feed: every stream ends, and each
+				// client resumes from its last event.
+				for ho := range st.live {
+					st.drop(ho)
+				}
+				st.sub, _, _ = st.h.Feed.Subscribe(nil, streamerBuffer, "")
+				st.written(st.sub.Seq)
+				continue
+			}
+			st.send(e)
+			st.written(e.Seq)
+		case <-heartbeat.C:
+			for ho := range st.live {
+				st.write(ho, []byte(": heartbeat\n\n"), "")
+			}
+		}
+	}
+}
+
+func (st *streamer) stop() {
+	select {
+	case <-st.quit:
+	default:
+		close(st.quit)
+	}
+}
+
+// adopt writes what the stream's own subscription holds and takes the
+// stream on: from now on the streamer's subscription, which began before
+// this, has every later event (those up to ho.last are skipped).
+func (st *streamer) adopt(ho *handedOff) {
+	for {
+		select {
+		case e, ok := <-ho.sub.Events():
+			if !ok {
+				st.drop(ho) // fell behind before it was adopted
+				return
+			}
+			if e.Seq > ho.last {
+				if !st.write(ho, st.h.encode(e), "switch") {
+					return
+				}
+				ho.last = e.Seq
+			}
+			continue
+		default:
+		}
+		break
+	}
+	ho.sub.Close()
+	st.live[ho] = struct{}{}
+}
+
+func (st *streamer) send(e *bridge.Event) {
+	var b []byte
+	for ho := range st.live {
+		if !ho.switches[e.SwitchID] || e.Seq <= ho.last {
+			continue
+		}
+		if b == nil {
+			b = st.h.encode(e)
+		}
+		if st.write(ho, b, "switch") {
+			ho.last = e.Seq
+		}
+	}
+}
+
+// write sends b to a stream, dropping the stream when it cannot take it.
+func (st *streamer) write(ho *handedOff, b []byte, kind string) bool {
+	ho.conn.SetWriteDeadline(time.Now().Add(handoffWriteWait))
+	if _, err := ho.conn.Write(b); err != nil {
+		st.drop(ho)
+		return false
+	}
+	if kind != "" && st.h.EventSent != nil {
+		st.h.EventSent(kind)
+	}
+	return true
+}
+
+func (st *streamer) drop(ho *handedOff) {
+	delete(st.live, ho)
+	ho.o.stop()
+}
+
+// encode is one event as a stream sends it.
+func (h *Handler) encode(e *bridge.Event) []byte {
+	name := e.SwitchID
+	if sw, ok := h.hub.Switch(e.SwitchID); ok {
+		name = sw.Name
+	}
+	data, _ := json.Marshal(EventOf(*e, name))
+	return sseEvent("switch", h.Feed.EventID(e.Seq), data)
+}
+
+// sseEvent is one event in the SSE format; data is JSON, on one line.
+func sseEvent(kind, id string, data []byte) []byte {
+	b := make([]byte, 0, len(data)+len(kind)+len(id)+24)
+	b = append(b, "id: "...)
+	b = append(b, id...)
+	b = append(b, "\nevent: "...)
+	b = append(b, kind...)
+	b = append(b, "\ndata: "...)
+	b = append(b, data...)
+	return append(b, "\n\n"...)
+}
+
+// connHolder is what a handed-off stream holds: its connection, closed
+// when the stream ends, and the release of its place, given back once.
+type connHolder struct {
+	mu          sync.Mutex
+	conn        net.Conn
+	release     func()
+	releaseOnce sync.Once
+}
+
+func (c *connHolder) setConn(conn net.Conn) {
+	c.mu.Lock()
+	c.conn = conn
+	c.mu.Unlock()
+}
+
+// closeConn closes a handed-off stream's connection and gives its place
+// back.
+func (c *connHolder) closeConn() {
+	c.mu.Lock()
+	conn := c.conn
+	c.mu.Unlock()
+	if conn != nil {
+		conn.Close()
+		c.giveBack()
+	}
+}
+
+func (c *connHolder) giveBack() {
+	c.releaseOnce.Do(func() {
+		if c.release != nil {
+			c.release()
+		}
+	})
+}
+
+// gone reports whether a handed-off stream's client has closed its end:
+// a read that must not wait finds the end of the stream rather than
+// nothing to read yet.
+func (c *connHolder) gone() bool {
+	c.mu.Lock()
+	conn := c.conn
+	c.mu.Unlock()
+	if conn == nil {
+		return false
+	}
+	// Not time.Now(): a deadline already passed fails the read before it
+	// looks at the socket.
+	conn.SetReadDeadline(time.Now().Add(time.Millisecond))
+	var b [1]byte
+	_, err := conn.Read(b[:])
+	var ne net.Error
+	return !(errors.As(err, &ne) && ne.Timeout())
+}

@@ -1,0 +1,44 @@
+package bridge
+
+import "time"
+
+// Webhook is a URL an installation's client registered to be sent its
+// switches' changes, signed with Secret (Standard Webhooks).
+type Webhook struct {
+	ID             string
+	InstallationID string
+	URL            string
+	// Secret signs every delivery ("whsec_" and base64); OldSecret, until
+	// OldSecretUntil, signs them too, so a receiver can switch keys after
+	// a rotation.
+	Secret         string
+	OldSecret      string
+	OldSecretUntil time.Time
+	// Disabled, with its reason, when the receiver answered 410 or failed
+	// for too long; nothing is sent to it then.
+	Disabled       bool
+	DisabledReason string
+	CreatedAt      time.Time
+	LastSuccessAt  time.Time
+	LastFailureAt  time.Time
+	LastError      string
+	// FailingSince is the first failure since the last success; zero while
+	// deliveries succeed.
+	FailingSince time.Time
+	// Pending is how many deliveries wait in the outbox.
+	Pending int
+}
+
+// WebhookDelivery is one message in the outbox: the latest change of one
+// switch for one webhook. A newer change of the same switch replaces it
+// (Version grows), so a flapping plug sends its latest state.
+type WebhookDelivery struct {
+	WebhookID string
+	SwitchID  string
+	Version   int64
+	MsgID     string
+	Payload   []byte
+	Attempts  int
+	QueuedAt  time.Time
+	NextAt    time.Time
+}

@@ -1,0 +1,449 @@
+package webhook
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"log/slog"
+	mrand "math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/api"
+)
+
+// Store is the webhooks' storage (bridge/store implements it).
+type Store interface {
+	AddWebhook(ctx context.Context, w *bridge.Webhook, max int) error
+	Webhooks(ctx context.Context, installationID string) ([]*bridge.Webhook, error)
+	Webhook(ctx context.Context, id string) (*bridge.Webhook, error)
+	DeleteWebhook(ctx context.Context, installationID, id string) error
+	DeleteWebhooksOf(ctx context.Context, installationID string) error
+	RotateWebhookSecret(ctx context.Context, installationID, id, secret string, overlapUntil time.Time) error
+	EnqueueWebhookDeliveries(ctx context.Context, ds []bridge.WebhookDelivery) error
+	DueWebhookDeliveries(ctx context.Context, now time.Time, limit int) ([]bridge.WebhookDelivery, error)
+	WebhookDelivered(ctx context.Context, d bridge.WebhookDelivery, at time.Time) error
+	WebhookFailed(ctx context.Context, d bridge.WebhookDelivery, at, next time.Time, why string) (time.Time, error)
+	DisableWebhook(ctx context.Context, id, reason string) error
+}
+
+// Installations tells which switches an installation grants.
+type Installations interface {
+	// Installation returns ENOTFOUND for one that is gone.
+	Installation(ctx context.Context, id string) (*bridge.Installation, error)
+}
+
+// Delivery defaults.
+const (
+	// DefaultConcurrency is how many deliveries run at once, each to
+	// another webhook: a receiver that never answers holds one of them.
+	DefaultConcurrency = 4
+	// MaxFailing is how long a webhook may fail before it is disabled.
+	MaxFailing = 24 * time.Hour
+	// firstDelay and maxDelay bound the back-off between attempts.
+	firstDelay = 5 * time.Second
+	maxDelay   = time.Hour
+	// feedBuffer is how many events the outbox writer may fall behind.
+	feedBuffer = 4096
+	// routesAge is how long the map from switches to webhooks is used
+	// before it is read again (an uninstall, changed switches).
+	routesAge = 2 * time.Second
+)
+
+// Service registers webhooks and delivers the feed's events to them.
+type Service struct {
+	store Store
+	inst  Installations
+	feed  *bridge.Feed
+	hub   *bridge.Switchboard
+	// Client sends to receivers.
+	Client *Client
+	Logger *slog.Logger
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Concurrency is how many deliveries run at once;
+	// DefaultConcurrency when 0. Set it before Run.
+	Concurrency int
+	// Observe, when set, hears the outcome of each delivery attempt: ok,
+	// failed, gone (410, disabled), expired (failing too long, disabled).
+	Observe func(outcome string)
+
+	sub  *bridge.Subscription
+	wake chan struct{}
+
+	mu       sync.Mutex
+	routes   map[string][]string // switch id → webhook ids
+	routesAt time.Time
+	limits   Limits
+}
+
+// Limits are how long deliveries wait between attempts and may fail; the
+// zero Limits are the defaults (5 s doubling to an hour; a day).
+type Limits struct {
+	FirstDelay, MaxDelay, MaxFailing time.Duration
+}
+
+// SetLimits changes the back-off and the failing time, also while it runs
+// (tests shorten them).
+func (s *Service) SetLimits(l Limits) {
+	s.mu.Lock()
+	s.limits = l
+	s.mu.Unlock()
+}
+
+func (s *Service) currentLimits() Limits {
+	s.mu.Lock()
+	l := s.limits
+	s.mu.Unlock()
+	if l.FirstDelay <= 0 {
+		l.FirstDelay = firstDelay
+	}
+	if l.MaxDelay <= 0 {
+		l.MaxDelay = maxDelay
+	}
+	if l.MaxFailing <= 0 {
+		l.MaxFailing = MaxFailing
+	}
+	return l
+}
+
+// New builds the service and subscribes it to the feed at once, so that
+// the changes made while the hub starts (start-up policies) are delivered
+// too; Run delivers.
+func New(store Store, inst Installations, feed *bridge.Feed, hub *bridge.Switchboard, client *Client, logger *slog.Logger) *Service {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{store: store, inst: inst, feed: feed, hub: hub, Client: client, Logger: logger, wake: make(chan struct{}, 1)}
+	s.sub, _, _ = feed.Subscribe(nil, feedBuffer, "")
+	return s
+}
+
+// SetSwitchboard gives the service the switchboard, for switch names,
+// once it is built.
+func (s *Service) SetSwitchboard(h *bridge.Switchboard) { s.hub = h }
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Service) forgetRoutes() {
+	s.mu.Lock()
+	s.routes = nil
+	s.mu.Unlock()
+}
+
+// Register checks a URL, asks the receiver to confirm it (Timeout), and
+// registers it for the grant's installation. The webhook returned carries
+// its secret, which is shown only now.
+func (s *Service) Register(ctx context.Context, g *bridge.Grant, raw string) (*bridge.Webhook, error) {
+	u, err := s.Client.allow.CheckURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	have, err := s.store.Webhooks(ctx, g.InstallationID)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range have {
+		if w.URL == u.String() {
+			return nil, bridge.Errorf(bridge.ECONFLICT, "this installation already has a webhook for %s", w.URL)
+		}
+	}
+	if len(have) >= MaxPerInstallation {
+		return nil, bridge.Errorf(bridge.ETOOMANY, "this installation already has %d webhooks, the most it may have", len(have))
+	}
+	w := &bridge.Webhook{ID: "wh_" + rand.Text(), InstallationID: g.InstallationID, URL: u.String(), Secret: NewSecret()}
+	cctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	if err := s.Client.confirm(cctx, w, s.now()); err != nil {
+		return nil, err
+	}
+	if err := s.store.AddWebhook(ctx, w, MaxPerInstallation); err != nil {
+		return nil, err
+	}
+	s.forgetRoutes()
+	s.Logger.Info("webhook registered", "installation", g.InstallationID, "webhook", w.ID)
+	return w, nil
+}
+
+// List returns an installation's webhooks.
+func (s *Service) List(ctx context.Context, installationID string) ([]*bridge.Webhook, error) {
+	return s.store.Webhooks(ctx, installationID)
+}
+
+// Delete removes an installation's webhook.
+func (s *Service) Delete(ctx context.Context, installationID, id string) error {
+	if err := s.store.DeleteWebhook(ctx, installationID, id); err != nil {
+		return err
+	}
+	s.forgetRoutes()
+	return nil
+}
+
+// Rotate gives a webhook a new secret and returns it; the old one signs
+// deliveries beside it for SecretOverlap.
+func (s *Service) Rotate(ctx context.Context, installationID, id string) (string, error) {
+	secret := NewSecret()
+	if err := s.store.RotateWebhookSecret(ctx, installationID, id, secret, s.now().Add(SecretOverlap)); err != nil {
+		return "", err
+	}
+	return secret, nil
+}
+
+// Run writes the feed's events to the outbox and delivers them until ctx
+// ends.
+func (s *Service) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { s.enqueue(ctx) })
+	wg.Go(func() { s.deliver(ctx) })
+	wg.Wait()
+	s.sub.Close()
+}
+
+// enqueue writes each event to the outbox of every webhook whose
+// installation grants its switch.
+func (s *Service) enqueue(ctx context.Context) {
+	for {
+		var batch []bridge.Event
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-s.sub.Events():
+			if !ok {
+				// Fallen behind the feed, which never waits: start again
+				// from now. What was missed is lost to the webhooks.
+				s.Logger.Warn("webhooks: fell behind the switches' changes; some changes are not delivered")
+				s.sub, _, _ = s.feed.Subscribe(nil, feedBuffer, "")
+				continue
+			}
+			batch = append(batch, *e)
+		}
+	drain:
+		for len(batch) < 256 {
+			select {
+			case e, ok := <-s.sub.Events():
+				if !ok {
+					break drain
+				}
+				batch = append(batch, *e)
+			default:
+				break drain
+			}
+		}
+		if err := s.queue(ctx, batch); err != nil && ctx.Err() == nil {
+			s.Logger.Warn("webhooks: queueing changes", "events", len(batch), "err", err)
+		}
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (s *Service) queue(ctx context.Context, batch []bridge.Event) error {
+	routes, err := s.routing(ctx)
+	if err != nil {
+		return err
+	}
+	now := s.now()
+	var ds []bridge.WebhookDelivery
+	for _, e := range batch {
+		hooks := routes[e.SwitchID]
+		if len(hooks) == 0 {
+			continue
+		}
+		name := e.SwitchID
+		if s.hub != nil {
+			if sw, ok := s.hub.Switch(e.SwitchID); ok {
+				name = sw.Name
+			}
+		}
+		body, err := json.Marshal(message{Type: "switch.changed", Timestamp: e.At.UTC(), Data: api.EventOf(e, name)})
+		if err != nil {
+			return err
+		}
+		for _, id := range hooks {
+			ds = append(ds, bridge.WebhookDelivery{WebhookID: id, SwitchID: e.SwitchID, MsgID: NewMsgID(), Payload: body, QueuedAt: now, NextAt: now})
+		}
+	}
+	return s.store.EnqueueWebhookDeliveries(ctx, ds)
+}
+
+// routing returns which webhooks want each switch's changes, read again
+// when older than routesAge. Webhooks of an installation that is gone are
+// deleted.
+func (s *Service) routing(ctx context.Context) (map[string][]string, error) {
+	s.mu.Lock()
+	r, at := s.routes, s.routesAt
+	s.mu.Unlock()
+	now := s.now()
+	if r != nil && now.Sub(at) < routesAge && now.Sub(at) >= 0 {
+		return r, nil
+	}
+	hooks, err := s.store.Webhooks(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	r = map[string][]string{}
+	grants := map[string]*bridge.Installation{}
+	for _, w := range hooks {
+		if w.Disabled {
+			continue
+		}
+		in, ok := grants[w.InstallationID]
+		if !ok {
+			in, err = s.inst.Installation(ctx, w.InstallationID)
+			if bridge.ErrorCode(err) == bridge.ENOTFOUND {
+				s.Logger.Info("webhooks: installation gone; its webhooks are deleted", "installation", w.InstallationID)
+				if err := s.store.DeleteWebhooksOf(ctx, w.InstallationID); err != nil {
+					return nil, err
+				}
+			} else if err != nil {
+				return nil, err
+			}
+			grants[w.InstallationID] = in
+		}
+		if in == nil {
+			continue
+		}
+		for _, id := range in.SwitchIDs {
+			r[id] = append(r[id], w.ID)
+		}
+	}
+	s.mu.Lock()
+	s.routes, s.routesAt = r, now
+	s.mu.Unlock()
+	return r, nil
+}
+
+// deliver sends what is due, at most Concurrency at once and one at a time
+// per webhook, so each switch's changes arrive in order.
+func (s *Service) deliver(ctx context.Context) {
+	n := s.Concurrency
+	if n <= 0 {
+		n = DefaultConcurrency
+	}
+	busy := map[string]bool{}
+	done := make(chan string, n)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if len(busy) < n {
+			due, err := s.store.DueWebhookDeliveries(ctx, s.now(), 4*n)
+			if err != nil && ctx.Err() == nil {
+				s.Logger.Warn("webhooks: reading the outbox", "err", err)
+			}
+			for _, d := range due {
+				if busy[d.WebhookID] || len(busy) >= n {
+					continue
+				}
+				busy[d.WebhookID] = true
+				wg.Go(func() {
+					s.attempt(ctx, d)
+					done <- d.WebhookID
+				})
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-done:
+			delete(busy, id)
+		case <-s.wake:
+		case <-tick.C:
+		}
+	}
+}
+
+// attempt makes one delivery and records its outcome.
+func (s *Service) attempt(ctx context.Context, d bridge.WebhookDelivery) {
+	w, err := s.store.Webhook(ctx, d.WebhookID)
+	if err != nil {
+		return // deleted meanwhile: its outbox went with it
+	}
+	// An installation removed since the change was queued sends nothing
+	// more.
+	if _, err := s.inst.Installation(ctx, w.InstallationID); bridge.ErrorCode(err) == bridge.ENOTFOUND {
+		if err := s.store.DeleteWebhooksOf(ctx, w.InstallationID); err != nil {
+			s.Logger.Warn("webhooks: deleting those of a removed installation", "err", err)
+		}
+		s.forgetRoutes()
+		return
+	}
+	now := s.now()
+	a, err := s.Client.post(ctx, w, d.MsgID, d.Payload, now)
+	if ctx.Err() != nil {
+		return // shutting down: the delivery stays in the outbox
+	}
+	at := s.now()
+	switch {
+	case err == nil && a.Status >= 200 && a.Status <= 299:
+		if err := s.store.WebhookDelivered(ctx, d, at); err != nil {
+			s.Logger.Warn("webhooks: recording a delivery", "webhook", w.ID, "err", err)
+		}
+		s.observe("ok")
+		return
+	case err == nil && a.Status == 410:
+		s.disable(ctx, w, "the receiver answered 410 Gone", "gone")
+		return
+	}
+	why := ""
+	var wait time.Duration
+	if err != nil {
+		why = oneLine(err)
+	} else {
+		why = "answered " + strconv.Itoa(a.Status)
+		wait = a.RetryAfter
+	}
+	wait = max(wait, s.backoff(d.Attempts))
+	since, ferr := s.store.WebhookFailed(ctx, d, at, at.Add(wait), why)
+	if ferr != nil {
+		s.Logger.Warn("webhooks: recording a failed delivery", "webhook", w.ID, "err", ferr)
+		return
+	}
+	s.observe("failed")
+	if at.Sub(since) >= s.currentLimits().MaxFailing {
+		s.disable(ctx, w, "failing since "+since.UTC().Format(time.RFC3339)+": "+why, "expired")
+		return
+	}
+	s.Logger.Info("webhooks: delivery failed; will retry", "webhook", w.ID, "installation", w.InstallationID,
+		"reason", why, "retry_in_seconds", wait.Seconds())
+}
+
+func (s *Service) disable(ctx context.Context, w *bridge.Webhook, reason, outcome string) {
+	if err := s.store.DisableWebhook(ctx, w.ID, reason); err != nil {
+		s.Logger.Warn("webhooks: disabling", "webhook", w.ID, "err", err)
+		return
+	}
+	s.forgetRoutes()
+	s.observe(outcome)
+	s.Logger.Warn("webhook disabled", "webhook", w.ID, "installation", w.InstallationID, "reason", reason)
+}
+
+// backoff is the wait after a delivery's attempts failures: doubling from
+// Limits.FirstDelay up to Limits.MaxDelay, each drawn between half and all of it so
+// receivers coming back are not hit all at once.
+func (s *Service) backoff(attempts int) time.Duration {
+	l := s.currentLimits()
+	most := l.MaxDelay
+	d := l.FirstDelay
+	for i := 0; i < attempts && d < most; i++ {
+		d *= 2
+	}
+	d = min(d, most)
+	return d/2 + mrand.N(d/2+1)
+}
+
+func (s *Service) observe(outcome string) {
+	if s.Observe != nil {
+		s.Observe(outcome)
+	}
+}
