@@ -29,6 +29,22 @@ type Webhook struct {
 	Pending int
 }
 
+// Status says in a few words how the webhook fares, for its owner:
+// delivering, failing since when and why, or disabled and why.
+func (w *Webhook) Status() string {
+	switch {
+	case w.Disabled:
+		return "disabled: " + w.DisabledReason
+	case !w.FailingSince.IsZero():
+		s := "failing since " + w.FailingSince.Local().Format("2006-01-02 15:04")
+		if w.LastError != "" {
+			s += ": " + w.LastError
+		}
+		return s
+	}
+	return "delivering"
+}
+
 // WebhookDelivery is one message in the outbox: the latest change of one
 // switch for one webhook. A newer change of the same switch replaces it
 // (Version grows), so a flapping plug sends its latest state.

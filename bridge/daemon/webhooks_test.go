@@ -452,6 +452,17 @@ func TestWebhookDelivery(t *testing.T) {
 			t.Errorf("the list shows %+v, want disabled by 410", w)
 		}
 	}
+	// And so does the user's connected apps page, beside the one that
+	// still answers.
+	page := h.NewBrowser().ConnectedApps(t, "alice", "alice-pw")
+	for _, want := range []string{
+		`<dd class="webhooks">`, `<span class="url">` + down.URL + `</span>: <span class="status">disabled: `,
+		`<span class="url">` + hang.URL + `</span>: <span class="status">`,
+	} {
+		if !strings.Contains(page.Body, want) {
+			t.Errorf("the connected apps page lacks %s:\n%s", want, page.Body)
+		}
+	}
 	// Failing longer than allowed: the hanging receiver is disabled.
 	h.Webhooks.SetLimits(webhook.Limits{FirstDelay: 50 * time.Millisecond, MaxDelay: 200 * time.Millisecond, MaxFailing: time.Millisecond})
 	h.Call(t, http.MethodPut, g.URI+"/switches/hall/on", g.Token.AccessToken)

@@ -38,6 +38,20 @@ type connectedView struct {
 	Granted  string
 	Changed  string // "" when the switches were never changed
 	LastUsed string
+	Webhooks []webhookView
+}
+
+// webhookView is one of an installation's webhooks as the page shows it.
+type webhookView struct {
+	URL, Status string
+	Pending     int // deliveries waiting in the outbox
+}
+
+// webhookLister is the store of a daemon that delivers webhooks: the
+// installations it serves itself. (A platform's page cannot list the
+// webhooks of installations its hubs serve: they live on those hubs.)
+type webhookLister interface {
+	Webhooks(ctx context.Context, installationID string) ([]*bridge.Webhook, error)
 }
 
 // registerApps adds the connected apps page's routes.
@@ -97,6 +111,16 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 		}
 		if !in.LastUsedAt.IsZero() {
 			v.LastUsed = in.LastUsedAt.Local().Format(timeFormat)
+		}
+		if wl, ok := s.connected.(webhookLister); ok {
+			ws, err := wl.Webhooks(ctx, in.ID)
+			if err != nil {
+				s.internal(w, r, err)
+				return
+			}
+			for _, hook := range ws {
+				v.Webhooks = append(v.Webhooks, webhookView{URL: hook.URL, Status: hook.Status(), Pending: hook.Pending})
+			}
 		}
 		d.Connected = append(d.Connected, v)
 	}
