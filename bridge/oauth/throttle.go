@@ -2,10 +2,11 @@ package oauth
 
 import (
 	"context"
-	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/failures"
 )
 
 // Login throttling slows password guessing without handing anyone a way to
@@ -55,17 +56,12 @@ const (
 )
 
 type throttle struct {
-	mu   sync.Mutex
-	keys map[string]*failures
+	failures *failures.Table
+	mu       sync.Mutex
 	// bcrypt bounds the password checks running at once; queued counts
 	// the logins waiting for one of its slots.
 	bcrypt chan struct{}
 	queued int
-}
-
-type failures struct {
-	count int
-	last  time.Time
 }
 
 // loginKeys are a login's throttling keys: its user name (case-folded, as
@@ -89,99 +85,41 @@ func (k loginKeys) fromDevice(id string) loginKeys {
 	return k
 }
 
-// budget is a key and its free failures.
-type budget struct {
-	key  string
-	free int
-}
-
 // budgets are the keys a login counts against: its device's alone when it
 // has one, else the pair, the address and the name.
-func (k loginKeys) budgets() []budget {
+func (k loginKeys) budgets() []failures.Budget {
 	if k.device != "" {
-		return []budget{{k.deviceKey(), deviceFree}}
+		return []failures.Budget{{Key: k.deviceKey(), Free: deviceFree}}
 	}
-	return []budget{{k.pair(), pairFree}, {k.addrOnly(), addrFree}, {k.nameKey(), userFree}}
+	return []failures.Budget{{Key: k.pair(), Free: pairFree}, {Key: k.addrOnly(), Free: addrFree}, {Key: k.nameKey(), Free: userFree}}
 }
 
 func newThrottle() *throttle {
-	return &throttle{keys: map[string]*failures{}, bcrypt: make(chan struct{}, maxBcryptJobs)}
-}
-
-// delay is how long after its last failure a key with count failures, of
-// which free were free, must wait.
-func delay(count, free int) time.Duration {
-	over := count - free
-	if over < 0 {
-		return 0
+	return &throttle{
+		failures: failures.New(failures.Policy{FirstDelay: firstDelay, MaxDelay: maxDelay, ForgetAfter: forgetAfter, MaxKeys: maxThrottled}),
+		bcrypt:   make(chan struct{}, maxBcryptJobs),
 	}
-	return min(firstDelay<<min(over, 10), maxDelay)
 }
 
 // wait returns how long the login must still wait, 0 when it may be tried.
 func (t *throttle) wait(now time.Time, k loginKeys) time.Duration {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var longest time.Duration
-	for _, b := range k.budgets() {
-		f, ok := t.keys[b.key]
-		if !ok || now.Sub(f.last) > forgetAfter {
-			continue
-		}
-		if until := f.last.Add(delay(f.count, b.free)); now.Before(until) {
-			longest = max(longest, until.Sub(now))
-		}
-	}
-	return longest
+	return t.failures.Wait(now, k.budgets()...)
 }
 
 // fail counts a failed login. It reports whether this failure used up the
 // user name's allowance across addresses, so the caller can log it once.
 func (t *throttle) fail(now time.Time, k loginKeys) (nameSpent bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.keys) >= maxThrottled-3 {
-		t.evictLocked(now)
+	bs := k.budgets()
+	keys := make([]string, len(bs))
+	for i, b := range bs {
+		keys[i] = b.Key
 	}
-	for _, b := range k.budgets() {
-		f := t.keys[b.key]
-		if f == nil || now.Sub(f.last) > forgetAfter {
-			f = &failures{}
-			t.keys[b.key] = f
-		}
-		f.count++
-		f.last = now
-		if b.key == k.nameKey() && f.count == userFree {
+	for i, n := range t.failures.Fail(now, keys...) {
+		if keys[i] == k.nameKey() && n == userFree {
 			nameSpent = true
 		}
 	}
 	return nameSpent
-}
-
-// evictLocked makes room: first what is forgotten anyway, then the quarter
-// of keys whose last failure is oldest, so a flood of new keys cannot
-// wipe out the count of a key being attacked right now.
-func (t *throttle) evictLocked(now time.Time) {
-	for k, f := range t.keys {
-		if now.Sub(f.last) > forgetAfter {
-			delete(t.keys, k)
-		}
-	}
-	if len(t.keys) < maxThrottled*3/4 {
-		return
-	}
-	type aged struct {
-		key  string
-		last time.Time
-	}
-	all := make([]aged, 0, len(t.keys))
-	for k, f := range t.keys {
-		all = append(all, aged{k, f.last})
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].last.Before(all[j].last) })
-	for _, a := range all[:len(all)/4] {
-		delete(t.keys, a.key)
-	}
 }
 
 // succeed forgets the failures of the pair, the name and the device after
@@ -189,12 +127,9 @@ func (t *throttle) evictLocked(now time.Time) {
 // address keeps its record: an attacker who logs in to an account of
 // their own must not wipe out their address's failures.
 func (t *throttle) succeed(k loginKeys) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.keys, k.pair())
-	delete(t.keys, k.nameKey())
+	t.failures.Forget(k.pair(), k.nameKey())
 	if k.device != "" {
-		delete(t.keys, k.deviceKey())
+		t.failures.Forget(k.deviceKey())
 	}
 }
 

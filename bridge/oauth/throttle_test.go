@@ -40,7 +40,7 @@ func TestThrottleSchedule(t *testing.T) {
 	if w := th.wait(now.Add(firstDelay), newLoginKeys("bob", "192.0.2.1")); w != 0 {
 		t.Errorf("bob from the attacker's address waits %s before the address allowance is used", w)
 	}
-	for th.keys[k.pair()].count < pairFree+6 {
+	for th.failures.Count(now.Add(firstDelay), k.pair()) < pairFree+6 {
 		th.fail(now.Add(firstDelay), k)
 	}
 	if w := th.wait(now.Add(firstDelay), k); w != maxDelay {
@@ -50,7 +50,7 @@ func TestThrottleSchedule(t *testing.T) {
 	// attacker logging in to an account of their own); failures are
 	// forgotten after a while.
 	th.succeed(k)
-	if th.keys[k.pair()] != nil || th.keys[k.nameKey()] != nil {
+	if th.failures.Count(now.Add(firstDelay), k.pair()) != 0 || th.failures.Count(now.Add(firstDelay), k.nameKey()) != 0 {
 		t.Errorf("pair or name still counted after a success")
 	}
 	if w := th.wait(now.Add(firstDelay), newLoginKeys("bob", "192.0.2.1")); w == 0 {
@@ -142,7 +142,7 @@ func TestThrottleDevice(t *testing.T) {
 	if w := th.wait(now, k.fromDevice("dev2")); w != 0 {
 		t.Errorf("another device of the user waits %s", w)
 	}
-	if n := th.keys[newLoginKeys("bob", "192.0.2.7").addrOnly()]; n != nil {
+	if n := th.failures.Count(now, newLoginKeys("bob", "192.0.2.7").addrOnly()); n != 0 {
 		t.Errorf("device failures counted against an address")
 	}
 }
@@ -162,7 +162,7 @@ func TestThrottleStaysBounded(t *testing.T) {
 			th.fail(now.Add(time.Duration(i+1)*time.Millisecond), k) // the attack goes on
 		}
 	}
-	if n := len(th.keys); n > maxThrottled {
+	if n := th.failures.Len(); n > maxThrottled {
 		t.Errorf("%d keys kept, bound %d", n, maxThrottled)
 	}
 	if w := th.wait(now.Add(3*maxThrottled*time.Millisecond), k); w < firstDelay {

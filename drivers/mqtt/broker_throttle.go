@@ -3,9 +3,9 @@
 package mqtt
 
 import (
-	"sort"
-	"sync"
 	"time"
+
+	throttle "github.com/switchbridge/switchbridge/bridge/failures"
 )
 
 // Failed broker logins are throttled as the web login's are (see
@@ -18,6 +18,7 @@ import (
 // logs in at once while another address guesses its password. When one
 // login fails from many addresses (loginAttack within loginWindow), each
 // pair of it gets pairFreeUnderAttack free failures instead of pairFree.
+// The counting is bridge/failures', as the web login's is.
 //
 // The delays are shorter than the web login's: a plug given a new
 // password retries by itself, and should be back within minutes.
@@ -34,112 +35,43 @@ const (
 )
 
 type loginThrottle struct {
-	now  func() time.Time
-	mu   sync.Mutex
-	keys map[string]*loginFailures
-}
-
-type loginFailures struct {
-	count int
-	last  time.Time
-	// For a login: the failures since windowStart.
-	window      int
-	windowStart time.Time
+	now func() time.Time
+	// failures counts per (login, address) pair and per address;
+	// attacks counts a login's failures across addresses, forgotten after
+	// loginWindow without one.
+	failures, attacks *throttle.Table
 }
 
 func newLoginThrottle() *loginThrottle {
-	return &loginThrottle{now: time.Now, keys: map[string]*loginFailures{}}
+	return &loginThrottle{
+		now:      time.Now,
+		failures: throttle.New(throttle.Policy{FirstDelay: firstDelay, MaxDelay: maxDelay, ForgetAfter: forgetAfter, MaxKeys: maxThrottled}),
+		attacks:  throttle.New(throttle.Policy{ForgetAfter: loginWindow, MaxKeys: maxThrottled}),
+	}
 }
 
 func pairKey(login, addr string) string { return "pair:" + login + "\x00" + addr }
 func addrKey(addr string) string        { return "addr:" + addr }
-func loginKey(login string) string      { return "login:" + login }
-
-// failDelay is how long after its last failure a key with count failures,
-// of which free were free, must wait.
-func failDelay(count, free int) time.Duration {
-	over := count - free
-	if over < 0 {
-		return 0
-	}
-	return min(firstDelay<<min(over, 10), maxDelay)
-}
 
 // wait returns how long a login of login from addr must still wait.
 func (t *loginThrottle) wait(login, addr string) time.Duration {
 	now := t.now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	free := pairFree
-	if f, ok := t.keys[loginKey(login)]; ok && now.Sub(f.windowStart) < loginWindow && f.window >= loginAttack {
+	if t.attacks.Count(now, login) >= loginAttack {
 		free = pairFreeUnderAttack
 	}
-	var longest time.Duration
-	for _, k := range []struct {
-		key  string
-		free int
-	}{{pairKey(login, addr), free}, {addrKey(addr), addrFree}} {
-		f, ok := t.keys[k.key]
-		if !ok || now.Sub(f.last) > forgetAfter {
-			continue
-		}
-		if until := f.last.Add(failDelay(f.count, k.free)); now.Before(until) {
-			longest = max(longest, until.Sub(now))
-		}
-	}
-	return longest
+	return t.failures.Wait(now, throttle.Budget{Key: pairKey(login, addr), Free: free}, throttle.Budget{Key: addrKey(addr), Free: addrFree})
 }
 
 // fail counts a failed login; it reports whether this failure put the
 // login under attack, so that is logged once.
 func (t *loginThrottle) fail(login, addr string) (attackStarted bool) {
 	now := t.now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.keys) >= maxThrottled-3 {
-		t.evictLocked(now)
-	}
-	for _, key := range []string{pairKey(login, addr), addrKey(addr), loginKey(login)} {
-		f := t.keys[key]
-		if f == nil || now.Sub(f.last) > forgetAfter {
-			f = &loginFailures{}
-			t.keys[key] = f
-		}
-		f.count++
-		f.last = now
-	}
-	n := t.keys[loginKey(login)]
-	if now.Sub(n.windowStart) >= loginWindow {
-		n.window, n.windowStart = 0, now
-	}
-	n.window++
-	return n.window == loginAttack
+	t.failures.Fail(now, pairKey(login, addr), addrKey(addr))
+	return t.attacks.Fail(now, login)[0] == loginAttack
 }
 
 // succeed forgets the pair's failures; the address keeps its own.
 func (t *loginThrottle) succeed(login, addr string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.keys, pairKey(login, addr))
-}
-
-// evictLocked makes room: first what is forgotten anyway, then the
-// quarter of keys whose last failure is oldest.
-func (t *loginThrottle) evictLocked(now time.Time) {
-	for k, f := range t.keys {
-		if now.Sub(f.last) > forgetAfter {
-			delete(t.keys, k)
-		}
-	}
-	if len(t.keys) < maxThrottled*3/4 {
-		return
-	}
-	keys := make([]string, 0, len(t.keys))
-	for k := range t.keys {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return t.keys[keys[i]].last.Before(t.keys[keys[j]].last) })
-	for _, k := range keys[:len(keys)/4] {
-		delete(t.keys, k)
-	}
+	t.failures.Forget(pairKey(login, addr))
 }

@@ -1,0 +1,159 @@
+// Package failures counts failures per key (a name, an address, a name at
+// an address) and says how long a key that failed too often must wait
+// before it is tried again: a few free failures, then a delay that doubles
+// with every further failure, up to a maximum. A key that has not failed
+// for a while is forgotten. The table is bounded: when it is full, the keys
+// whose last failure is oldest go first, so a flood of new keys cannot wipe
+// out the count of one being attacked right now. The web login and the
+// embedded broker's logins keep their failures in it.
+package failures
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// Policy is how a Table counts.
+type Policy struct {
+	// FirstDelay is the wait after the first failure past a key's free
+	// ones; each further failure doubles it, up to MaxDelay.
+	FirstDelay, MaxDelay time.Duration
+	// ForgetAfter: a key without a failure for this long starts over.
+	ForgetAfter time.Duration
+	// MaxKeys bounds the table.
+	MaxKeys int
+}
+
+// Delay is how long after its last failure a key with count failures, of
+// which free were free, must wait.
+func (p Policy) Delay(count, free int) time.Duration {
+	over := count - free
+	if over < 0 {
+		return 0
+	}
+	return min(p.FirstDelay<<min(over, 20), p.MaxDelay)
+}
+
+// Budget is a key and its free failures.
+type Budget struct {
+	Key  string
+	Free int
+}
+
+// Table holds the failures. It is safe for concurrent use.
+type Table struct {
+	p    Policy
+	mu   sync.Mutex
+	keys map[string]*entry
+}
+
+type entry struct {
+	count int
+	last  time.Time
+}
+
+// New returns an empty table counting by p.
+func New(p Policy) *Table {
+	return &Table{p: p, keys: map[string]*entry{}}
+}
+
+// Wait returns how long the longest-waiting of the budgets' keys must still
+// wait at now; 0 when none must.
+func (t *Table) Wait(now time.Time, budgets ...Budget) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var longest time.Duration
+	for _, b := range budgets {
+		e := t.live(now, b.Key)
+		if e == nil {
+			continue
+		}
+		if until := e.last.Add(t.p.Delay(e.count, b.Free)); now.Before(until) {
+			longest = max(longest, until.Sub(now))
+		}
+	}
+	return longest
+}
+
+// Count is key's failures at now (0 once forgotten).
+func (t *Table) Count(now time.Time, key string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e := t.live(now, key); e != nil {
+		return e.count
+	}
+	return 0
+}
+
+// Fail counts one failure of each key at now and returns each key's count
+// after it, in order.
+func (t *Table) Fail(now time.Time, keys ...string) []int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.keys)+len(keys) > t.p.MaxKeys {
+		t.evictLocked(now)
+	}
+	counts := make([]int, len(keys))
+	for i, k := range keys {
+		e := t.live(now, k)
+		if e == nil {
+			e = &entry{}
+			t.keys[k] = e
+		}
+		e.count++
+		e.last = now
+		counts[i] = e.count
+	}
+	return counts
+}
+
+// Forget drops the keys' failures.
+func (t *Table) Forget(keys ...string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, k := range keys {
+		delete(t.keys, k)
+	}
+}
+
+// Len is the number of keys held.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.keys)
+}
+
+// live is key's entry unless it is forgotten.
+func (t *Table) live(now time.Time, key string) *entry {
+	e := t.keys[key]
+	if e == nil || now.Sub(e.last) > t.p.ForgetAfter {
+		return nil
+	}
+	return e
+}
+
+// evictLocked makes room: first what is forgotten anyway, then the quarter
+// of the keys whose last failure is oldest.
+func (t *Table) evictLocked(now time.Time) {
+	for k, e := range t.keys {
+		if now.Sub(e.last) > t.p.ForgetAfter {
+			delete(t.keys, k)
+		}
+	}
+	if len(t.keys) < t.p.MaxKeys*3/4 {
+		return
+	}
+	type aged struct {
+		key  string
+		last time.Time
+	}
+	all := make([]aged, 0, len(t.keys))
+	for k, e := range t.keys {
+		all = append(all, aged{k, e.last})
+	}
+	slices.SortFunc(all, func(a, b aged) int { return a.last.Compare(b.last) })
+	for _, a := range all[:len(all)/4] {
+		delete(t.keys, a.key)
+	}
+}
