@@ -24,6 +24,9 @@ type Store interface {
 	RotateWebhookSecret(ctx context.Context, installationID, id, secret string, overlapUntil time.Time) error
 	EnqueueWebhookDeliveries(ctx context.Context, ds []bridge.WebhookDelivery) error
 	DueWebhookDeliveries(ctx context.Context, now time.Time, limit int) ([]bridge.WebhookDelivery, error)
+	// NextWebhookDelivery is when the next delivery is due; zero when the
+	// outbox is empty.
+	NextWebhookDelivery(ctx context.Context) (time.Time, error)
 	WebhookDelivered(ctx context.Context, d bridge.WebhookDelivery, at time.Time) error
 	WebhookFailed(ctx context.Context, d bridge.WebhookDelivery, at, next time.Time, why string) (time.Time, error)
 	DisableWebhook(ctx context.Context, id, reason string) error
@@ -236,8 +239,12 @@ func (s *Service) enqueue(ctx context.Context) {
 				break drain
 			}
 		}
-		if err := s.queue(ctx, batch); err != nil && ctx.Err() == nil {
+		n, err := s.queue(ctx, batch)
+		if err != nil && ctx.Err() == nil {
 			s.Logger.Warn("webhooks: queueing changes", "events", len(batch), "err", err)
+		}
+		if n == 0 {
+			continue // no webhook wants these changes: nothing to deliver
 		}
 		select {
 		case s.wake <- struct{}{}:
@@ -246,10 +253,11 @@ func (s *Service) enqueue(ctx context.Context) {
 	}
 }
 
-func (s *Service) queue(ctx context.Context, batch []bridge.Event) error {
+// queue writes the batch's deliveries to the outbox and returns how many.
+func (s *Service) queue(ctx context.Context, batch []bridge.Event) (int, error) {
 	routes, err := s.routing(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	now := s.now()
 	var ds []bridge.WebhookDelivery
@@ -266,13 +274,13 @@ func (s *Service) queue(ctx context.Context, batch []bridge.Event) error {
 		}
 		body, err := json.Marshal(message{Type: "switch.changed", Timestamp: e.At.UTC(), Data: api.EventOf(e, name)})
 		if err != nil {
-			return err
+			return 0, err
 		}
 		for _, id := range hooks {
 			ds = append(ds, bridge.WebhookDelivery{WebhookID: id, SwitchID: e.SwitchID, MsgID: NewMsgID(), Payload: body, QueuedAt: now, NextAt: now})
 		}
 	}
-	return s.store.EnqueueWebhookDeliveries(ctx, ds)
+	return len(ds), s.store.EnqueueWebhookDeliveries(ctx, ds)
 }
 
 // routing returns which webhooks want each switch's changes, read again
@@ -333,8 +341,11 @@ func (s *Service) deliver(ctx context.Context) {
 	done := make(chan string, n)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
+	// The outbox is read when something may be due: a delivery queued
+	// (wake), one finished (done), or the time of the next one. An idle
+	// hub reads it once per idleLook, not in a loop.
+	timer := time.NewTimer(idleLook)
+	defer timer.Stop()
 	for {
 		if len(busy) < n {
 			due, err := s.store.DueWebhookDeliveries(ctx, s.now(), 4*n)
@@ -352,15 +363,41 @@ func (s *Service) deliver(ctx context.Context) {
 				})
 			}
 		}
+		timer.Reset(s.nextLook(ctx, len(busy)))
 		select {
 		case <-ctx.Done():
 			return
 		case id := <-done:
 			delete(busy, id)
 		case <-s.wake:
-		case <-tick.C:
+		case <-timer.C:
 		}
 	}
+}
+
+// idleLook is how often the outbox is read when nothing is known to be
+// due; busyLook, how soon again when deliveries are due but none could
+// start (more than one read returns).
+const (
+	idleLook = time.Minute
+	busyLook = 250 * time.Millisecond
+)
+
+// nextLook is how long deliver may wait before it reads the outbox again:
+// until the next delivery is due, unless that is now and busy deliveries
+// (whose end wakes it) hold it up.
+func (s *Service) nextLook(ctx context.Context, busy int) time.Duration {
+	next, err := s.store.NextWebhookDelivery(ctx)
+	if err != nil || next.IsZero() {
+		return idleLook
+	}
+	if d := next.Sub(s.now()); d > 0 {
+		return min(d, idleLook)
+	}
+	if busy > 0 {
+		return idleLook
+	}
+	return busyLook
 }
 
 // attempt makes one delivery and records its outcome.
