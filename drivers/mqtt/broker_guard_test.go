@@ -364,14 +364,16 @@ func TestEmbeddedBrokerACL(t *testing.T) {
 	})
 
 	t.Run("commands", func(t *testing.T) {
-		before := tas.Commands()
+		// The plug stays off. (Counting the commands it receives would not
+		// tell: the hub itself may ask it for its state meanwhile, with an
+		// empty POWER, while it re-asks plugs after connecting.)
 		publish(espc, "cmnd/tas1/POWER", false, "ON")
 		publish(espc, "cmnd/tasmotas/POWER", false, "ON") // Tasmota's group topic
 		publish(oldc, "cmnd/tas1/POWER", false, "ON")
 		barrier(espc)
 		barrier(oldc)
-		if got := tas.Commands(); got != before || tas.On() {
-			t.Errorf("a plug login switched tas: %d commands, on=%v", got-before, tas.On())
+		if tas.On() {
+			t.Error("a plug login switched tas on")
 		}
 		// The hub's commands get through, and the tied login reports.
 		if err := h.Command(context.Background(), []string{"tas"}, bridge.CommandOn); err != nil {
