@@ -45,24 +45,6 @@ locations:
 	return h, addr
 }
 
-// dialMQTT connects to the broker from the loopback address ip (127.0.0.2,
-// …, so the broker sees another client address) and writes the packets.
-func dialMQTT(t *testing.T, ip, addr string, pkts ...[]byte) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 3 * time.Second}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	for _, p := range pkts {
-		if _, err := c.Write(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return c
-}
-
 // connack reads a CONNACK and returns its code, 0xff when the connection
 // closed (or stayed silent) without one.
 func connack(c net.Conn) byte {
@@ -78,7 +60,7 @@ func connack(c net.Conn) byte {
 // connection and the CONNACK's code.
 func mqttLogin(t *testing.T, ip, addr, id, user, pass string) (net.Conn, byte) {
 	t.Helper()
-	c := dialMQTT(t, ip, addr, mqtttest.Connect(4, id, user, pass))
+	c := mqtttest.DialFrom(t, ip, addr, mqtttest.Connect(4, id, user, pass))
 	return c, connack(c)
 }
 

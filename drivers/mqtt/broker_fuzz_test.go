@@ -50,7 +50,7 @@ func FuzzEmbeddedBroker(f *testing.F) {
 		// From an address of its own: bytes that make a CONNECT with a
 		// wrong password get that address's logins throttled, which the
 		// fresh client's address must not share.
-		c := dialFrom(t, "127.0.0.2", addr)
+		c := mqtttest.DialFrom(t, "127.0.0.2", addr)
 		c.SetDeadline(time.Now().Add(2 * time.Second))
 		c.Write(append(login, data...))
 		c.(*net.TCPConn).CloseWrite()

@@ -260,14 +260,14 @@ func TestEmbeddedBrokerConnectionBound(t *testing.T) {
 	share := d.broker.listener.perAddr
 	var idle []net.Conn
 	for range share {
-		idle = append(idle, dialFrom(t, "127.0.0.2", addr))
+		idle = append(idle, mqtttest.DialFrom(t, "127.0.0.2", addr))
 	}
 	eventually(t, 3*time.Second, "the idle connections accepted", func() bool { return d.broker.listener.handshakes() == share })
-	over := dialFrom(t, "127.0.0.2", addr, mqttConnect(4, "over", "plug", "s3cret"))
+	over := mqtttest.DialFrom(t, "127.0.0.2", addr, mqttConnect(4, "over", "plug", "s3cret"))
 	if _, err := readConnack(over); err == nil {
 		t.Fatal("a connection over its address's share was served")
 	}
-	c := dialFrom(t, "127.0.0.3", addr, mqttConnect(4, "other", "plug", "s3cret"))
+	c := mqtttest.DialFrom(t, "127.0.0.3", addr, mqttConnect(4, "other", "plug", "s3cret"))
 	if code, err := readConnack(c); err != nil || code != 0 {
 		t.Fatalf("a plug from another address: code %#x, %v", code, err)
 	}
@@ -276,29 +276,11 @@ func TestEmbeddedBrokerConnectionBound(t *testing.T) {
 	}
 	// Places come back as connections close.
 	eventually(t, 3*time.Second, "a login from the address once its places are free", func() bool {
-		c := dialFrom(t, "127.0.0.2", addr, mqttConnect(4, "later", "plug", "s3cret"))
+		c := mqtttest.DialFrom(t, "127.0.0.2", addr, mqttConnect(4, "later", "plug", "s3cret"))
 		defer c.Close()
 		code, err := readConnack(c)
 		return err == nil && code == 0
 	})
-}
-
-// dialFrom connects to addr from the loopback address ip (127.0.0.2, …),
-// so the broker sees another client address, and writes the packets.
-func dialFrom(t testing.TB, ip, addr string, pkts ...[]byte) net.Conn {
-	t.Helper()
-	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 2 * time.Second}
-	c, err := d.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	for _, p := range pkts {
-		if _, err := c.Write(p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return c
 }
 
 // ---- requirement 3: what each login may do

@@ -162,7 +162,7 @@ func TestEmbeddedBrokerHandshakesPerAddress(t *testing.T) {
 	eventually(t, 5*time.Second, "every place taken", func() bool { return gl.handshakes() == slots })
 
 	login(t, addr, 4, "plug-1", "plug", "s3cret")
-	p2 := dialFrom(t, "127.0.0.11", addr, mqttConnect(4, "plug-2", "other", "pw2"))
+	p2 := mqtttest.DialFrom(t, "127.0.0.11", addr, mqttConnect(4, "plug-2", "other", "pw2"))
 	if code, err := readConnack(p2); err != nil || code != 0 {
 		t.Fatalf("a plug from another address while every place is taken: code %#x, %v", code, err)
 	}
@@ -171,7 +171,7 @@ func TestEmbeddedBrokerHandshakesPerAddress(t *testing.T) {
 	}
 	// max_clients plugs are connected: a third is refused, the hub is not
 	// when it reconnects.
-	p3 := dialFrom(t, "127.0.0.12", addr, mqttConnect(4, "plug-3", "plug", "s3cret"))
+	p3 := mqtttest.DialFrom(t, "127.0.0.12", addr, mqttConnect(4, "plug-3", "plug", "s3cret"))
 	if code, err := readConnack(p3); err != nil || code != 3 {
 		t.Errorf("a plug beyond max_clients: code %#x, %v, want 3 (server unavailable)", code, err)
 	}
@@ -189,7 +189,7 @@ func TestEmbeddedBrokerHandshakesPerAddress(t *testing.T) {
 // A connection that sends no CONNECT is closed within a few seconds.
 func TestEmbeddedBrokerConnectTimeout(t *testing.T) {
 	_, addr := limitsBroker(t, "")
-	c := dialFrom(t, "127.0.0.2", addr)
+	c := mqtttest.DialFrom(t, "127.0.0.2", addr)
 	start := time.Now()
 	c.SetReadDeadline(start.Add(handshakeTimeout + 3*time.Second))
 	_, err := io.Copy(io.Discard, c)
@@ -205,7 +205,7 @@ func TestEmbeddedBrokerConnectTimeout(t *testing.T) {
 // when the connection closed without one.
 func connectCode(t *testing.T, ip, addr, id, user, pass string) byte {
 	t.Helper()
-	c := dialFrom(t, ip, addr, mqttConnect(4, id, user, pass))
+	c := mqtttest.DialFrom(t, ip, addr, mqttConnect(4, id, user, pass))
 	defer c.Close()
 	code, err := readConnack(c)
 	if err != nil {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"net"
+	"testing"
+	"time"
 )
 
 // Raw MQTT packets, for tests that send what no well-behaved client would.
@@ -122,4 +125,23 @@ func readVarint(r io.ByteReader) (int, error) {
 		mul *= 128
 	}
 	return 0, errors.New("a remaining length of more than 4 bytes")
+}
+
+// DialFrom connects to addr from the loopback address ip (127.0.0.2, …), so
+// the broker sees another client address, writes the packets, and closes
+// the connection when the test ends.
+func DialFrom(tb testing.TB, ip, addr string, pkts ...[]byte) net.Conn {
+	tb.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}, Timeout: 3 * time.Second}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { c.Close() })
+	for _, p := range pkts {
+		if _, err := c.Write(p); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return c
 }
