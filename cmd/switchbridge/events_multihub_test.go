@@ -4,11 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -40,39 +37,8 @@ func TestHubServesEventsAndWebhooks(t *testing.T) {
 	}
 
 	// A webhook at the hub, with a receiver that confirms and records.
-	var mu sync.Mutex
-	var delivered []string
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
-		var msg struct {
-			Type string
-			Data struct{ Challenge string }
-		}
-		json.Unmarshal(body, &msg)
-		if msg.Type == "webhook.confirm" {
-			json.NewEncoder(w).Encode(map[string]string{"challenge": msg.Data.Challenge})
-			return
-		}
-		mu.Lock()
-		delivered = append(delivered, string(body))
-		mu.Unlock()
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	req, _ := http.NewRequest(http.MethodPost, g.Endpoint+"/webhooks", strings.NewReader(`{"url":"http://`+ln.Addr().String()+`/hook"}`))
-	req.Header.Set("Authorization", "Bearer "+g.Token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("POST /webhooks at the hub = %d", resp.StatusCode)
-	}
+	hook := startHookReceiver(t)
+	hook.register(t, g.Endpoint, g.Token)
 
 	// The stream at the hub.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -117,9 +83,8 @@ func TestHubServesEventsAndWebhooks(t *testing.T) {
 		t.Errorf("the hub's event %s", d)
 	}
 	waitFor(t, 15*time.Second, "the hub's webhook delivery", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(delivered) == 1 && strings.Contains(delivered[0], `"value":"on"`)
+		d := hook.deliveries()
+		return len(d) == 1 && strings.Contains(d[0], `"value":"on"`)
 	})
 
 	// Removed at the platform: the hub's stream ends.

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,59 +24,15 @@ func TestWebhookSurvivesKill9(t *testing.T) {
 	}
 
 	// A receiver that confirms, then is down (503) until told otherwise.
-	var mu sync.Mutex
-	up, attempts := true, 0
-	var delivered [][]byte
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
-		var m struct {
-			Type string
-			Data struct{ Challenge string }
-		}
-		json.Unmarshal(body, &m)
-		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case m.Type == "webhook.confirm":
-			json.NewEncoder(w).Encode(map[string]string{"challenge": m.Data.Challenge})
-		case !up:
-			attempts++
-			w.WriteHeader(http.StatusServiceUnavailable)
-		default:
-			delivered = append(delivered, body)
-		}
-	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-
-	req, _ := http.NewRequest(http.MethodPost, inst.Endpoint+"/webhooks", strings.NewReader(`{"url":"http://`+ln.Addr().String()+`/hook"}`))
-	req.Header.Set("Authorization", "Bearer "+inst.Token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	b.ReadFrom(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		t.Fatalf("POST /webhooks = %d %s", resp.StatusCode, b.String())
-	}
-	mu.Lock()
-	up = false
-	mu.Unlock()
+	hook := startHookReceiver(t)
+	hook.register(t, inst.Endpoint, inst.Token)
+	hook.setDown(true)
 	if code, body := call(t, http.MethodPut, inst.Endpoint+"/switches/on", inst.Token); code != http.StatusNoContent {
 		t.Fatalf("PUT on = %d %s", code, body)
 	}
 	// Tried once (so it is in the outbox), then killed.
 	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		mu.Lock()
-		n := attempts
-		mu.Unlock()
-		if n > 0 {
+		if hook.refused() > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -90,16 +42,11 @@ func TestWebhookSurvivesKill9(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
 
-	mu.Lock()
-	up = true
-	mu.Unlock()
+	hook.setDown(false)
 	startDaemon(t, cfg, addr)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		mu.Lock()
-		got := append([][]byte(nil), delivered...)
-		mu.Unlock()
-		if len(got) > 0 {
-			if len(got) != 1 || !strings.Contains(string(got[0]), `"id":"lamp"`) || !strings.Contains(string(got[0]), `"value":"on"`) {
+		if got := hook.deliveries(); len(got) > 0 {
+			if len(got) != 1 || !strings.Contains(got[0], `"id":"lamp"`) || !strings.Contains(got[0], `"value":"on"`) {
 				t.Errorf("delivered after kill -9: %q", got)
 			}
 			break
