@@ -40,6 +40,9 @@ type Config struct {
 	// Platform makes the daemon a hub of another switchbridge; nil: it is
 	// its own platform.
 	Platform *Platform `yaml:"platform"`
+	// Storage chooses where a platform keeps its records: nil Postgres,
+	// the default, is the embedded SQLite database in data_dir.
+	Storage Storage `yaml:"storage"`
 	// Webhooks bounds where clients' webhooks may point.
 	Webhooks Webhooks `yaml:"webhooks"`
 

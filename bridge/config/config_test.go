@@ -35,8 +35,14 @@ func TestBadConfigs(t *testing.T) {
 			`:2: server.listen "127.0.0.1:99999" port 99999 is out of range (0 to 65535)`,
 			`:3: server.metrics_listen "localhost:" has no port (or off)`,
 		},
-		"syntax.bad.yaml": {`:2: did not find expected ',' or ']'`},
-		"empty.bad.yaml":  {`the config is empty`},
+		"storage.bad.yaml": {
+			`:3: storage.postgres is for a platform: a hub keeps its replica in SQLite`,
+			`:5: demo is for trying switchbridge on one machine, not on PostgreSQL`,
+			`:8: a platform on PostgreSQL has no switches of its own`,
+		},
+		"storage-empty.bad.yaml": {`:2: storage.postgres needs dsn_file`},
+		"syntax.bad.yaml":        {`:2: did not find expected ',' or ']'`},
+		"empty.bad.yaml":         {`the config is empty`},
 		"types.bad.yaml": {
 			`:1: cannot unmarshal !!seq into string`,
 			`:3: cannot unmarshal !!str ` + "`one`" + ` into int64`,
@@ -471,7 +477,7 @@ locations:
 	if m := cfg.Sections["mqtt"]; m.Key == nil || m.Key.Line != 4 || config.Lookup(m.Value, "broker").Value != "embedded" {
 		t.Errorf("mqtt = %+v", m)
 	}
-	if got := strings.Join(config.Keys(), ","); got != "data_dir,demo,locations,log,oauth,platform,server,webhooks" {
+	if got := strings.Join(config.Keys(), ","); got != "data_dir,demo,locations,log,oauth,platform,server,storage,webhooks" {
 		t.Errorf("Keys() = %s", got)
 	}
 	// A misspelt key of the config's own is still the config's to report.

@@ -37,7 +37,7 @@ const ExposedMode os.FileMode = 0o007
 // noteSecretLines keeps the lines of the keys that name secret files.
 func (c *Config) noteSecretLines(doc *yaml.Node) {
 	c.secretLines = map[string]int{}
-	for _, path := range [][]string{{"server", "tls", "key_file"}, {"platform", "secret_file"}} {
+	for _, path := range [][]string{{"server", "tls", "key_file"}, {"platform", "secret_file"}, {"storage", "postgres", "dsn_file"}} {
 		if n := find(doc, path...); n != nil {
 			c.secretLines[strings.Join(path, ".")] = n.Line
 		}
@@ -53,6 +53,9 @@ func (c *Config) SecretFiles() []SecretFile {
 	}
 	if c.Platform != nil && c.Platform.SecretFile != "" {
 		out = append(out, SecretFile{"platform.secret_file", c.Platform.SecretFile, c.secretLines["platform.secret_file"]})
+	}
+	if pg := c.Storage.Postgres; pg != nil && pg.DSNFile != "" {
+		out = append(out, SecretFile{"storage.postgres.dsn_file", pg.DSNFile, c.secretLines["storage.postgres.dsn_file"]})
 	}
 	return out
 }

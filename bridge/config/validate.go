@@ -94,10 +94,11 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 		// hub others can reach must not have it.
 		ps.Add(line("demo"), "demo is only for trying the hub on this machine, but server.listen %s is reachable from others: listen on 127.0.0.1 or remove demo", c.Server.Listen)
 	}
-	if len(c.Locations) == 0 {
+	if len(c.Locations) == 0 && c.Storage.Postgres == nil {
 		ps.Add(line("locations"), "no locations: configure at least one location with its switches")
 	}
 	c.validatePlatform(ps, doc)
+	c.validateStorage(ps, doc)
 	c.noteSecretLines(doc)
 	locIDs := map[int64]int{}
 	swIDs := map[string]int{}

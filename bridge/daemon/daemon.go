@@ -100,25 +100,33 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 			return nil, fmt.Errorf("server.tls: %w", err)
 		}
 	}
-	d.Store, err = store.Open(ctx, cfg.DataDir)
+	d.Store, err = OpenStore(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	journal, err := store.OpenJournal(cfg.DataDir)
-	if err != nil {
-		return nil, err
+	// The value journal makes a command's new value durable before its
+	// 204. A platform on PostgreSQL has no switches of its own (config),
+	// so nothing to journal, and no data_dir its processes share.
+	var journal *store.Journal
+	if d.Store.Dialect() == store.SQLite {
+		journal, err = store.OpenJournal(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		// Values a killed daemon journaled but had not yet written to the
+		// database come first.
+		rep, err := journal.Replay(d.Store)
+		if err != nil {
+			journal.Close()
+			return nil, fmt.Errorf("replaying the value journal: %w", err)
+		}
+		logReplay(logger, filepath.Join(cfg.DataDir, store.JournalName), rep)
 	}
-	// Values a killed daemon journaled but had not yet written to the
-	// database come first.
-	rep, err := journal.Replay(d.Store)
-	if err != nil {
-		journal.Close()
-		return nil, fmt.Errorf("replaying the value journal: %w", err)
-	}
-	logReplay(logger, filepath.Join(cfg.DataDir, store.JournalName), rep)
 	last, err := d.Store.SwitchValues(ctx)
 	if err != nil {
-		journal.Close()
+		if journal != nil {
+			journal.Close()
+		}
 		return nil, fmt.Errorf("reading stored switch values: %w", err)
 	}
 	d.states = store.NewValueWriter(d.Store, journal, logger)

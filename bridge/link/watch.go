@@ -171,7 +171,8 @@ func (s *sessions) poll(id string) (ended <-chan struct{}, release func()) {
 
 // watcher wakes long polls when the change log grows, whoever wrote it: it
 // reads the newest sequence every WakeInterval while any poll waits, and
-// stops when none does.
+// at once when the store tells of a change (changeNotifier), and stops
+// when none waits.
 type watcher struct {
 	p       *Platform
 	mu      sync.Mutex
@@ -241,11 +242,33 @@ func (w *watcher) changedLocked(after, to int64) []int64 {
 	return out
 }
 
+// changeNotifier is a store that tells of changes to its change log made
+// by any process (PostgreSQL's NOTIFY): a channel closed at the next one,
+// nil when it cannot tell.
+type changeNotifier interface {
+	ChangeNotice() <-chan struct{}
+}
+
 func (w *watcher) run() {
 	t := time.NewTicker(w.p.WakeInterval)
 	defer t.Stop()
 	ctx := context.Background()
-	for range t.C {
+	notifier, _ := w.p.store.(changeNotifier)
+	next := func() <-chan struct{} {
+		if notifier == nil {
+			return nil
+		}
+		return notifier.ChangeNotice()
+	}
+	// The channel is taken before the sequence is read, so a change that
+	// commits after the read closes the channel waited on next.
+	notice := next()
+	for {
+		select {
+		case <-t.C:
+		case <-notice:
+			notice = next()
+		}
 		w.mu.Lock()
 		if w.waiters == 0 {
 			w.running = false

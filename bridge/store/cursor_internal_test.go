@@ -70,26 +70,28 @@ func TestCursorOfARestoredPlatform(t *testing.T) {
 // TestCursorAcrossCompaction: a hub at the newest entry resumes after
 // compaction emptied the log, because the floor keeps that entry's tag.
 func TestCursorAcrossCompaction(t *testing.T) {
-	f := newFeedFixture(t)
-	b := f.changes(t, "h1", f.cursor1)
-	n, err := f.db.CompactChanges(f.ctx, time.Now().Add(time.Hour), 0)
-	if err != nil || n == 0 {
-		t.Fatalf("compaction dropped %d: %v", n, err)
-	}
-	if seq, _ := f.db.ChangeSeq(f.ctx); seq != 0 {
-		t.Fatalf("the log still holds entries up to %d", seq)
-	}
-	if err := f.db.CheckCursor(f.ctx, b.Cursor, b.CursorTag); err != nil {
-		t.Errorf("the newest cursor after compaction: %v", err)
-	}
-	if err := f.db.CheckCursor(f.ctx, b.Cursor, "0000000000000000"); !errors.Is(err, bridge.ErrCursorGone) {
-		t.Errorf("a wrong tag at the floor: %v, want ErrCursorGone", err)
-	}
-	if err := f.db.CheckCursor(f.ctx, f.cursor1, ""); !errors.Is(err, bridge.ErrCursorGone) {
-		t.Errorf("a cursor below the floor: %v, want ErrCursorGone", err)
-	}
-	snap, err := f.db.Snapshot(f.ctx, "h1")
-	if err != nil || snap.Cursor != b.Cursor || snap.CursorTag != b.CursorTag {
-		t.Errorf("snapshot after compaction at %d %q, want %d %q (%v)", snap.Cursor, snap.CursorTag, b.Cursor, b.CursorTag, err)
-	}
+	ForEachDialect(t, func(t *testing.T) {
+		f := newFeedFixture(t)
+		b := f.changes(t, "h1", f.cursor1)
+		n, err := f.db.CompactChanges(f.ctx, time.Now().Add(time.Hour), 0)
+		if err != nil || n == 0 {
+			t.Fatalf("compaction dropped %d: %v", n, err)
+		}
+		if seq, _ := f.db.ChangeSeq(f.ctx); seq != 0 {
+			t.Fatalf("the log still holds entries up to %d", seq)
+		}
+		if err := f.db.CheckCursor(f.ctx, b.Cursor, b.CursorTag); err != nil {
+			t.Errorf("the newest cursor after compaction: %v", err)
+		}
+		if err := f.db.CheckCursor(f.ctx, b.Cursor, "0000000000000000"); !errors.Is(err, bridge.ErrCursorGone) {
+			t.Errorf("a wrong tag at the floor: %v, want ErrCursorGone", err)
+		}
+		if err := f.db.CheckCursor(f.ctx, f.cursor1, ""); !errors.Is(err, bridge.ErrCursorGone) {
+			t.Errorf("a cursor below the floor: %v, want ErrCursorGone", err)
+		}
+		snap, err := f.db.Snapshot(f.ctx, "h1")
+		if err != nil || snap.Cursor != b.Cursor || snap.CursorTag != b.CursorTag {
+			t.Errorf("snapshot after compaction at %d %q, want %d %q (%v)", snap.Cursor, snap.CursorTag, b.Cursor, b.CursorTag, err)
+		}
+	})
 }

@@ -10,10 +10,10 @@ import (
 	"crypto/subtle"
 	"database/sql"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -270,7 +270,7 @@ func (db *DB) Snapshot(ctx context.Context, hubID string) (*bridge.ChangeBatch, 
 	}
 	b := &bridge.ChangeBatch{Cursor: newest, CursorTag: tag, Snapshot: true}
 	r := feedReader{tx: tx, hubID: hubID, now: db.now(), seen: map[string]bool{}, seenTok: map[string]bool{}}
-	if err := r.installationsWhere(ctx, b, `1`); err != nil {
+	if err := r.installationsWhere(ctx, b, `true`); err != nil {
 		return nil, err
 	}
 	if err := r.tokensWhere(ctx, b, `t.expires_at > ?`, unix(r.now)); err != nil {
@@ -303,7 +303,8 @@ func (r *feedReader) installationsWhere(ctx context.Context, b *bridge.ChangeBat
 	rows, err := r.tx.QueryContext(ctx, `SELECT i.id, i.client_id, i.user_id, i.location_id, i.updated_at,
 			(SELECT a.legacy FROM apps a WHERE a.client_id = i.client_id),
 			EXISTS (SELECT 1 FROM user_locations m WHERE m.user_id = i.user_id AND m.location_id = i.location_id),
-			(SELECT json_group_array(switch_id) FROM (SELECT switch_id FROM installation_switches s WHERE s.installation_id = i.id ORDER BY pos))
+			(SELECT string_agg(s.switch_id, '
+' ORDER BY s.pos) FROM installation_switches s WHERE s.installation_id = i.id)
 		FROM installations i JOIN hub_locations l ON l.location_id = i.location_id AND l.hub_id = ?
 		WHERE `+cond+` ORDER BY i.created_at, i.id`, append([]any{r.hubID}, args...)...)
 	if err != nil {
@@ -314,12 +315,14 @@ func (r *feedReader) installationsWhere(ctx context.Context, b *bridge.ChangeBat
 		var in bridge.ReplicaInstallation
 		var updated int64
 		var legacy sql.NullBool
-		var switches string
+		var switches sql.NullString
 		if err := rows.Scan(&in.ID, &in.ClientID, &in.UserID, &in.LocationID, &updated, &legacy, &in.Member, &switches); err != nil {
 			return err
 		}
-		if err := json.Unmarshal([]byte(switches), &in.SwitchIDs); err != nil {
-			return err
+		in.SwitchIDs = []string{}
+		if switches.String != "" {
+			// Switch ids hold no newline (config.SwitchIDPattern).
+			in.SwitchIDs = strings.Split(switches.String, "\n")
 		}
 		in.UpdatedAt = fromUnix(updated)
 		in.Legacy = legacy.Bool

@@ -259,7 +259,8 @@ func (db *DB) TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGrant, 
 const selectTokenGrant = `SELECT t.installation_id, t.expires_at, t.revoked_at,
 	i.client_id, i.user_id, i.location_id, i.created_at, i.updated_at, a.legacy,
 	EXISTS (SELECT 1 FROM user_locations m WHERE m.user_id = i.user_id AND m.location_id = i.location_id),
-	(SELECT group_concat(s.switch_id, char(10) ORDER BY s.pos) FROM installation_switches s WHERE s.installation_id = i.id)
+	(SELECT string_agg(s.switch_id, '
+' ORDER BY s.pos) FROM installation_switches s WHERE s.installation_id = i.id)
 	FROM tokens t JOIN installations i ON i.id = t.installation_id JOIN apps a ON a.client_id = i.client_id
 	WHERE t.hash = ?`
 

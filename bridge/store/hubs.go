@@ -176,8 +176,9 @@ func (db *DB) RemoveHub(ctx context.Context, id string) (int, error) {
 	// The tombstone lets the removed hub learn it was removed (and empty
 	// its replica) rather than keep serving it as it would through a
 	// platform outage.
-	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO removed_hubs (id, name, secret_hash, removed_at)
-		SELECT id, name, secret_hash, ? FROM hubs WHERE id = ?`, unix(db.now()), id); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO removed_hubs (id, name, secret_hash, removed_at)
+		SELECT id, name, secret_hash, ? FROM hubs WHERE id = ?
+		ON CONFLICT (id) DO UPDATE SET name = excluded.name, secret_hash = excluded.secret_hash, removed_at = excluded.removed_at`, unix(db.now()), id); err != nil {
 		return 0, err
 	}
 	res, err = tx.ExecContext(ctx, `DELETE FROM hubs WHERE id = ?`, id)

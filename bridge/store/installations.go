@@ -112,8 +112,14 @@ func (db *DB) InstallationsOf(ctx context.Context, userID int64) ([]*bridge.Inst
 
 // FindInstallations lists the installations f matches, oldest first.
 func (db *DB) FindInstallations(ctx context.Context, f InstallationFilter) ([]*bridge.Installation, error) {
+	// Oldest first; those of one millisecond in the order they were made
+	// on SQLite (rowid), by id on PostgreSQL, which keeps no such order.
+	order := "rowid"
+	if db.dialect == Postgres {
+		order = "id"
+	}
 	ids, err := db.strings(ctx, `SELECT id FROM installations
-		WHERE (?1 = 0 OR user_id = ?1) AND (?2 = '' OR client_id = ?2) ORDER BY created_at, rowid`, f.UserID, f.ClientID)
+		WHERE (?1 = CAST(0 AS BIGINT) OR user_id = ?1) AND (?2 = '' OR client_id = ?2) ORDER BY created_at, `+order, f.UserID, f.ClientID)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +161,7 @@ func (db *DB) MarkUsed(ctx context.Context, used map[string]time.Time) error {
 	}
 	defer tx.Rollback()
 	for id, at := range used {
-		if _, err := tx.ExecContext(ctx, `UPDATE installations SET last_used_at = max(coalesce(last_used_at, 0), ?) WHERE id = ?`, unix(at), id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE installations SET last_used_at = ?1 WHERE id = ?2 AND (last_used_at IS NULL OR last_used_at < ?1)`, unix(at), id); err != nil {
 			return err
 		}
 	}
@@ -177,8 +183,8 @@ func (db *DB) MarkUsedAtHub(ctx context.Context, hubID string, used map[string]t
 	defer tx.Rollback()
 	n := 0
 	for id, at := range used {
-		res, err := tx.ExecContext(ctx, `UPDATE installations SET last_used_at = max(coalesce(last_used_at, 0), ?)
-			WHERE id = ? AND location_id IN (SELECT location_id FROM hub_locations WHERE hub_id = ?)`, unix(at), id, hubID)
+		res, err := tx.ExecContext(ctx, `UPDATE installations SET last_used_at = CASE WHEN last_used_at > ?1 THEN last_used_at ELSE ?1 END
+			WHERE id = ?2 AND location_id IN (SELECT location_id FROM hub_locations WHERE hub_id = ?3)`, unix(at), id, hubID)
 		if err != nil {
 			return 0, err
 		}

@@ -92,7 +92,7 @@ func (db *DB) ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Tim
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO replica_state (id, cursor, cursor_tag, synced_at, applied) VALUES (1, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET cursor = excluded.cursor, cursor_tag = excluded.cursor_tag,
-			synced_at = excluded.synced_at, applied = applied + excluded.applied`,
+			synced_at = excluded.synced_at, applied = replica_state.applied + excluded.applied`,
 		b.Cursor, b.CursorTag, unix(at), applied); err != nil {
 		return err
 	}

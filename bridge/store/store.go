@@ -1,7 +1,10 @@
 // Package store keeps what users create (accounts, apps, installations,
 // authorization codes, access and refresh tokens) and each switch's last
-// value in an embedded SQLite database (pure Go, WAL mode), so all of it
-// survives a restart or a kill -9. Secrets are stored only as hashes.
+// value, so all of it survives a restart or a kill -9. A hub or a single
+// box keeps it in an embedded SQLite database (pure Go, WAL mode); a
+// platform that outgrows one machine keeps it in PostgreSQL, shared by
+// any number of platform processes (dialect.go). Secrets are stored only
+// as hashes.
 package store
 
 import (
@@ -16,19 +19,29 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
-//go:embed migrations/*.sql
+//go:embed migrations/sqlite/*.sql migrations/postgres/*.sql
 var migrations embed.FS
 
 // DB is the store.
 type DB struct {
-	db  *sql.DB
-	now func() time.Time
+	db      *sql.DB
+	dialect Dialect
+	now     func() time.Time
+
+	// On PostgreSQL: the connection settings, the change log's notices
+	// and the goroutine listening for them (postgres.go).
+	pg         *pgx.ConnConfig
+	notices    *notices
+	stopListen context.CancelFunc
+	listening  sync.WaitGroup
 
 	// The statements every API request or reported state runs, prepared
 	// once: the pure-Go SQLite spends more time preparing a statement than
@@ -127,7 +140,7 @@ func OpenFile(ctx context.Context, path string) (*DB, error) {
 		return nil, err
 	}
 	sdb.SetMaxOpenConns(4)
-	db := &DB{db: sdb, now: time.Now, access: accessCache{path: path + "-shm"}, path: path}
+	db := &DB{db: sdb, dialect: SQLite, now: time.Now, access: accessCache{path: path + "-shm"}, path: path}
 	if err := db.checkIntegrity(ctx, path); err != nil {
 		sdb.Close()
 		return nil, err
@@ -143,6 +156,15 @@ func OpenFile(ctx context.Context, path string) (*DB, error) {
 		sdb.Close()
 		return nil, err
 	}
+	if err := db.prepare(ctx); err != nil {
+		sdb.Close()
+		return nil, fmt.Errorf("opening %s: %w", path, err)
+	}
+	return db, nil
+}
+
+// prepare prepares the statements of the hot paths.
+func (db *DB) prepare(ctx context.Context) error {
 	for _, p := range []struct {
 		dst *(*sql.Stmt)
 		q   string
@@ -155,12 +177,12 @@ func OpenFile(ctx context.Context, path string) (*DB, error) {
 		{&db.memberStmt, selectMember},
 		{&db.generationStmt, selectAccessGeneration},
 	} {
-		if *p.dst, err = sdb.PrepareContext(ctx, p.q); err != nil {
-			sdb.Close()
-			return nil, fmt.Errorf("opening %s: %w", path, err)
+		var err error
+		if *p.dst, err = db.db.PrepareContext(ctx, p.q); err != nil {
+			return err
 		}
 	}
-	return db, nil
+	return nil
 }
 
 // privateFiles makes the database at path and its -wal and -shm files
@@ -206,6 +228,9 @@ func chmodPrivate(p string) error {
 // while every request fails. Counting walks each table's pages, which a
 // hub's few thousand rows make cheap (see BenchmarkOpen).
 func (db *DB) Ping(ctx context.Context) error {
+	if db.dialect == Postgres {
+		return db.pingPostgres(ctx)
+	}
 	if d := db.damage.Load(); d != nil {
 		return d
 	}
@@ -254,11 +279,15 @@ func (db *DB) Close() error {
 	db.access.mu.Lock()
 	db.access.close()
 	db.access.mu.Unlock()
+	if db.stopListen != nil {
+		db.stopListen()
+		db.listening.Wait()
+	}
 	return db.db.Close()
 }
 
 func (db *DB) migrate(ctx context.Context) error {
-	names, err := fs.Glob(migrations, "migrations/*.sql")
+	names, err := fs.Glob(migrations, "migrations/sqlite/*.sql")
 	if err != nil {
 		return err
 	}
@@ -317,9 +346,9 @@ func (db *DB) strings(ctx context.Context, q string, args ...any) ([]string, err
 }
 
 func isUnique(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed")
+	return err != nil && (pgCode(err) == "23505" || strings.Contains(err.Error(), "UNIQUE constraint failed"))
 }
 
 func isForeignKey(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "FOREIGN KEY constraint failed")
+	return err != nil && (pgCode(err) == "23503" || strings.Contains(err.Error(), "FOREIGN KEY constraint failed"))
 }

@@ -75,15 +75,17 @@ func TestUsageWriterWritesAtMostOncePerInterval(t *testing.T) {
 
 // Through the real database: the page reads what the writer wrote.
 func TestUsageWriterIntoTheStore(t *testing.T) {
-	ctx := context.Background()
-	db := mustOpen(t, t.TempDir())
-	_, _, in := seed(t, db)
-	w := store.NewUsageWriter(db, nil)
-	at := time.UnixMilli(time.Now().UnixMilli())
-	w.Touch(in.ID, at)
-	w.Close()
-	got, err := db.Installation(ctx, in.ID)
-	if err != nil || !got.LastUsedAt.Equal(at) {
-		t.Errorf("last used %v (%v), want %v", got.LastUsedAt, err, at)
-	}
+	store.ForEachDialect(t, func(t *testing.T) {
+		ctx := context.Background()
+		db := mustOpen(t, t.TempDir())
+		_, _, in := seed(t, db)
+		w := store.NewUsageWriter(db, nil)
+		at := time.UnixMilli(time.Now().UnixMilli())
+		w.Touch(in.ID, at)
+		w.Close()
+		got, err := db.Installation(ctx, in.ID)
+		if err != nil || !got.LastUsedAt.Equal(at) {
+			t.Errorf("last used %v (%v), want %v", got.LastUsedAt, err, at)
+		}
+	})
 }

@@ -18,15 +18,15 @@ func (db *DB) CreateUser(ctx context.Context, name string, passwordHash []byte, 
 		return nil, err
 	}
 	defer tx.Rollback()
-	res, err := tx.ExecContext(ctx, `INSERT INTO users (id, name, password_hash, created_at)
-		VALUES ((SELECT value + 1 FROM id_high_water WHERE name = 'users'), ?, ?, ?)`, name, passwordHash, unix(now))
+	var id int64
+	err = tx.QueryRowContext(ctx, `INSERT INTO users (id, name, password_hash, created_at)
+		VALUES ((SELECT value + 1 FROM id_high_water WHERE name = 'users'), ?, ?, ?) RETURNING id`, name, passwordHash, unix(now)).Scan(&id)
 	if err != nil {
 		if isUnique(err) {
 			return nil, bridge.Errorf(bridge.ECONFLICT, "user %q exists already", name)
 		}
 		return nil, err
 	}
-	id, _ := res.LastInsertId()
 	for _, l := range dedupe(locations) {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO user_locations (user_id, location_id) VALUES (?, ?)`, id, l); err != nil {
 			return nil, err
@@ -199,7 +199,8 @@ func (db *DB) DeleteUser(ctx context.Context, name string) error {
 // AddUserLocation makes a user a member of a location; adding one they
 // belong to already is no change. ENOTFOUND for no such user.
 func (db *DB) AddUserLocation(ctx context.Context, name string, loc int64) error {
-	res, err := db.db.ExecContext(ctx, `INSERT OR IGNORE INTO user_locations (user_id, location_id) SELECT id, ? FROM users WHERE name = ?`, loc, name)
+	res, err := db.db.ExecContext(ctx, `INSERT INTO user_locations (user_id, location_id) SELECT id, ? FROM users WHERE name = ?
+		ON CONFLICT DO NOTHING`, loc, name)
 	if err != nil {
 		return err
 	}

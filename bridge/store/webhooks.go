@@ -45,7 +45,7 @@ func (db *DB) AddWebhook(ctx context.Context, w *bridge.Webhook, max int) error 
 	}
 	defer tx.Rollback()
 	var n, same int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(url = ?), 0) FROM webhooks WHERE installation_id = ?`, w.URL, w.InstallationID).Scan(&n, &same); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE url = ?) FROM webhooks WHERE installation_id = ?`, w.URL, w.InstallationID).Scan(&n, &same); err != nil {
 		return db.note(err)
 	}
 	if same > 0 {
@@ -141,7 +141,7 @@ func (db *DB) EnqueueWebhookDeliveries(ctx context.Context, ds []bridge.WebhookD
 	for _, d := range ds {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_outbox (webhook_id, switch_id, version, msg_id, payload, queued_at, next_at)
 			SELECT ?, ?, 1, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = ? AND disabled_reason = '')
-			ON CONFLICT (webhook_id, switch_id) DO UPDATE SET version = version + 1, msg_id = excluded.msg_id, payload = excluded.payload`,
+			ON CONFLICT (webhook_id, switch_id) DO UPDATE SET version = webhook_outbox.version + 1, msg_id = excluded.msg_id, payload = excluded.payload`,
 			d.WebhookID, d.SwitchID, d.MsgID, d.Payload, unix(d.QueuedAt), unix(d.NextAt), d.WebhookID); err != nil {
 			return db.note(err)
 		}

@@ -46,7 +46,8 @@ type valueFolder interface {
 }
 
 // NewValueWriter starts a writer into db that journals commands' values in
-// journal, which it then owns: Close closes it.
+// journal, which it then owns: Close closes it. Without a journal (nil) a
+// command's values go to the database before Persist returns.
 func NewValueWriter(db valueFolder, journal *Journal, logger *slog.Logger) *ValueWriter {
 	w := &ValueWriter{db: db, journal: journal, logger: logger, journaled: map[string]bridge.Value{},
 		last: map[string]bridge.Value{}, at: map[string]time.Time{}, queue: map[string]bridge.State{},
@@ -140,6 +141,9 @@ func (w *ValueWriter) Persist(v bridge.Value, confirmedAt map[string]time.Time) 
 	if len(batch) == 0 {
 		return nil
 	}
+	if w.journal == nil {
+		return w.flushLocked()
+	}
 	if err := w.journal.Append(batch); err != nil {
 		w.logger.Warn("value journal: writing the database instead", "err", err)
 		if ferr := w.flushLocked(); ferr != nil {
@@ -175,7 +179,11 @@ func (w *ValueWriter) flushLocked() error {
 	// wmu holds off appends: everything journaled so far is in this batch
 	// (or replaced by a newer value in it), and the database records so in
 	// the same transaction.
-	if err := w.db.FoldJournal(context.Background(), batch, w.journal.Mark()); err != nil {
+	var mark JournalMark
+	if w.journal != nil {
+		mark = w.journal.Mark()
+	}
+	if err := w.db.FoldJournal(context.Background(), batch, mark); err != nil {
 		w.logger.Warn("storing switch values; will retry", "switches", len(batch), "err", err)
 		// Put back what no newer report replaced; the journal keeps what it has.
 		w.mu.Lock()
@@ -195,8 +203,10 @@ func (w *ValueWriter) flushLocked() error {
 	}
 	// Everything journaled so far was in the queue this batch took (or was
 	// replaced by a newer value in it), so the journal is no longer needed.
-	if err := w.journal.Compact(); err != nil {
-		w.logger.Warn("value journal: compacting", "err", err)
+	if w.journal != nil {
+		if err := w.journal.Compact(); err != nil {
+			w.logger.Warn("value journal: compacting", "err", err)
+		}
 	}
 	clear(w.journaled)
 	return nil
@@ -210,5 +220,8 @@ func (w *ValueWriter) Close() error {
 	close(w.stop)
 	close(w.wake)
 	<-w.done
+	if w.journal == nil {
+		return nil
+	}
 	return w.journal.Close()
 }

@@ -17,9 +17,9 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/admin"
 	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/bridge/daemon"
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
-	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/bridge/version"
 )
 
@@ -297,7 +297,7 @@ func (c *invocation) open() error {
 	if err != nil {
 		return err
 	}
-	db, err := store.Open(c.ctx, cfg.DataDir)
+	db, err := daemon.OpenStore(c.ctx, cfg)
 	if err != nil {
 		return err
 	}
