@@ -66,3 +66,6 @@ func OpenTest(tb testing.TB, dir string) *DB {
 
 // DialectUnderTest is the dialect under test.
 func DialectUnderTest() Dialect { return testDialect }
+
+// TestMain stops the PostgreSQL the tests started.
+func TestMain(m *testing.M) { pgtest.Main(m) }
