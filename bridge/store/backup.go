@@ -21,6 +21,9 @@ import (
 // quick_check before it takes dst's name; an existing dst is never
 // overwritten.
 func (db *DB) Backup(ctx context.Context, dataDir, dst string) (values int, err error) {
+	if db.dialect == Postgres {
+		return 0, ErrBackupElsewhere
+	}
 	if _, err := os.Lstat(dst); err == nil {
 		return 0, fmt.Errorf("%s exists already; choose a new name", dst)
 	} else if !errors.Is(err, fs.ErrNotExist) {
@@ -155,3 +158,7 @@ func syncFile(path string) error {
 	defer f.Close()
 	return f.Sync()
 }
+
+// ErrBackupElsewhere is Backup's answer on PostgreSQL, whose own tools
+// make consistent copies of a running database.
+var ErrBackupElsewhere = errors.New("the platform's records are in PostgreSQL: back them up with pg_dump (see \"Backups and restore\" in systemd/README.md)")
