@@ -15,6 +15,9 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/store/pgtest"
 )
 
+// TestMain stops the PostgreSQL the tests started (pgtest).
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
 // forEachDialect runs f once per storage engine. open opens another
 // connection to the one database of the run, as another platform process
 // would: the SQLite file of a temporary directory, or a PostgreSQL
