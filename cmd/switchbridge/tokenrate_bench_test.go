@@ -22,7 +22,7 @@ import (
 )
 
 var (
-	tokenRateRequests = flag.Int("tokenrate.requests", 2000, "BenchmarkTokenRate: requests of each kind per run")
+	tokenRateRequests = flag.Int("tokenrate.requests", 4000, "BenchmarkTokenRate: requests of each kind per run")
 	tokenRateClients  = flag.Int("tokenrate.clients", 16, "BenchmarkTokenRate: concurrent clients")
 )
 
@@ -40,7 +40,7 @@ var (
 // to cost nothing in correctness; on a 2-core machine that also runs
 // PostgreSQL and the clients it cannot add throughput.
 //
-//	go test -run '^$' -bench TokenRate -benchtime 1x ./cmd/switchbridge [-tokenrate.requests=2000 -tokenrate.clients=16]
+//	go test -run '^$' -bench TokenRate -benchtime 1x ./cmd/switchbridge [-tokenrate.requests=4000 -tokenrate.clients=16]
 func BenchmarkTokenRate(b *testing.B) {
 	for _, c := range []struct {
 		engine string
@@ -58,8 +58,8 @@ func benchTokenRate(b *testing.B, engine string, procs int) {
 	rig := startPlatforms(b, engine, procs, 1024)
 	db := rig.db
 
-	// One hub reports a location per client, so the platform can show
-	// them on the consent page.
+	// One hub reports a location per client (switch ids are unique on a
+	// hub), so the platform can show them on the consent page.
 	locs := make([]int64, clients)
 	var inv strings.Builder
 	inv.WriteString(`{"version":"bench","locations":[`)
@@ -68,7 +68,7 @@ func benchTokenRate(b *testing.B, engine string, procs int) {
 		if i > 0 {
 			inv.WriteString(",")
 		}
-		fmt.Fprintf(&inv, `{"id":%d,"name":"L%d","switches":[{"id":"s","name":"S","commands":["on","off"]}]}`, locs[i], i)
+		fmt.Fprintf(&inv, `{"id":%d,"name":"L%d","switches":[{"id":"s%d","name":"S","commands":["on","off"]}]}`, locs[i], i, i)
 	}
 	inv.WriteString("]}")
 	pw, _ := bcrypt.GenerateFromPassword([]byte("pw-alice"), bcrypt.MinCost)
@@ -86,9 +86,10 @@ func benchTokenRate(b *testing.B, engine string, procs int) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusNoContent {
-		b.Fatalf("inventory: %d", resp.StatusCode)
+		b.Fatalf("inventory: %d %s", resp.StatusCode, body)
 	}
 	appSecret := oauth.NewSecret()
 	app := daemontest.App{ClientID: "bench-app", Secret: appSecret, RedirectURIs: []string{"https://client.example/cb"}}
@@ -100,7 +101,7 @@ func benchTokenRate(b *testing.B, engine string, procs int) {
 	type chain struct{ access, refresh string }
 	chains := make([]*chain, clients)
 	for i := range chains {
-		g := daemontest.Remote(rig.urls[i%procs]).Authorize(b, app, "alice", "pw-alice", locs[i], "s")
+		g := daemontest.Remote(rig.urls[i%procs]).Authorize(b, app, "alice", "pw-alice", locs[i], fmt.Sprintf("s%d", i))
 		chains[i] = &chain{g.Token.AccessToken, g.Token.RefreshToken}
 	}
 
