@@ -296,7 +296,7 @@ func checkEmpty(ctx context.Context, tx *sql.Tx, target map[string][]column) err
 			return fmt.Errorf("postgres: counting the rows of %s: %w", t, err)
 		}
 		if n > 0 {
-			return fmt.Errorf("%w: table %s holds %d rows", ErrTargetNotEmpty, t, n)
+			return fmt.Errorf("%w: table %s is not empty (%d rows)", ErrTargetNotEmpty, t, n)
 		}
 	}
 	return nil
@@ -588,6 +588,15 @@ func verifyCopy(ctx context.Context, stx, ttx *sql.Tx, rep *CopyReport) error {
 	}
 	rep.Cursor, rep.CursorTag = newest, tag
 	return nil
+}
+
+// Where says which database db is, for an operator: the SQLite file, or
+// the PostgreSQL database, its user and server (never the password).
+func (db *DB) Where() string {
+	if db.dialect == Postgres {
+		return fmt.Sprintf("PostgreSQL database %q as %q at %s", db.pg.Database, db.pg.User, serverName(db.pg))
+	}
+	return db.path
 }
 
 func pgIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
