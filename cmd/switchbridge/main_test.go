@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/config/configtest"
+	"github.com/switchbridge/switchbridge/bridge/store/pgtest"
 	"github.com/switchbridge/switchbridge/bridge/logtest"
 )
 
@@ -33,7 +34,9 @@ func TestMain(m *testing.M) {
 	}
 	// No test may ask the network's name servers about a listen host.
 	config.Resolver = configtest.Hosts{}
-	os.Exit(m.Run())
+	code := m.Run()
+	pgtest.StopShared()
+	os.Exit(code)
 }
 
 // skipIfEmulated skips a test that runs this test binary as a real
