@@ -17,8 +17,8 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/config/configtest"
-	"github.com/switchbridge/switchbridge/bridge/store/pgtest"
 	"github.com/switchbridge/switchbridge/bridge/logtest"
+	"github.com/switchbridge/switchbridge/bridge/store/pgtest"
 )
 
 // TestMain lets the test binary play the daemon: with SWITCHBRIDGE_RUN_MAIN
