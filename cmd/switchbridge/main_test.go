@@ -18,6 +18,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/config/configtest"
 	"github.com/switchbridge/switchbridge/bridge/logtest"
+	"github.com/switchbridge/switchbridge/bridge/store/pgtest"
 )
 
 // TestMain lets the test binary play the daemon: with SWITCHBRIDGE_RUN_MAIN
@@ -33,7 +34,10 @@ func TestMain(m *testing.M) {
 	}
 	// No test may ask the network's name servers about a listen host.
 	config.Resolver = configtest.Hosts{}
-	os.Exit(m.Run())
+	code := m.Run()
+	// The PostgreSQL that pgtest.DSN started for the platform tests.
+	pgtest.StopShared()
+	os.Exit(code)
 }
 
 // skipIfEmulated skips a test that runs this test binary as a real
