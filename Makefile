@@ -6,7 +6,10 @@
 # bare net/http handler, the hub, and Node-RED when node and npm are there),
 # the hub's footprint (BenchmarkFootprint), its CPU time per command
 # beside the bare handler's (BenchmarkCPUPerCommand) and its event streams
-# (BenchmarkEventStreams: report to event, 1,000 streams), as tables. Loopback only;
+# (BenchmarkEventStreams: report to event, 1,000 streams), as tables, and
+# the platform at scale on SQLite and on PostgreSQL with one and two
+# processes (BenchmarkHubLinksScale: HUB_LINKS hub links, default 1000;
+# BenchmarkTokenRate: token and discovery requests per second). Loopback only;
 # Node-RED is installed with npm into a temporary directory (NODE_RED_DIR
 # may name an existing install). Not part of make test.
 # make dist: switchbridge for every hub target (linux arm64, armv7, armv6
@@ -22,6 +25,7 @@ DIST ?= dist
 FUZZTIME ?= 10s
 BENCH_REQUESTS ?= 200
 BENCH_N ?= 1,10,100
+HUB_LINKS ?= 1000
 
 .PHONY: test lint unit fuzz cross qemu deb dist package clean bench
 
@@ -108,6 +112,9 @@ bench:
 	$(GO) test -run '^$$' -bench '^BenchmarkFootprint$$' -benchtime 3x -timeout 10m ./cmd/switchbridge
 	$(GO) test -run '^$$' -bench '^BenchmarkCPUPerCommand$$' -benchtime 3x -timeout 10m ./cmd/switchbridge
 	$(GO) test -run '^$$' -bench '^BenchmarkEventStreams$$' -benchtime 1x -timeout 10m ./cmd/switchbridge
+	$(GO) test -run '^$$' -bench '^BenchmarkHubLinksScale$$' -benchtime 1x -timeout 30m ./cmd/switchbridge \
+		-hublinks.n=$(HUB_LINKS)
+	$(GO) test -run '^$$' -bench '^BenchmarkTokenRate$$' -benchtime 1x -timeout 10m ./cmd/switchbridge
 
 dist:
 	GO=$(GO) ./.ci/cross-build $(DIST)

@@ -4,8 +4,10 @@
 // with every further failure, up to a maximum. A key that has not failed
 // for a while is forgotten. The table is bounded: when it is full, the keys
 // whose last failure is oldest go first, so a flood of new keys cannot wipe
-// out the count of one being attacked right now. The web login and the
-// embedded broker's logins keep their failures in it.
+// out the count of one being attacked right now. The embedded broker's
+// logins keep their failures in a Table; the web login keeps its own in
+// the database, where every platform process counts together, under the
+// same Policy.
 package failures
 
 import (
@@ -33,6 +35,25 @@ func (p Policy) Delay(count, free int) time.Duration {
 		return 0
 	}
 	return min(p.FirstDelay<<min(over, 20), p.MaxDelay)
+}
+
+// Forgotten reports whether at now a key whose last failure was at last
+// has started over.
+func (p Policy) Forgotten(now, last time.Time) bool {
+	return now.Sub(last) > p.ForgetAfter
+}
+
+// Wait is how long at now a key must still wait that failed count times,
+// of which free were free, the last at last: 0 when it need not, or when
+// its failures are forgotten.
+func (p Policy) Wait(now, last time.Time, count, free int) time.Duration {
+	if count == 0 || p.Forgotten(now, last) {
+		return 0
+	}
+	if until := last.Add(p.Delay(count, free)); now.Before(until) {
+		return until.Sub(now)
+	}
+	return 0
 }
 
 // Budget is a key and its free failures.
@@ -65,12 +86,8 @@ func (t *Table) Wait(now time.Time, budgets ...Budget) time.Duration {
 	defer t.mu.Unlock()
 	var longest time.Duration
 	for _, b := range budgets {
-		e := t.live(now, b.Key)
-		if e == nil {
-			continue
-		}
-		if until := e.last.Add(t.p.Delay(e.count, b.Free)); now.Before(until) {
-			longest = max(longest, until.Sub(now))
+		if e := t.live(now, b.Key); e != nil {
+			longest = max(longest, t.p.Wait(now, e.last, e.count, b.Free))
 		}
 	}
 	return longest
@@ -127,7 +144,7 @@ func (t *Table) Len() int {
 // live is key's entry unless it is forgotten.
 func (t *Table) live(now time.Time, key string) *entry {
 	e := t.keys[key]
-	if e == nil || now.Sub(e.last) > t.p.ForgetAfter {
+	if e == nil || t.p.Forgotten(now, e.last) {
 		return nil
 	}
 	return e
@@ -137,7 +154,7 @@ func (t *Table) live(now time.Time, key string) *entry {
 // of the keys whose last failure is oldest.
 func (t *Table) evictLocked(now time.Time) {
 	for k, e := range t.keys {
-		if now.Sub(e.last) > t.p.ForgetAfter {
+		if t.p.Forgotten(now, e.last) {
 			delete(t.keys, k)
 		}
 	}

@@ -66,3 +66,27 @@ func TestBounded(t *testing.T) {
 		t.Errorf("the attacked key's count is %d, want 100", n)
 	}
 }
+
+// Policy.Wait is the Table's rule for one key, for counts kept elsewhere
+// (the web login's, in the database).
+func TestPolicyWait(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	for _, c := range []struct {
+		name        string
+		ago         time.Duration
+		count, free int
+		want        time.Duration
+	}{
+		{"never failed", 0, 0, 0, 0},
+		{"within its free failures", 0, 1, 2, 0},
+		{"free failures spent", 0, 2, 2, time.Second},
+		{"partly waited", 300 * time.Millisecond, 2, 2, 700 * time.Millisecond},
+		{"doubled, capped", 0, 10, 2, 8 * time.Second},
+		{"delay over", 9 * time.Second, 10, 2, 0},
+		{"forgotten", policy.ForgetAfter + time.Second, 10, 0, 0},
+	} {
+		if got := policy.Wait(now, now.Add(-c.ago), c.count, c.free); got != c.want {
+			t.Errorf("%s: wait %s, want %s", c.name, got, c.want)
+		}
+	}
+}

@@ -70,21 +70,29 @@ const timeFormat = "2 Jan 2006 15:04"
 func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 	pageHeaders(w)
 	secure := s.secure()
-	id, sess := s.sessions.get(r, secure)
+	id, sess, err := s.sessions.get(r, secure)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
 	flash, notice := s.sessions.takeFlash(w, r, secure)
 	if sess == nil {
 		if notice {
 			flash = ""
 		}
-		s.render(w, http.StatusOK, "login", pageData{CSRF: s.sessions.loginCSRF(w, r, secure), Error: flash})
+		s.renderLogin(w, r, pageData{Error: flash})
 		return
 	}
 	ctx := r.Context()
 	user, err := s.sessionUser(ctx, sess)
+	if bridge.ErrorCode(err) == bridge.ENOTFOUND {
+		// The user was deleted, or changed their password, since.
+		s.sessions.end(ctx, id)
+		s.renderLogin(w, r, pageData{Error: "Please log in again."})
+		return
+	}
 	if err != nil {
-		// The user was deleted while logged in.
-		s.sessions.end(id)
-		s.render(w, http.StatusOK, "login", pageData{CSRF: s.sessions.loginCSRF(w, r, secure), Error: "Please log in again."})
+		s.internal(w, r, err)
 		return
 	}
 	ins, err := s.connected.InstallationsOf(ctx, user.ID)
@@ -92,7 +100,7 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, err)
 		return
 	}
-	d := pageData{CSRF: sess.csrf, User: user}
+	d := pageData{CSRF: sess.CSRF, User: user}
 	if notice {
 		d.Notice = flash
 	} else {
@@ -187,7 +195,11 @@ func (s *Server) readAppsForm(w http.ResponseWriter, r *http.Request) (p appsFor
 		s.errorPage(w, http.StatusBadRequest, "The form could not be read: "+err.Error())
 		return p, false
 	}
-	_, sess := s.sessions.get(r, s.secure())
+	_, sess, err := s.sessions.get(r, s.secure())
+	if err != nil {
+		s.internal(w, r, err)
+		return p, false
+	}
 	if !csrfOK(sess, f.Get("csrf")) {
 		s.errorPage(w, http.StatusForbidden, "This form has expired or was not sent by this page. Open your connected apps again.")
 		return p, false
@@ -202,11 +214,11 @@ func (s *Server) readAppsForm(w http.ResponseWriter, r *http.Request) (p appsFor
 // ownInstallation looks up an installation of the session's user; anything
 // else (another user's, a removed one, garbage) is "not connected", so the
 // page tells no one whose installations exist.
-func (s *Server) ownInstallation(w http.ResponseWriter, r *http.Request, sess *session, id string) (*bridge.User, *bridge.Installation, *bridge.App, bool) {
+func (s *Server) ownInstallation(w http.ResponseWriter, r *http.Request, sess *bridge.LoginSession, id string) (*bridge.User, *bridge.Installation, *bridge.App, bool) {
 	ctx := r.Context()
 	user, err := s.sessionUser(ctx, sess)
 	if err != nil {
-		s.sessions.setFlash(w, "Please log in again.", s.secure())
+		s.sessions.setFlash(r.Context(), w, "Please log in again.", s.secure())
 		http.Redirect(w, r, appsPage, http.StatusSeeOther)
 		return nil, nil, nil, false
 	}
@@ -219,7 +231,7 @@ func (s *Server) ownInstallation(w http.ResponseWriter, r *http.Request, sess *s
 			s.internal(w, r, err)
 			return nil, nil, nil, false
 		}
-		s.sessions.setFlash(w, "That app is not connected (any more).", s.secure())
+		s.sessions.setFlash(r.Context(), w, "That app is not connected (any more).", s.secure())
 		http.Redirect(w, r, appsPage, http.StatusSeeOther)
 		return nil, nil, nil, false
 	}
@@ -246,7 +258,7 @@ func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) {
 	// this process's next requests the look at it.
 	s.grants.clear()
 	s.logger.Info("app removed by its user", "client_id", p.in.ClientID, "installation", p.in.ID, "user", p.user.Name, "location", p.in.LocationID)
-	s.sessions.setNotice(w, fmt.Sprintf("%s is removed from %s: its access ended.", p.app.Name, s.locationName(r.Context(), p.in.LocationID)), s.secure())
+	s.sessions.setNotice(r.Context(), w, fmt.Sprintf("%s is removed from %s: its access ended.", p.app.Name, s.locationName(r.Context(), p.in.LocationID)), s.secure())
 	http.Redirect(w, r, appsPage, http.StatusSeeOther)
 }
 
@@ -255,7 +267,11 @@ func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleChangeForm(w http.ResponseWriter, r *http.Request) {
 	pageHeaders(w)
 	secure := s.secure()
-	_, sess := s.sessions.get(r, secure)
+	_, sess, err := s.sessions.get(r, secure)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
 	if sess == nil {
 		http.Redirect(w, r, appsPage, http.StatusSeeOther) // its login form
 		return
@@ -270,11 +286,11 @@ func (s *Server) handleChangeForm(w http.ResponseWriter, r *http.Request) {
 	}
 	v, ok := s.locationOf(r.Context(), in.LocationID, in.SwitchIDs)
 	if !ok || !user.MemberOf(in.LocationID) {
-		s.sessions.setFlash(w, fmt.Sprintf("The switches of %s cannot be changed: you no longer have %s. Remove it instead.", app.Name, s.locationName(r.Context(), in.LocationID)), secure)
+		s.sessions.setFlash(r.Context(), w, fmt.Sprintf("The switches of %s cannot be changed: you no longer have %s. Remove it instead.", app.Name, s.locationName(r.Context(), in.LocationID)), secure)
 		http.Redirect(w, r, appsPage, http.StatusSeeOther)
 		return
 	}
-	s.render(w, http.StatusOK, "change", pageData{App: app, CSRF: sess.csrf, Error: flash, User: user,
+	s.render(w, http.StatusOK, "change", pageData{App: app, CSRF: sess.CSRF, Error: flash, User: user,
 		Locations: []locationView{v}, Installation: in.ID})
 }
 
@@ -287,12 +303,12 @@ func (s *Server) handleChangeSwitches(w http.ResponseWriter, r *http.Request) {
 	}
 	in, err := s.Issuer.Install(r.Context(), InstallRequest{App: p.app, User: p.user, LocationID: p.in.LocationID, SwitchIDs: p.f["switch"]})
 	if errors.Is(err, ErrNotInstallable) {
-		s.sessions.setFlash(w, fmt.Sprintf("%s is no longer published, so its switches cannot be changed. Remove it, or keep it as it is.", p.app.Name), s.secure())
+		s.sessions.setFlash(r.Context(), w, fmt.Sprintf("%s is no longer published, so its switches cannot be changed. Remove it, or keep it as it is.", p.app.Name), s.secure())
 		http.Redirect(w, r, appsPage, http.StatusSeeOther)
 		return
 	}
 	if msg := s.refusal(err, p.in.LocationID); msg != "" {
-		s.sessions.setFlash(w, msg, s.secure())
+		s.sessions.setFlash(r.Context(), w, msg, s.secure())
 		http.Redirect(w, r, appsPage+"/switches?installation="+p.in.ID, http.StatusSeeOther)
 		return
 	}
@@ -309,7 +325,7 @@ func (s *Server) handleChangeSwitches(w http.ResponseWriter, r *http.Request) {
 	s.grants.clear()
 	s.logger.Info("switches of an app changed by its user", "client_id", in.ClientID, "installation", in.ID, "user", p.user.Name,
 		"location", in.LocationID, "switches", len(in.SwitchIDs))
-	s.sessions.setNotice(w, fmt.Sprintf("%s now controls %s in %s.", p.app.Name, s.switchNames(r.Context(), in.LocationID, in.SwitchIDs), s.locationName(r.Context(), in.LocationID)), s.secure())
+	s.sessions.setNotice(r.Context(), w, fmt.Sprintf("%s now controls %s in %s.", p.app.Name, s.switchNames(r.Context(), in.LocationID, in.SwitchIDs), s.locationName(r.Context(), in.LocationID)), s.secure())
 	http.Redirect(w, r, appsPage, http.StatusSeeOther)
 }
 

@@ -7,6 +7,8 @@ package oauth
 import (
 	"net/http"
 	"net/url"
+
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
 func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
@@ -22,7 +24,11 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	secure := s.secure()
-	id, sess := s.sessions.get(r, secure)
+	id, sess, err := s.sessions.get(r, secure)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
 	app, err := s.apps.App(r.Context(), req.ClientID)
 	if err != nil {
 		s.internal(w, r, err)
@@ -33,13 +39,18 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 		flash = "" // meant for the connected apps page
 	}
 	if sess == nil {
-		s.render(w, http.StatusOK, "login", pageData{App: app, Req: req, CSRF: s.sessions.loginCSRF(w, r, secure), Error: flash})
+		s.renderLogin(w, r, pageData{App: app, Req: req, Error: flash})
 		return
 	}
 	user, err := s.sessionUser(r.Context(), sess)
+	if bridge.ErrorCode(err) == bridge.ENOTFOUND {
+		// The user was deleted, or changed their password, since.
+		s.sessions.end(r.Context(), id)
+		s.renderLogin(w, r, pageData{App: app, Req: req, Error: "Please log in again."})
+		return
+	}
 	if err != nil {
-		s.sessions.end(id)
-		s.render(w, http.StatusOK, "login", pageData{App: app, Req: req, CSRF: s.sessions.loginCSRF(w, r, secure), Error: "Please log in again."})
+		s.internal(w, r, err)
 		return
 	}
 	if !app.InstallableBy(user.ID) {
@@ -48,7 +59,7 @@ func (s *Server) handleAuthorize(w http.ResponseWriter, r *http.Request) {
 			Description: "this app is not published; only its developer can install it", req: req})
 		return
 	}
-	s.render(w, http.StatusOK, "consent", pageData{App: app, Req: req, CSRF: sess.csrf, Error: flash, User: user,
+	s.render(w, http.StatusOK, "consent", pageData{App: app, Req: req, CSRF: sess.CSRF, Error: flash, User: user,
 		Locations: s.consentLocations(r.Context(), user, app.ClientID), ReturnTo: returnHost(req.RedirectURI)})
 }
 

@@ -109,7 +109,7 @@ func (s *Server) handleConsent(w http.ResponseWriter, r *http.Request) {
 	user, err := s.sessionUser(ctx, sess)
 	if bridge.ErrorCode(err) == bridge.ENOTFOUND {
 		// The owner deleted the user while they were logged in.
-		s.sessions.end(p.sessionID)
+		s.sessions.end(ctx, p.sessionID)
 		s.errorPage(w, http.StatusForbidden, "Your login has ended (the user was removed, or its password changed). Log in again.")
 		return
 	}
@@ -131,7 +131,7 @@ func (s *Server) handleConsent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if msg := s.refusal(err, locID); msg != "" {
-		s.sessions.setFlash(w, msg, s.secure())
+		s.sessions.setFlash(r.Context(), w, msg, s.secure())
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}

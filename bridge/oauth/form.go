@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
 // maxFormBytes bounds login, consent and token request bodies: they hold a
@@ -51,7 +53,7 @@ type postedForm struct {
 	f         url.Values
 	req       *authRequest // nil for the connected apps page's login
 	sessionID string
-	sess      *session // nil for a login
+	sess      *bridge.LoginSession // nil for a login
 	// back is the page the POST returns to: the authorization request's,
 	// or the connected apps page.
 	back string
@@ -97,8 +99,19 @@ func (s *Server) readPostedForm(w http.ResponseWriter, r *http.Request, login bo
 		back = "/oauth/authorize?" + req.Query()
 	}
 	secure := s.secure()
-	id, sess := s.sessions.get(r, secure)
-	if login && !s.sessions.loginCSRFOK(r, f.Get("csrf"), secure) || !login && !csrfOK(sess, f.Get("csrf")) {
+	id, sess, err := s.sessions.get(r, secure)
+	if err != nil {
+		s.internal(w, r, err)
+		return p, false
+	}
+	csrf := csrfOK(sess, f.Get("csrf"))
+	if login {
+		if csrf, err = s.sessions.loginCSRFOK(r, f.Get("csrf"), secure); err != nil {
+			s.internal(w, r, err)
+			return p, false
+		}
+	}
+	if !csrf {
 		s.errorPage(w, http.StatusForbidden, "This form has expired or was not sent by this page. Go back and start again from the app.")
 		return p, false
 	}

@@ -19,7 +19,7 @@ import (
 // says for how long.
 func (s *Server) throttled(w http.ResponseWriter, r *http.Request, back string, wait time.Duration) {
 	s.observe("authorization_denied", "login_throttled")
-	s.sessions.setFlash(w, fmt.Sprintf("Too many failed logins. Try again in %d seconds.", int(wait.Seconds()+1)), s.secure())
+	s.sessions.setFlash(r.Context(), w, fmt.Sprintf("Too many failed logins. Try again in %d seconds.", int(wait.Seconds()+1)), s.secure())
 	http.Redirect(w, r, back, http.StatusSeeOther)
 }
 
@@ -38,19 +38,33 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 			keys = keys.fromDevice(s.device(r, u))
 		}
 	}
-	if wait := s.throttle.wait(s.now(), keys); wait > 0 {
+	ctx := r.Context()
+	wait, err := s.throttle.wait(ctx, s.now(), keys)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	if wait > 0 {
 		s.logger.Warn("login refused: too many failed logins", "client_id", bridge.Untrusted(clientID), "retry_after_seconds", int(wait.Seconds()+1))
 		s.throttled(w, r, back, wait)
 		return
 	}
 	var user *bridge.User
-	var err error
-	var wait time.Duration
-	switch s.throttle.check(r.Context(), func() {
+	var bad, nameSpent bool
+	var serr error // the store's
+	switch s.throttle.check(ctx, func() {
 		// Again, now that this login has its turn: a burst of logins all
 		// passed the first check before any of them failed.
-		if wait = s.throttle.wait(s.now(), keys); wait == 0 {
-			user, err = s.checkPassword(r.Context(), name, f.Get("password"))
+		if wait, serr = s.throttle.wait(ctx, s.now(), keys); serr != nil || wait > 0 {
+			return
+		}
+		var err error
+		if user, err = s.checkPassword(ctx, name, f.Get("password")); err != nil {
+			// Counted before the slot is given up, so the next login
+			// to take it sees this failure; counted even when the
+			// client has gone, so going away saves no guess.
+			bad = true
+			nameSpent, serr = s.throttle.fail(context.WithoutCancel(ctx), s.now(), keys)
 		}
 	}) {
 	case gaveUp:
@@ -60,30 +74,41 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		s.throttled(w, r, back, busyRetry)
 		return
 	}
+	if serr != nil {
+		s.internal(w, r, serr)
+		return
+	}
 	if wait > 0 {
 		s.throttled(w, r, back, wait)
 		return
 	}
-	if err != nil {
-		if s.throttle.fail(s.now(), keys) {
+	if bad {
+		if nameSpent {
 			s.logger.Warn("many failed logins for one user name: someone may be guessing its password; "+
 				"logins as that user now wait, except from browsers the user logged in from before", "failures", userFree)
 		}
 		s.observe("authorization_denied", "bad_login")
 		// The typed name is logged only when it is a user: a password typed
 		// into the name field must not end up in the log.
-		if _, uerr := s.users.UserByName(r.Context(), f.Get("username")); uerr == nil {
+		if _, uerr := s.users.UserByName(ctx, f.Get("username")); uerr == nil {
 			s.logger.Info("login failed", "user", bridge.Untrusted(f.Get("username")), "client_id", bridge.Untrusted(clientID))
 		} else {
 			s.logger.Info("login failed for an unknown user name", "client_id", bridge.Untrusted(clientID))
 		}
-		s.sessions.setFlash(w, "Unknown user or wrong password.", s.secure())
+		s.sessions.setFlash(r.Context(), w, "Unknown user or wrong password.", s.secure())
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}
-	s.throttle.succeed(keys)
+	if err := s.throttle.succeed(ctx, keys); err != nil {
+		// The counts stay until they are forgotten; the login goes on.
+		s.logger.Warn("clearing the failed logins of a correct login", "err", err)
+	}
+	nid, _, err := s.sessions.start(ctx, id, user)
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
 	s.rememberDevice(w, r, user)
-	nid, _ := s.sessions.start(id, user)
 	setCookie(w, sessionCookie, nid, sessionLifetime, s.secure())
 	http.Redirect(w, r, back, http.StatusSeeOther)
 }
@@ -120,12 +145,21 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 		s.errorPage(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	id, sess := s.sessions.get(r, s.secure())
+	id, sess, err := s.sessions.get(r, s.secure())
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
 	if !csrfOK(sess, f.Get("csrf")) {
 		s.errorPage(w, http.StatusForbidden, "This form has expired or was not sent by this page.")
 		return
 	}
-	s.sessions.end(id)
+	if err := s.sessions.end(r.Context(), id); err != nil {
+		// Not logged out at the other processes: say so, not that it
+		// worked.
+		s.internal(w, r, err)
+		return
+	}
 	setCookie(w, sessionCookie, "", 0, s.secure())
 	if returnsToApps(f) {
 		http.Redirect(w, r, appsPage, http.StatusSeeOther) // its login form

@@ -55,7 +55,7 @@ type Server struct {
 	// store.UsageWriter notes it in memory and writes behind).
 	Used func(installationID string, at time.Time)
 
-	sessions *sessions
+	sessions *sessions // logged-in sessions, the login form's CSRF and flash messages
 	throttle *throttle
 	grants   *grantCache
 	now      func() time.Time
@@ -69,11 +69,12 @@ func New(st Store, hub *bridge.Switchboard, logger *slog.Logger) *Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	key := &signingKey{store: st}
 	return &Server{
 		users: st, apps: st, granted: st, connected: st, hub: hub, logger: logger,
 		Issuer:   NewIssuer(st, hub),
-		sessions: newSessions(),
-		throttle: newThrottle(),
+		sessions: newSessions(st, key, logger),
+		throttle: newThrottle(st, key),
 		grants:   newGrantCache(),
 		now:      time.Now,
 	}

@@ -3,59 +3,114 @@ package oauth
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
 )
 
 // Sessions exist only for users who logged in: a visitor who has not
-// cannot make the hub keep anything, so a flood of visits cannot push out
-// anyone's login in progress. The login form is protected against CSRF by
-// a double-submit token instead: the visitor's cookie holds a random value
-// the hub does not store, and the form carries an HMAC of it under a key
-// only this process knows. The messages shown after a redirect (a wrong
+// cannot make the platform keep anything, so a flood of visits cannot push
+// out anyone's login in progress. The login form is protected against CSRF
+// by a double-submit token instead: the visitor's cookie holds a random
+// value the platform does not store, and the form carries an HMAC of it
+// under the signing key. The messages shown after a redirect (a wrong
 // password, a form to fix) travel the same way, signed, in a short-lived
 // cookie.
 //
-// Logged-in sessions live in memory: losing them on restart only means
-// logging in again (and the key is new, so login forms open at the time
-// must be sent again), and nothing a user created depends on them.
+// Logged-in sessions and the signing key are kept in the database
+// (LoginSessions, SigningKeys), so that several platform processes behind
+// one address are one platform: a login form rendered by one is accepted
+// by another, a session started through one is live at all of them, and a
+// logout through one ends it everywhere. A session is stored by the hash
+// of its cookie, so reading the database gives no one a login; it also
+// survives a restart.
 const (
 	sessionCookie   = "switchbridge_session"
 	flashCookie     = "switchbridge_flash"
 	sessionLifetime = 30 * time.Minute
 	flashLifetime   = time.Minute
-	maxSessions     = 10000 // bounds memory against a user logging in forever
+	maxSessions     = 10000 // bounds the table against a user logging in forever
 	maxUserSessions = 20    // one user's logins cannot push out another's
 )
 
-type session struct {
-	userID int64
-	// password is a digest of the user's password hash at login: a
-	// password changed since ends the session (sessionUser).
-	password []byte
-	csrf     string
-	expires  time.Time
+// signingKeyName names the signing key in the database.
+const signingKeyName = "login-pages"
+
+// signingKey is the key that signs login forms' CSRF tokens and the
+// flash messages, and keys the hashes of the throttle's keys. The first
+// process that needs it makes it; every process reads it once and then
+// holds it, since it never changes.
+type signingKey struct {
+	store SigningKeys
+	mu    sync.Mutex // held while reading it from the database
+	key   atomic.Pointer[[]byte]
+}
+
+func (k *signingKey) get(ctx context.Context) ([]byte, error) {
+	if p := k.key.Load(); p != nil {
+		return *p, nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if p := k.key.Load(); p != nil {
+		return *p, nil
+	}
+	fresh := make([]byte, 32)
+	rand.Read(fresh)
+	key, err := k.store.SigningKey(ctx, signingKeyName, fresh)
+	if err != nil {
+		return nil, fmt.Errorf("reading the signing key of the login pages: %w", err)
+	}
+	if len(key) < 32 {
+		return nil, fmt.Errorf("the signing key of the login pages is %d bytes; want at least 32", len(key))
+	}
+	k.key.Store(&key)
+	return key, nil
+}
+
+// sum is the HMAC of v for a purpose, so that a value signed for one
+// purpose (a flash message) passes for no other (a CSRF token).
+func (k *signingKey) sum(ctx context.Context, purpose, v string) ([]byte, error) {
+	key, err := k.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(purpose))
+	m.Write([]byte{0})
+	m.Write([]byte(v))
+	return m.Sum(nil), nil
+}
+
+// mac is sum as text, for a form or a cookie.
+func (k *signingKey) mac(ctx context.Context, purpose, v string) (string, error) {
+	sum, err := k.sum(ctx, purpose, v)
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(sum), nil
 }
 
 type sessions struct {
-	mu  sync.Mutex
-	m   map[string]*session // by Hash(cookie value)
-	now func() time.Time
-	key []byte // signs login-form CSRF tokens and flash messages
+	store  LoginSessions
+	key    *signingKey
+	now    func() time.Time
+	logger *slog.Logger
 }
 
-func newSessions() *sessions {
-	return &sessions{m: map[string]*session{}, now: time.Now, key: []byte(NewSecret())}
+func newSessions(st LoginSessions, key *signingKey, logger *slog.Logger) *sessions {
+	return &sessions{store: st, key: key, now: time.Now, logger: logger}
 }
-
-func key(id string) string { return string(Hash(id)) }
 
 // cookieName is a cookie's name: with https the __Host- prefix, which a
 // browser accepts only with Secure, Path=/ and no Domain, so no other host
@@ -101,48 +156,53 @@ func setCookie(w http.ResponseWriter, name, value string, maxAge time.Duration, 
 	})
 }
 
-// get returns the logged-in session of the request's cookie, if it is live.
-func (s *sessions) get(r *http.Request, secure bool) (string, *session) {
+// get returns the logged-in session of the request's cookie, if it is
+// live, and its id; an error only when the database could not say.
+func (s *sessions) get(r *http.Request, secure bool) (string, *bridge.LoginSession, error) {
 	id := cookie(r, sessionCookie, secure)
-	if id == "" {
-		return "", nil
+	if !wellFormedSecret(id) {
+		return "", nil, nil // not made by the platform: no session to look up
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess, ok := s.m[key(id)]
-	if !ok || !s.now().Before(sess.expires) {
-		return "", nil
+	sess, err := s.store.LoginSession(r.Context(), Hash(id))
+	if bridge.ErrorCode(err) == bridge.ENOTFOUND {
+		return "", nil, nil
 	}
-	return id, sess
+	if err != nil {
+		return "", nil, err
+	}
+	if !s.now().Before(sess.Expires) {
+		return "", nil, nil
+	}
+	return id, sess, nil
 }
 
 // loginCSRF returns the CSRF token of the login form for this visitor,
 // giving the visitor a fresh random cookie value when it has none.
-func (s *sessions) loginCSRF(w http.ResponseWriter, r *http.Request, secure bool) string {
+func (s *sessions) loginCSRF(w http.ResponseWriter, r *http.Request, secure bool) (string, error) {
 	v := cookie(r, sessionCookie, secure)
 	if !wellFormedSecret(v) {
 		v = NewSecret()
 		setCookie(w, sessionCookie, v, sessionLifetime, secure)
 	}
-	return s.mac("login-csrf", v)
+	return s.key.mac(r.Context(), "login-csrf", v)
 }
 
-// loginCSRFOK checks a login form's CSRF token against the request's cookie.
-func (s *sessions) loginCSRFOK(r *http.Request, presented string, secure bool) bool {
+// loginCSRFOK checks a login form's CSRF token against the request's
+// cookie.
+func (s *sessions) loginCSRFOK(r *http.Request, presented string, secure bool) (bool, error) {
 	v := cookie(r, sessionCookie, secure)
-	return wellFormedSecret(v) && presented != "" && hmac.Equal([]byte(s.mac("login-csrf", v)), []byte(presented))
-}
-
-func (s *sessions) mac(purpose, v string) string {
-	m := hmac.New(sha256.New, s.key)
-	m.Write([]byte(purpose))
-	m.Write([]byte{0})
-	m.Write([]byte(v))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+	if !wellFormedSecret(v) || presented == "" {
+		return false, nil
+	}
+	want, err := s.key.mac(r.Context(), "login-csrf", v)
+	if err != nil {
+		return false, err
+	}
+	return hmac.Equal([]byte(want), []byte(presented)), nil
 }
 
 // wellFormedSecret reports whether v looks like a NewSecret: a cookie of
-// any other shape was not made by the hub and is replaced.
+// any other shape was not made by the platform and is replaced.
 func wellFormedSecret(v string) bool {
 	if len(v) != 43 {
 		return false
@@ -153,64 +213,49 @@ func wellFormedSecret(v string) bool {
 
 // start makes a logged-in session (replacing old, when given: a login
 // rotates the id so a planted cookie cannot ride it) and returns its id.
-func (s *sessions) start(old string, user *bridge.User) (string, *session) {
+// The store keeps the bounds: at most maxUserSessions per user and
+// maxSessions in all, the oldest going first.
+func (s *sessions) start(ctx context.Context, old string, user *bridge.User) (string, *bridge.LoginSession, error) {
 	id := NewSecret()
 	now := s.now()
-	userID := user.ID
-	sess := &session{userID: userID, password: passwordDigest(user.PasswordHash), csrf: NewSecret(), expires: now.Add(sessionLifetime)}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	sess := &bridge.LoginSession{UserID: user.ID, Password: passwordDigest(user.PasswordHash), CSRF: NewSecret(),
+		Created: now, Expires: now.Add(sessionLifetime)}
+	var replaced []byte
 	if old != "" {
-		delete(s.m, key(old))
+		replaced = Hash(old)
 	}
-	s.evictLocked(now, userID)
-	s.m[key(id)] = sess
-	return id, sess
+	if err := s.store.StartLoginSession(ctx, Hash(id), *sess, replaced, maxUserSessions, maxSessions); err != nil {
+		return "", nil, err
+	}
+	return id, sess, nil
 }
 
-// evictLocked drops expired sessions when the table is full, keeps a
-// user below maxUserSessions by dropping that user's oldest, and, should
-// the table still be full, drops the oldest of all.
-func (s *sessions) evictLocked(now time.Time, userID int64) {
-	if len(s.m) >= maxSessions {
-		for k, v := range s.m {
-			if !now.Before(v.expires) {
-				delete(s.m, k)
-			}
-		}
-	}
-	for _, uid := range []int64{userID, 0} { // 0: any user
-		n := 0
-		oldest, oldestKey := time.Time{}, ""
-		for k, v := range s.m {
-			if uid != 0 && v.userID != uid {
-				continue
-			}
-			n++
-			if oldestKey == "" || v.expires.Before(oldest) {
-				oldest, oldestKey = v.expires, k
-			}
-		}
-		if (uid != 0 && n >= maxUserSessions) || (uid == 0 && n >= maxSessions) {
-			delete(s.m, oldestKey)
-		}
-	}
-}
-
-func (s *sessions) end(id string) {
+// end ends a session at every process. A failure is logged and returned;
+// callers that end a session only because it is no longer valid (its user
+// is gone) may ignore it, since such a session is refused anyway.
+func (s *sessions) end(ctx context.Context, id string) error {
 	if id == "" {
-		return
+		return nil
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.m, key(id))
+	err := s.store.EndLoginSession(ctx, Hash(id))
+	if err != nil {
+		s.logger.Error("ending a login session", "err", err)
+	}
+	return err
 }
 
 // setFlash leaves a message for the next page, signed so that nobody but
-// the hub can make its pages say something.
-func (s *sessions) setFlash(w http.ResponseWriter, msg string, secure bool) {
+// the platform can make its pages say something. Without the signing key
+// (the database is away) the message is logged and dropped: the page
+// after the redirect shows none.
+func (s *sessions) setFlash(ctx context.Context, w http.ResponseWriter, msg string, secure bool) {
 	v := base64.RawURLEncoding.EncodeToString([]byte(msg))
-	setCookie(w, flashCookie, v+"."+s.mac("flash", v), flashLifetime, secure)
+	sig, err := s.key.mac(ctx, "flash", v)
+	if err != nil {
+		s.logger.Error("a message for the next page is dropped", "err", err)
+		return
+	}
+	setCookie(w, flashCookie, v+"."+sig, flashLifetime, secure)
 }
 
 // noticeMark starts a flash message that reports something done (the
@@ -218,8 +263,8 @@ func (s *sessions) setFlash(w http.ResponseWriter, msg string, secure bool) {
 const noticeMark = "\x00notice\x00"
 
 // setNotice leaves a message saying that something was done.
-func (s *sessions) setNotice(w http.ResponseWriter, msg string, secure bool) {
-	s.setFlash(w, noticeMark+msg, secure)
+func (s *sessions) setNotice(ctx context.Context, w http.ResponseWriter, msg string, secure bool) {
+	s.setFlash(ctx, w, noticeMark+msg, secure)
 }
 
 // takeFlash returns the request's message, if it carries a valid one, and
@@ -231,7 +276,15 @@ func (s *sessions) takeFlash(w http.ResponseWriter, r *http.Request, secure bool
 	}
 	setCookie(w, flashCookie, "", 0, secure)
 	v, sig, ok := strings.Cut(c, ".")
-	if !ok || !hmac.Equal([]byte(s.mac("flash", v)), []byte(sig)) {
+	if !ok {
+		return "", false
+	}
+	want, err := s.key.mac(r.Context(), "flash", v)
+	if err != nil {
+		s.logger.Error("a message for this page is dropped", "err", err)
+		return "", false
+	}
+	if !hmac.Equal([]byte(want), []byte(sig)) {
 		return "", false
 	}
 	b, err := base64.RawURLEncoding.DecodeString(v)
@@ -242,8 +295,19 @@ func (s *sessions) takeFlash(w http.ResponseWriter, r *http.Request, secure bool
 	return msg, notice
 }
 
-func csrfOK(sess *session, presented string) bool {
-	return sess != nil && presented != "" && subtle.ConstantTimeCompare([]byte(sess.csrf), []byte(presented)) == 1
+// renderLogin shows the login form with its CSRF token.
+func (s *Server) renderLogin(w http.ResponseWriter, r *http.Request, d pageData) {
+	csrf, err := s.sessions.loginCSRF(w, r, s.secure())
+	if err != nil {
+		s.internal(w, r, err)
+		return
+	}
+	d.CSRF = csrf
+	s.render(w, http.StatusOK, "login", d)
+}
+
+func csrfOK(sess *bridge.LoginSession, presented string) bool {
+	return sess != nil && presented != "" && subtle.ConstantTimeCompare([]byte(sess.CSRF), []byte(presented)) == 1
 }
 
 // passwordDigest stands for a password hash in a session.
@@ -255,12 +319,12 @@ func passwordDigest(hash []byte) []byte {
 // sessionUser returns the user of a logged-in session: ENOTFOUND when the
 // user was deleted, or changed their password since this login (user
 // passwd ends every session of the user, in any process).
-func (s *Server) sessionUser(ctx context.Context, sess *session) (*bridge.User, error) {
-	u, err := s.users.UserByID(ctx, sess.userID)
+func (s *Server) sessionUser(ctx context.Context, sess *bridge.LoginSession) (*bridge.User, error) {
+	u, err := s.users.UserByID(ctx, sess.UserID)
 	if err != nil {
 		return nil, err
 	}
-	if subtle.ConstantTimeCompare(passwordDigest(u.PasswordHash), sess.password) != 1 {
+	if subtle.ConstantTimeCompare(passwordDigest(u.PasswordHash), sess.Password) != 1 {
 		return nil, bridge.Errorf(bridge.ENOTFOUND, "the user's password changed since this login")
 	}
 	return u, nil

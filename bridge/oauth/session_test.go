@@ -7,43 +7,43 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
-
-	"golang.org/x/crypto/bcrypt"
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
+// recordingStore is a real store that counts the sessions started in it.
+type recordingStore struct {
+	*store.DB
+	started atomic.Int64
+}
+
+func (r *recordingStore) StartLoginSession(ctx context.Context, hash []byte, s bridge.LoginSession, replaced []byte, perUser, total int) error {
+	r.started.Add(1)
+	return r.DB.StartLoginSession(ctx, hash, s, replaced, perUser, total)
+}
+
 // newTestServer is a Server over a real store in a temporary directory,
 // with one user (alice, in location 1) and one app.
 func newTestServer(t *testing.T) (*Server, *http.ServeMux, string) {
+	s, mux, _ := newRecordingServer(t)
+	return s, mux, authQuery
+}
+
+func newRecordingServer(t *testing.T) (*Server, *http.ServeMux, *recordingStore) {
 	t.Helper()
 	db, err := store.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home"}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hash, _ := bcrypt.GenerateFromPassword([]byte("alice-pw"), bcrypt.MinCost)
-	u, err := db.CreateUser(context.Background(), "alice", hash, []int64{1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.CreateApp(context.Background(), &bridge.App{ClientID: "app1", Name: "App", SecretHash: Hash("s"),
-		RedirectURIs: []string{"https://client.example/cb"}, OwnerID: u.ID, Published: true}); err != nil {
-		t.Fatal(err)
-	}
-	s := New(db, hub, nil)
-	s.PublicURL = "http://hub.test"
-	mux := http.NewServeMux()
-	s.Register(mux)
-	q := url.Values{"response_type": {"code"}, "client_id": {"app1"}, "scope": {"app"}, "redirect_uri": {"https://client.example/cb"}}
-	return s, mux, q.Encode()
+	seedPlatform(t, db)
+	st := &recordingStore{DB: db}
+	s, mux := platformProcess(t, st)
+	return s, mux, st
 }
 
 var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
@@ -52,7 +52,8 @@ var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 // not logged in stores nothing on the hub, so no number of visits can push
 // out another visitor's login in progress.
 func TestVisitorsKeepNoSessions(t *testing.T) {
-	s, mux, query := newTestServer(t)
+	_, mux, st := newRecordingServer(t)
+	query := authQuery
 	get := func(cookies ...*http.Cookie) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodGet, "/oauth/authorize?"+query, nil)
 		r.RemoteAddr = "192.0.2.1:1234"
@@ -76,11 +77,8 @@ func TestVisitorsKeepNoSessions(t *testing.T) {
 	for range 300 {
 		get()
 	}
-	s.sessions.mu.Lock()
-	n := len(s.sessions.m)
-	s.sessions.mu.Unlock()
-	if n != 0 {
-		t.Fatalf("%d sessions kept for visitors who did not log in", n)
+	if n := st.started.Load(); n != 0 {
+		t.Fatalf("%d sessions stored for visitors who did not log in", n)
 	}
 
 	form := url.Values{"username": {"alice"}, "password": {"alice-pw"}, "csrf": {csrf[1]}}
@@ -137,7 +135,7 @@ func TestFlashIsSigned(t *testing.T) {
 		return w.Body.String()
 	}
 	w := httptest.NewRecorder()
-	s.sessions.setFlash(w, "Unknown user or wrong password.", false)
+	s.sessions.setFlash(context.Background(), w, "Unknown user or wrong password.", false)
 	signed := w.Result().Cookies()[0]
 	if body := show(signed); !strings.Contains(body, "Unknown user or wrong password.") {
 		t.Errorf("a signed message is not shown")
@@ -166,35 +164,70 @@ func TestSecureFromTheParsedScheme(t *testing.T) {
 	}
 }
 
-// TestUserSessionsAreCapped: one user logging in again and again keeps at
-// most maxUserSessions, the oldest going first, and leaves another user's
-// session alone.
+// TestUserSessionsAreCapped: one user logging in again and again keeps
+// at most maxUserSessions, the oldest going first, and leaves another
+// user's session alone.
 func TestUserSessionsAreCapped(t *testing.T) {
-	ss := newSessions()
+	s, _, st := newRecordingServer(t)
+	ctx := context.Background()
+	ss := s.sessions
 	clock := time.Unix(1_000_000, 0)
 	ss.now = func() time.Time { clock = clock.Add(time.Second); return clock }
-	bob, _ := ss.start("", &bridge.User{ID: 2})
+	alice, err := st.UserByName(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := st.CreateUser(ctx, "bob", []byte("hash"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := func(id string) bool {
+		t.Helper()
+		_, err := st.LoginSession(ctx, Hash(id))
+		if err != nil && bridge.ErrorCode(err) != bridge.ENOTFOUND {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	start := func(u *bridge.User) string {
+		t.Helper()
+		id, _, err := ss.start(ctx, "", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	bobs := start(bob)
 	var ids []string
 	for range maxUserSessions + 5 {
-		id, _ := ss.start("", &bridge.User{ID: 1})
-		ids = append(ids, id)
+		ids = append(ids, start(alice))
 	}
-	count := 0
-	for _, v := range ss.m {
-		if v.userID == 1 {
-			count++
+	kept := 0
+	for _, id := range ids {
+		if live(id) {
+			kept++
 		}
 	}
-	if count != maxUserSessions {
-		t.Errorf("user 1 has %d sessions, want %d", count, maxUserSessions)
+	if kept != maxUserSessions {
+		t.Errorf("alice has %d sessions, want %d", kept, maxUserSessions)
 	}
-	if _, ok := ss.m[key(bob)]; !ok {
+	if !live(bobs) {
 		t.Error("another user's session was pushed out")
 	}
-	if _, ok := ss.m[key(ids[len(ids)-1])]; !ok {
+	if !live(ids[len(ids)-1]) {
 		t.Error("the newest session was pushed out")
 	}
-	if _, ok := ss.m[key(ids[0])]; ok {
+	if live(ids[0]) {
 		t.Error("the oldest session was kept")
+	}
+	// A session past its lifetime is not served, though still stored.
+	r := httptest.NewRequest(http.MethodGet, "/oauth/apps", nil)
+	r.AddCookie(&http.Cookie{Name: sessionCookie, Value: ids[len(ids)-1]})
+	if _, sess, err := ss.get(r, false); err != nil || sess == nil {
+		t.Fatalf("the newest session is not served: %v", err)
+	}
+	clock = clock.Add(sessionLifetime)
+	if _, sess, err := ss.get(r, false); err != nil || sess != nil {
+		t.Errorf("a session past its lifetime is served: %+v %v", sess, err)
 	}
 }

@@ -12,7 +12,8 @@ import (
 // login reads Users, every request reads Apps, the Issuer writes
 // Installations, Codes and Tokens, the token check reads a GrantSource, and
 // the connected apps page reads and removes a user's installations
-// (Connected).
+// (Connected), and the login pages keep their sessions, signing key and
+// failed logins (LoginSessions, SigningKeys, LoginFailures).
 
 // Users finds accounts: login by name, a session by id.
 type Users interface {
@@ -97,6 +98,52 @@ type Connected interface {
 	Uninstall(ctx context.Context, id string) error
 }
 
+// The login pages' state is kept in the database, not in a process: a
+// platform may be several processes behind one address with no sticky
+// sessions, and a user who logs in through one must be logged in at the
+// next, a logout through one must end the session at all of them, and
+// failed logins must count together wherever they land. The rules
+// (lifetimes, bounds, delays) are this package's; the store keeps rows.
+
+// LoginSessions keeps logged-in sessions by the hash of their cookie
+// (Hash): the cookie itself is never stored.
+type LoginSessions interface {
+	// StartLoginSession stores s under hash. In the same transaction it
+	// ends the session stored under replaced (when not nil), drops the
+	// sessions expired at s.Created, and makes room: the user's oldest
+	// sessions go until fewer than perUser are left, then the oldest of
+	// all until fewer than total are. ENOTFOUND when the user is gone.
+	StartLoginSession(ctx context.Context, hash []byte, s bridge.LoginSession, replaced []byte, perUser, total int) error
+	// LoginSession returns the session stored under hash, expired or not;
+	// ENOTFOUND when there is none.
+	LoginSession(ctx context.Context, hash []byte) (*bridge.LoginSession, error)
+	// EndLoginSession deletes a session; one that is not there is no
+	// error.
+	EndLoginSession(ctx context.Context, hash []byte) error
+}
+
+// SigningKeys keeps the keys every process signs with.
+type SigningKeys interface {
+	// SigningKey returns the key stored under name, storing fresh first
+	// when there is none: processes that ask at once all get the same key.
+	SigningKey(ctx context.Context, name string, fresh []byte) ([]byte, error)
+}
+
+// LoginFailures counts failed logins per throttling key. A key names a
+// user or an address, so it arrives here as a keyed hash.
+type LoginFailures interface {
+	// LoginFailures returns each key's failures at or after since, in
+	// order; a zero count for a key with none.
+	LoginFailures(ctx context.Context, since time.Time, keys ...[]byte) ([]bridge.FailureCount, error)
+	// CountLoginFailure counts one failure at at against each key and
+	// returns each key's count after it; a key whose last failure was
+	// before since starts over. It keeps at most about maxKeys keys, those
+	// whose last failure is oldest going first.
+	CountLoginFailure(ctx context.Context, at, since time.Time, maxKeys int, keys ...[]byte) ([]int, error)
+	// ForgetLoginFailures drops the keys' failures.
+	ForgetLoginFailures(ctx context.Context, keys ...[]byte) error
+}
+
 // Store is all of the above: what one daemon playing both roles hands to
 // New.
 type Store interface {
@@ -107,4 +154,7 @@ type Store interface {
 	Tokens
 	GrantSource
 	Connected
+	LoginSessions
+	SigningKeys
+	LoginFailures
 }

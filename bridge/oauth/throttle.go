@@ -36,6 +36,14 @@ import (
 // An address is the client's, behind trusted proxies (clientAddr), and an
 // IPv6 client counts by its /64. A correct password clears the pair, the
 // name's count and the device's.
+//
+// The counts are kept in the database (LoginFailures), so that the
+// processes of one platform count together: a guesser whose tries a load
+// balancer spreads over N processes must not get N allowances. A key is
+// stored as its HMAC under the signing key, not as a plain hash: it names
+// a user and an address, and a plain hash of those could be reversed by
+// trying every address. The rule for one key is bridge/failures' Policy,
+// the embedded broker's too.
 const (
 	pairFree    = 5
 	addrFree    = 10
@@ -44,10 +52,13 @@ const (
 	firstDelay  = 30 * time.Second
 	maxDelay    = 15 * time.Minute
 	forgetAfter = 24 * time.Hour // a key without failures for this long starts over
-	// maxThrottled bounds the table; the least recently failed key goes first.
+	// maxThrottled bounds the table; the least recently failed keys go
+	// first.
 	maxThrottled = 10000
 
-	maxBcryptJobs = 2 // bcrypt is slow on a Pi; more at once only queues on the CPU
+	// maxBcryptJobs bounds one process's password checks at once: bcrypt
+	// is slow on a Pi, and more at once only queue on the CPU.
+	maxBcryptJobs = 2
 	// maxBcryptQueue bounds the logins waiting for a password check: more
 	// would only hold connections and memory while a flood is served.
 	maxBcryptQueue = 16
@@ -55,9 +66,17 @@ const (
 	busyRetry = 5 * time.Second
 )
 
+// policy is the login throttle's: the delays and how long failures are
+// remembered.
+var policy = failures.Policy{FirstDelay: firstDelay, MaxDelay: maxDelay, ForgetAfter: forgetAfter, MaxKeys: maxThrottled}
+
 type throttle struct {
-	failures *failures.Table
-	mu       sync.Mutex
+	store LoginFailures
+	key   *signingKey
+	// maxKeys is the table's bound, policy.MaxKeys but in tests.
+	maxKeys int
+
+	mu sync.Mutex
 	// bcrypt bounds the password checks running at once; queued counts
 	// the logins waiting for one of its slots.
 	bcrypt chan struct{}
@@ -94,43 +113,83 @@ func (k loginKeys) budgets() []failures.Budget {
 	return []failures.Budget{{Key: k.pair(), Free: pairFree}, {Key: k.addrOnly(), Free: addrFree}, {Key: k.nameKey(), Free: userFree}}
 }
 
-func newThrottle() *throttle {
-	return &throttle{
-		failures: failures.New(failures.Policy{FirstDelay: firstDelay, MaxDelay: maxDelay, ForgetAfter: forgetAfter, MaxKeys: maxThrottled}),
-		bcrypt:   make(chan struct{}, maxBcryptJobs),
+func newThrottle(st LoginFailures, key *signingKey) *throttle {
+	return &throttle{store: st, key: key, maxKeys: policy.MaxKeys, bcrypt: make(chan struct{}, maxBcryptJobs)}
+}
+
+// stored returns the keys as they are stored: their HMACs.
+func (t *throttle) stored(ctx context.Context, keys ...string) ([][]byte, error) {
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		sum, err := t.key.sum(ctx, "login-failures", k)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = sum
 	}
+	return out, nil
 }
 
 // wait returns how long the login must still wait, 0 when it may be tried.
-func (t *throttle) wait(now time.Time, k loginKeys) time.Duration {
-	return t.failures.Wait(now, k.budgets()...)
-}
-
-// fail counts a failed login. It reports whether this failure used up the
-// user name's allowance across addresses, so the caller can log it once.
-func (t *throttle) fail(now time.Time, k loginKeys) (nameSpent bool) {
+func (t *throttle) wait(ctx context.Context, now time.Time, k loginKeys) (time.Duration, error) {
 	bs := k.budgets()
 	keys := make([]string, len(bs))
 	for i, b := range bs {
 		keys[i] = b.Key
 	}
-	for i, n := range t.failures.Fail(now, keys...) {
+	stored, err := t.stored(ctx, keys...)
+	if err != nil {
+		return 0, err
+	}
+	counts, err := t.store.LoginFailures(ctx, now.Add(-policy.ForgetAfter), stored...)
+	if err != nil {
+		return 0, err
+	}
+	var longest time.Duration
+	for i, b := range bs {
+		longest = max(longest, policy.Wait(now, counts[i].Last, counts[i].Count, b.Free))
+	}
+	return longest, nil
+}
+
+// fail counts a failed login. It reports whether this failure used up the
+// user name's allowance across addresses, so the caller can log it once.
+func (t *throttle) fail(ctx context.Context, now time.Time, k loginKeys) (nameSpent bool, err error) {
+	bs := k.budgets()
+	keys := make([]string, len(bs))
+	for i, b := range bs {
+		keys[i] = b.Key
+	}
+	stored, err := t.stored(ctx, keys...)
+	if err != nil {
+		return false, err
+	}
+	counts, err := t.store.CountLoginFailure(ctx, now, now.Add(-policy.ForgetAfter), t.maxKeys, stored...)
+	if err != nil {
+		return false, err
+	}
+	for i, n := range counts {
 		if keys[i] == k.nameKey() && n == userFree {
 			nameSpent = true
 		}
 	}
-	return nameSpent
+	return nameSpent, nil
 }
 
 // succeed forgets the failures of the pair, the name and the device after
 // a correct login: only someone who knows the password can clear them. The
 // address keeps its record: an attacker who logs in to an account of
 // their own must not wipe out their address's failures.
-func (t *throttle) succeed(k loginKeys) {
-	t.failures.Forget(k.pair(), k.nameKey())
+func (t *throttle) succeed(ctx context.Context, k loginKeys) error {
+	keys := []string{k.pair(), k.nameKey()}
 	if k.device != "" {
-		t.failures.Forget(k.deviceKey())
+		keys = append(keys, k.deviceKey())
 	}
+	stored, err := t.stored(ctx, keys...)
+	if err != nil {
+		return err
+	}
+	return t.store.ForgetLoginFailures(ctx, stored...)
 }
 
 // checkOutcome is how a bounded password check went.

@@ -6,62 +6,116 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
+// newTestThrottle is a throttle over a real store in a temporary
+// directory.
+func newTestThrottle(t *testing.T) *throttle {
+	t.Helper()
+	db, err := store.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return newThrottle(db, &signingKey{store: db})
+}
+
+func mustWait(t *testing.T, th *throttle, now time.Time, k loginKeys) time.Duration {
+	t.Helper()
+	w, err := th.wait(context.Background(), now, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func mustFail(t *testing.T, th *throttle, now time.Time, k loginKeys) (nameSpent bool) {
+	t.Helper()
+	spent, err := th.fail(context.Background(), now, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spent
+}
+
+func mustSucceed(t *testing.T, th *throttle, k loginKeys) {
+	t.Helper()
+	if err := th.succeed(context.Background(), k); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// count is a key's failures at now.
+func count(t *testing.T, th *throttle, now time.Time, key string) int {
+	t.Helper()
+	ctx := context.Background()
+	stored, err := th.stored(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := th.store.LoginFailures(ctx, now.Add(-policy.ForgetAfter), stored...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c[0].Count
+}
+
 func TestThrottleSchedule(t *testing.T) {
-	th := newThrottle()
+	th := newTestThrottle(t)
 	now := time.Unix(1_000_000, 0)
 	k := newLoginKeys("Alice", "192.0.2.1")
 	for i := 0; i < pairFree-1; i++ {
-		th.fail(now, k)
+		mustFail(t, th, now, k)
 	}
-	if w := th.wait(now, k); w != 0 {
+	if w := mustWait(t, th, now, k); w != 0 {
 		t.Fatalf("slowed after %d failures: %s", pairFree-1, w)
 	}
-	th.fail(now, k) // the allowance used up: the first delay
-	if w := th.wait(now, k); w != firstDelay {
+	mustFail(t, th, now, k) // the allowance used up: the first delay
+	if w := mustWait(t, th, now, k); w != firstDelay {
 		t.Fatalf("wait = %s, want %s", w, firstDelay)
 	}
-	if w := th.wait(now, newLoginKeys("alice", "192.0.2.1")); w != firstDelay {
+	if w := mustWait(t, th, now, newLoginKeys("alice", "192.0.2.1")); w != firstDelay {
 		t.Errorf("the name's case escapes the delay: %s", w)
 	}
-	if w := th.wait(now.Add(firstDelay), k); w != 0 {
+	if w := mustWait(t, th, now.Add(firstDelay), k); w != 0 {
 		t.Errorf("still waiting after the delay: %s", w)
 	}
-	th.fail(now.Add(firstDelay), k) // one more: the delay doubles
-	if w := th.wait(now.Add(firstDelay), k); w != 2*firstDelay {
+	mustFail(t, th, now.Add(firstDelay), k) // one more: the delay doubles
+	if w := mustWait(t, th, now.Add(firstDelay), k); w != 2*firstDelay {
 		t.Errorf("second delay = %s, want %s", w, 2*firstDelay)
 	}
 	// Only this pair waits: the same user from another address, and
 	// another user from this address, do not.
-	if w := th.wait(now.Add(firstDelay), newLoginKeys("alice", "192.0.2.2")); w != 0 {
+	if w := mustWait(t, th, now.Add(firstDelay), newLoginKeys("alice", "192.0.2.2")); w != 0 {
 		t.Errorf("alice from a clean address waits %s", w)
 	}
-	if w := th.wait(now.Add(firstDelay), newLoginKeys("bob", "192.0.2.1")); w != 0 {
+	if w := mustWait(t, th, now.Add(firstDelay), newLoginKeys("bob", "192.0.2.1")); w != 0 {
 		t.Errorf("bob from the attacker's address waits %s before the address allowance is used", w)
 	}
-	for th.failures.Count(now.Add(firstDelay), k.pair()) < pairFree+6 {
-		th.fail(now.Add(firstDelay), k)
+	for count(t, th, now.Add(firstDelay), k.pair()) < pairFree+6 {
+		mustFail(t, th, now.Add(firstDelay), k)
 	}
-	if w := th.wait(now.Add(firstDelay), k); w != maxDelay {
+	if w := mustWait(t, th, now.Add(firstDelay), k); w != maxDelay {
 		t.Errorf("delay grows past its cap: %s", w)
 	}
 	// A correct login clears the pair and the name, not the address (an
 	// attacker logging in to an account of their own); failures are
 	// forgotten after a while.
-	th.succeed(k)
-	if th.failures.Count(now.Add(firstDelay), k.pair()) != 0 || th.failures.Count(now.Add(firstDelay), k.nameKey()) != 0 {
+	mustSucceed(t, th, k)
+	if count(t, th, now.Add(firstDelay), k.pair()) != 0 || count(t, th, now.Add(firstDelay), k.nameKey()) != 0 {
 		t.Errorf("pair or name still counted after a success")
 	}
-	if w := th.wait(now.Add(firstDelay), newLoginKeys("bob", "192.0.2.1")); w == 0 {
+	if w := mustWait(t, th, now.Add(firstDelay), newLoginKeys("bob", "192.0.2.1")); w == 0 {
 		t.Errorf("a success cleared the address's failures")
 	}
 	other := newLoginKeys("carol", "192.0.2.9")
 	for i := 0; i < pairFree-1; i++ {
-		th.fail(now, other)
+		mustFail(t, th, now, other)
 	}
-	th.fail(now.Add(2*forgetAfter), other)
-	if w := th.wait(now.Add(2*forgetAfter), other); w != 0 {
+	mustFail(t, th, now.Add(2*forgetAfter), other)
+	if w := mustWait(t, th, now.Add(2*forgetAfter), other); w != 0 {
 		t.Errorf("old failures still counted: %s", w)
 	}
 }
@@ -69,15 +123,15 @@ func TestThrottleSchedule(t *testing.T) {
 // TestThrottleAddressSpray: one address trying many names is slowed by its
 // address allowance, which does not reach other addresses.
 func TestThrottleAddressSpray(t *testing.T) {
-	th := newThrottle()
+	th := newTestThrottle(t)
 	now := time.Unix(1_000_000, 0)
 	for i := 0; i < addrFree; i++ {
-		th.fail(now, newLoginKeys(fmt.Sprintf("user%d", i), "192.0.2.1"))
+		mustFail(t, th, now, newLoginKeys(fmt.Sprintf("user%d", i), "192.0.2.1"))
 	}
-	if w := th.wait(now, newLoginKeys("fresh-name", "192.0.2.1")); w != firstDelay {
+	if w := mustWait(t, th, now, newLoginKeys("fresh-name", "192.0.2.1")); w != firstDelay {
 		t.Errorf("spraying address waits %s, want %s", w, firstDelay)
 	}
-	if w := th.wait(now, newLoginKeys("fresh-name", "192.0.2.2")); w != 0 {
+	if w := mustWait(t, th, now, newLoginKeys("fresh-name", "192.0.2.2")); w != 0 {
 		t.Errorf("another address waits %s", w)
 	}
 }
@@ -86,35 +140,35 @@ func TestThrottleAddressSpray(t *testing.T) {
 // each, use up the name's allowance: then every address without a device
 // cookie waits, and other names do not.
 func TestThrottleUserBudget(t *testing.T) {
-	th := newThrottle()
+	th := newTestThrottle(t)
 	now := time.Unix(1_000_000, 0)
 	spent := 0
 	for i := 0; i < userFree; i++ {
-		if w := th.wait(now, newLoginKeys("alice", fmt.Sprintf("198.51.100.%d", i))); w != 0 {
+		if w := mustWait(t, th, now, newLoginKeys("alice", fmt.Sprintf("198.51.100.%d", i))); w != 0 {
 			t.Fatalf("guess %d from a fresh address waits %s", i, w)
 		}
-		if th.fail(now, newLoginKeys("alice", fmt.Sprintf("198.51.100.%d", i))) {
+		if mustFail(t, th, now, newLoginKeys("alice", fmt.Sprintf("198.51.100.%d", i))) {
 			spent++
 		}
 	}
 	if spent != 1 {
 		t.Errorf("the spent allowance was reported %d times, want once", spent)
 	}
-	if w := th.wait(now, newLoginKeys("Alice", "203.0.113.1")); w != firstDelay {
+	if w := mustWait(t, th, now, newLoginKeys("Alice", "203.0.113.1")); w != firstDelay {
 		t.Errorf("a fresh address waits %s once the name's allowance is spent, want %s", w, firstDelay)
 	}
-	if w := th.wait(now, newLoginKeys("alice", "203.0.113.1").fromDevice("dev1")); w != 0 {
+	if w := mustWait(t, th, now, newLoginKeys("alice", "203.0.113.1").fromDevice("dev1")); w != 0 {
 		t.Errorf("alice's own browser waits %s", w)
 	}
-	if w := th.wait(now, newLoginKeys("bob", "198.51.100.1")); w != 0 {
+	if w := mustWait(t, th, now, newLoginKeys("bob", "198.51.100.1")); w != 0 {
 		t.Errorf("another name is slowed by alice's: %s", w)
 	}
-	if w := th.wait(now.Add(forgetAfter+time.Second), newLoginKeys("alice", "203.0.113.1")); w != 0 {
+	if w := mustWait(t, th, now.Add(forgetAfter+time.Second), newLoginKeys("alice", "203.0.113.1")); w != 0 {
 		t.Errorf("a day later, the name still waits %s", w)
 	}
 	// A correct password (only the user knows it) clears the name's count.
-	th.succeed(newLoginKeys("alice", "203.0.113.1"))
-	if w := th.wait(now, newLoginKeys("alice", "203.0.113.1")); w != 0 {
+	mustSucceed(t, th, newLoginKeys("alice", "203.0.113.1"))
+	if w := mustWait(t, th, now, newLoginKeys("alice", "203.0.113.1")); w != 0 {
 		t.Errorf("after alice logged in, the name still waits %s", w)
 	}
 }
@@ -123,49 +177,54 @@ func TestThrottleUserBudget(t *testing.T) {
 // own; its failures do not reach the pair, the address or the name, and
 // nobody else's reach it.
 func TestThrottleDevice(t *testing.T) {
-	th := newThrottle()
+	th := newTestThrottle(t)
 	now := time.Unix(1_000_000, 0)
 	k := newLoginKeys("alice", "192.0.2.1")
 	for i := 0; i < addrFree+userFree; i++ { // the pair, the address and the name all spent
-		th.fail(now, newLoginKeys("alice", fmt.Sprintf("192.0.2.%d", i%2)))
+		mustFail(t, th, now, newLoginKeys("alice", fmt.Sprintf("192.0.2.%d", i%2)))
 	}
 	dev := k.fromDevice("dev1")
-	if w := th.wait(now, dev); w != 0 {
+	if w := mustWait(t, th, now, dev); w != 0 {
 		t.Fatalf("the user's browser waits %s at the attacker's address", w)
 	}
 	for i := 0; i < deviceFree; i++ {
-		th.fail(now, dev) // a stolen cookie
+		mustFail(t, th, now, dev) // a stolen cookie
 	}
-	if w := th.wait(now, dev); w != firstDelay {
+	if w := mustWait(t, th, now, dev); w != firstDelay {
 		t.Errorf("a device past its allowance waits %s, want %s", w, firstDelay)
 	}
-	if w := th.wait(now, k.fromDevice("dev2")); w != 0 {
+	if w := mustWait(t, th, now, k.fromDevice("dev2")); w != 0 {
 		t.Errorf("another device of the user waits %s", w)
 	}
-	if n := th.failures.Count(now, newLoginKeys("bob", "192.0.2.7").addrOnly()); n != 0 {
+	if n := count(t, th, now, newLoginKeys("bob", "192.0.2.7").addrOnly()); n != 0 {
 		t.Errorf("device failures counted against an address")
 	}
 }
 
 // TestThrottleStaysBounded: a flood of distinct names and addresses keeps
-// the table bounded, and the key under attack keeps its count.
+// the table bounded (early flood keys are dropped), and the key under
+// attack keeps its count.
 func TestThrottleStaysBounded(t *testing.T) {
-	th := newThrottle()
+	th := newTestThrottle(t)
+	th.maxKeys = 60 // policy.MaxKeys takes 10,000 logins to fill
 	now := time.Unix(1_000_000, 0)
 	k := newLoginKeys("alice", "192.0.2.1")
 	for i := 0; i < pairFree+3; i++ {
-		th.fail(now, k)
+		mustFail(t, th, now, k)
 	}
-	for i := 0; i < 3*maxThrottled; i++ {
-		th.fail(now.Add(time.Duration(i+1)*time.Millisecond), newLoginKeys(fmt.Sprint("n", i), fmt.Sprint("a", i%5000)))
-		if i%997 == 0 {
-			th.fail(now.Add(time.Duration(i+1)*time.Millisecond), k) // the attack goes on
+	first := newLoginKeys("n0", "a0")
+	for i := 0; i < 3*th.maxKeys; i++ {
+		at := now.Add(time.Duration(i+1) * time.Millisecond)
+		mustFail(t, th, at, newLoginKeys(fmt.Sprint("n", i), fmt.Sprint("a", i%50)))
+		if i%10 == 0 {
+			mustFail(t, th, at, k) // the attack goes on
 		}
 	}
-	if n := th.failures.Len(); n > maxThrottled {
-		t.Errorf("%d keys kept, bound %d", n, maxThrottled)
+	end := now.Add(3 * time.Duration(th.maxKeys) * time.Millisecond)
+	if n := count(t, th, end, first.nameKey()); n != 0 {
+		t.Errorf("the oldest flood key is still counted (%d): the table is not bounded", n)
 	}
-	if w := th.wait(now.Add(3*maxThrottled*time.Millisecond), k); w < firstDelay {
+	if w := mustWait(t, th, end, k); w < firstDelay {
 		t.Errorf("the flood wiped out the attacked pair: waits %s", w)
 	}
 }
@@ -173,7 +232,7 @@ func TestThrottleStaysBounded(t *testing.T) {
 // TestPasswordCheckQueueIsBounded: with every check slot busy and the
 // queue full, one more login is refused at once, not queued.
 func TestPasswordCheckQueueIsBounded(t *testing.T) {
-	th := newThrottle()
+	th := newThrottle(nil, nil)
 	release := make(chan struct{})
 	var running sync.WaitGroup
 	running.Add(maxBcryptJobs)

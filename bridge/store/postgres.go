@@ -23,8 +23,9 @@ import (
 // (100 by default) must hold every process's pool.
 const PostgresPoolSize = 16
 
-// postgresConnectTimeout bounds each attempt to reach the server at start.
-const postgresConnectTimeout = 10 * time.Second
+// postgresConnectTimeout bounds the first attempt to reach the server at
+// start (a variable for tests).
+var postgresConnectTimeout = 10 * time.Second
 
 // OpenPostgres opens the store in the PostgreSQL database at dsn, creating
 // or migrating its schema. It refuses, without changing anything, a
@@ -42,10 +43,11 @@ func OpenPostgres(ctx context.Context, dsn string) (*DB, error) {
 	db := &DB{db: sdb, dialect: Postgres, now: time.Now, pg: cfg}
 	pctx, cancel := context.WithTimeout(ctx, postgresConnectTimeout)
 	err = sdb.PingContext(pctx)
+	timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	cancel()
 	if err != nil {
 		sdb.Close()
-		return nil, fmt.Errorf("postgres: cannot reach the database: %w", err)
+		return nil, explainConnect(err, cfg, timedOut)
 	}
 	if err := db.migratePostgres(ctx); err != nil {
 		sdb.Close()

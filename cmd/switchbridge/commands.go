@@ -114,6 +114,12 @@ var commands = []command{
 	{Name: "backup", Args: "FILE", Short: "writes a consistent copy of the database, switch values included, to a new FILE, also while the hub runs", Store: anyStore,
 		Long:  "See \"Backups and restore\" in systemd/README.md.",
 		Setup: func(*flag.FlagSet) func(*invocation) error { return backup }},
+	{Name: "migrate-storage", Short: "moves a platform's records from SQLite into a new PostgreSQL database, once", Required: []string{"to"},
+		Long: "Stop the platform first: refused while another process has the SQLite database open. --from sqlite:PATH names a data directory or its database (default: data_dir); " +
+			"--to postgres the database of storage.postgres.dsn_file, or of --to-dsn-file FILE. Refused on a hub's config (a hub keeps its SQLite) and into a database holding any switchbridge record (it never merges). " +
+			"One transaction: on any error the PostgreSQL database is left as it was. Prints the rows copied per table, checked against SQLite's; tokens stay valid and hubs resume without a snapshot. " +
+			"See \"Moving a platform to PostgreSQL\" in systemd/README.md.",
+		Setup: migrateStorage},
 }
 
 // flagSet is a new, silent FlagSet for c: errors are returned and printed

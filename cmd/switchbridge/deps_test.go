@@ -48,13 +48,14 @@ func TestBinaryHasNoTestPackages(t *testing.T) {
 
 // The commands reach storage through the services and the interfaces the
 // server uses; the engine is chosen in one place (invocation.open). Only
-// that file and the SQLite backup name the store package.
+// that file, the SQLite backup and migrate-storage (which takes one engine
+// of each) name the store package.
 func TestCommandsReachStorageThroughServices(t *testing.T) {
 	files, err := filepath.Glob("*.go")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("listing the package: %v %v", files, err)
 	}
-	allowed := map[string]bool{"run.go": true, "backup.go": true}
+	allowed := map[string]bool{"run.go": true, "backup.go": true, "migratestorage.go": true}
 	fset := token.NewFileSet()
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {

@@ -1,12 +1,13 @@
 // Command switchbridge is the hub daemon and its administration commands:
-// serve, user, app, install, installation, hub, backup and check-config.
+// serve, user, app, install, installation, hub, backup, migrate-storage
+// and check-config.
 // main only installs the signal handling and exits with run's code, so
 // tests run the whole program in-process.
 //
 // One file per command group: run.go dispatches and parses flags;
-// serve.go, checkconfig.go, users.go, apps.go, installations.go, hub.go
-// and backup.go hold the commands; config.go loads the config and the
-// store they share.
+// serve.go, checkconfig.go, users.go, apps.go, installations.go, hub.go,
+// backup.go and migratestorage.go hold the commands; config.go loads the
+// config and the store they share.
 package main
 
 import (

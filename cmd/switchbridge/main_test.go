@@ -35,7 +35,6 @@ func TestMain(m *testing.M) {
 	// No test may ask the network's name servers about a listen host.
 	config.Resolver = configtest.Hosts{}
 	code := m.Run()
-	// The PostgreSQL that pgtest.DSN started for the platform tests.
 	pgtest.StopShared()
 	os.Exit(code)
 }

@@ -1,0 +1,261 @@
+package oauth
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/store/pgtest"
+)
+
+// TestMain stops the PostgreSQL the tests started (pgtest).
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// forEachDialect runs f once per storage engine. open opens another
+// connection to the one database of the run, as another platform process
+// would: the SQLite file of a temporary directory, or a PostgreSQL
+// database of pgtest's.
+func forEachDialect(t *testing.T, f func(t *testing.T, open func() *store.DB)) {
+	for _, dialect := range []store.Dialect{store.SQLite, store.Postgres} {
+		t.Run(string(dialect), func(t *testing.T) {
+			ctx := context.Background()
+			var connect func() (*store.DB, error)
+			if dialect == store.SQLite {
+				dir := t.TempDir()
+				connect = func() (*store.DB, error) { return store.Open(ctx, dir) }
+			} else {
+				dsn := pgtest.DSN(t)
+				connect = func() (*store.DB, error) { return store.OpenPostgres(ctx, dsn) }
+			}
+			f(t, func() *store.DB {
+				t.Helper()
+				db, err := connect()
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				return db
+			})
+		})
+	}
+}
+
+// seedPlatform adds alice (password alice-pw, location 1) and her
+// published app app1 to a platform's database.
+func seedPlatform(t *testing.T, db *store.DB) *bridge.User {
+	t.Helper()
+	ctx := context.Background()
+	hash, _ := bcrypt.GenerateFromPassword([]byte("alice-pw"), bcrypt.MinCost)
+	u, err := db.CreateUser(ctx, "alice", hash, []int64{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateApp(ctx, &bridge.App{ClientID: "app1", Name: "App", SecretHash: Hash("s"),
+		RedirectURIs: []string{"https://client.example/cb"}, OwnerID: u.ID, Published: true}); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// authQuery is an authorization request of app1.
+var authQuery = url.Values{"response_type": {"code"}, "client_id": {"app1"}, "scope": {"app"}, "redirect_uri": {"https://client.example/cb"}}.Encode()
+
+// platformProcess is a Server over st with the routes of the platform
+// role, as one platform process serves them.
+func platformProcess(t *testing.T, st Store) (*Server, *http.ServeMux) {
+	t.Helper()
+	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(st, hub, nil)
+	s.PublicURL = "http://hub.test"
+	mux := http.NewServeMux()
+	s.Register(mux)
+	return s, mux
+}
+
+// browser keeps cookies across requests to any platform process, as a
+// browser behind a load balancer does.
+type browser struct {
+	t       *testing.T
+	addr    string
+	cookies map[string]*http.Cookie
+}
+
+func newBrowser(t *testing.T, addr string) *browser {
+	return &browser{t: t, addr: addr, cookies: map[string]*http.Cookie{}}
+}
+
+// do sends a request to one process: a GET without form, a POST with.
+func (b *browser) do(to http.Handler, path string, form url.Values) *httptest.ResponseRecorder {
+	b.t.Helper()
+	var r *http.Request
+	if form == nil {
+		r = httptest.NewRequest(http.MethodGet, path, nil)
+	} else {
+		r = httptest.NewRequest(http.MethodPost, path, strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	r.RemoteAddr = b.addr + ":1234"
+	for _, c := range b.cookies {
+		r.AddCookie(c)
+	}
+	w := httptest.NewRecorder()
+	to.ServeHTTP(w, r)
+	for _, c := range w.Result().Cookies() {
+		if c.MaxAge < 0 {
+			delete(b.cookies, c.Name)
+		} else {
+			b.cookies[c.Name] = c
+		}
+	}
+	return w
+}
+
+// page GETs path from a process and returns its body, following one
+// redirect to the same process.
+func (b *browser) page(to http.Handler, path string) string {
+	b.t.Helper()
+	w := b.do(to, path, nil)
+	if w.Code == http.StatusSeeOther {
+		w = b.do(to, w.Header().Get("Location"), nil)
+	}
+	if w.Code != http.StatusOK {
+		b.t.Fatalf("GET %s = %d: %s", path, w.Code, w.Body)
+	}
+	return w.Body.String()
+}
+
+// csrf is the CSRF token of a page's form.
+func (b *browser) csrf(body string) string {
+	b.t.Helper()
+	m := csrfField.FindStringSubmatch(body)
+	if m == nil {
+		b.t.Fatalf("no CSRF token on the page:\n%.400s", body)
+	}
+	return m[1]
+}
+
+// login posts the login form of the page it GETs from one process to
+// another, and returns the page the redirect leads to there.
+func (b *browser) login(from, to http.Handler, name, password string) string {
+	b.t.Helper()
+	form, _ := url.ParseQuery(authQuery)
+	form.Set("csrf", b.csrf(b.page(from, "/oauth/authorize?"+authQuery)))
+	form.Set("username", name)
+	form.Set("password", password)
+	w := b.do(to, "/oauth/login", form)
+	if w.Code != http.StatusSeeOther {
+		b.t.Fatalf("login = %d: %s", w.Code, w.Body)
+	}
+	return b.page(to, w.Header().Get("Location"))
+}
+
+// TestOnePlatformOfTwoProcesses: two platform processes on one database
+// behind a load balancer without sticky sessions are one platform. A login
+// form rendered by one is accepted by the other, the message after a wrong
+// password signed by one is shown by the other, a session started through
+// one is live at the other (its consent is accepted there), a logout
+// through one ends it at both, and a password change, through either
+// process's database connection, ends it too.
+func TestOnePlatformOfTwoProcesses(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, open func() *store.DB) {
+		ctx := context.Background()
+		dbA, dbB := open(), open()
+		seedPlatform(t, dbA)
+		_, a := platformProcess(t, dbA)
+		_, b := platformProcess(t, dbB)
+
+		br := newBrowser(t, "198.51.100.1")
+		if body := br.login(a, b, "alice", "wrong"); !strings.Contains(body, "Unknown user or wrong password.") {
+			t.Errorf("the message signed by one process is not shown by the other:\n%.400s", body)
+		}
+		consent := br.login(b, a, "alice", "alice-pw")
+		if !strings.Contains(consent, "Allow App") {
+			t.Fatalf("logged in through a form of the other process, the consent page is not shown:\n%.400s", consent)
+		}
+		if body := br.page(b, "/oauth/authorize?"+authQuery); !strings.Contains(body, "Allow App") {
+			t.Fatalf("the session started through one process is not live at the other:\n%.400s", body)
+		}
+		form, _ := url.ParseQuery(authQuery)
+		form.Set("csrf", br.csrf(consent))
+		form.Set("action", "approve")
+		form.Set("location", "1")
+		form.Set("switch", "lamp")
+		w := br.do(b, "/oauth/authorize", form)
+		if loc := w.Header().Get("Location"); w.Code != http.StatusSeeOther || !strings.HasPrefix(loc, "https://client.example/cb?code=") {
+			t.Fatalf("consent through the other process = %d, Location %q: %s", w.Code, loc, w.Body)
+		}
+
+		// A logout through one process ends the session at both.
+		logout, _ := url.ParseQuery(authQuery)
+		logout.Set("csrf", br.csrf(consent))
+		session := br.cookies[sessionCookie]
+		if w := br.do(a, "/oauth/logout", logout); w.Code != http.StatusSeeOther {
+			t.Fatalf("logout = %d: %s", w.Code, w.Body)
+		}
+		br.cookies[sessionCookie] = session // a copy of the cookie, kept
+		for name, p := range map[string]http.Handler{"the process logged out through": a, "the other process": b} {
+			if body := br.page(p, "/oauth/authorize?"+authQuery); strings.Contains(body, "Allow App") {
+				t.Errorf("after the logout, %s still serves the session", name)
+			}
+		}
+
+		// A password change ends every session of the user at every
+		// process, whichever connection writes it.
+		br = newBrowser(t, "198.51.100.2")
+		br.login(a, b, "alice", "alice-pw")
+		hash, _ := bcrypt.GenerateFromPassword([]byte("new-pw"), bcrypt.MinCost)
+		if err := dbB.SetPassword(ctx, "alice", hash); err != nil {
+			t.Fatal(err)
+		}
+		for name, p := range map[string]http.Handler{"a": a, "b": b} {
+			if body := br.page(p, "/oauth/apps"); !strings.Contains(body, "Please log in again.") && !strings.Contains(body, `name="return" value="apps"`) {
+				t.Errorf("process %s serves a session that outlived its password:\n%.400s", name, body)
+			}
+		}
+		if body := br.login(b, a, "alice", "new-pw"); !strings.Contains(body, "Allow App") {
+			t.Errorf("the new password does not log in:\n%.400s", body)
+		}
+	})
+}
+
+// TestFailedLoginsCountAcrossProcesses: wrong passwords spread over two
+// processes count together, so a guesser behind a round-robin balancer
+// gets one allowance, not one per process; and the right password, once
+// the allowance is spent, waits at either process.
+func TestFailedLoginsCountAcrossProcesses(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, open func() *store.DB) {
+		dbA, dbB := open(), open()
+		seedPlatform(t, dbA)
+		_, a := platformProcess(t, dbA)
+		_, b := platformProcess(t, dbB)
+		guesser := newBrowser(t, "203.0.113.9")
+		for i := range pairFree {
+			from, to := a, b
+			if i%2 == 1 {
+				from, to = b, a
+			}
+			if body := guesser.login(from, to, "alice", "guess"); !strings.Contains(body, "Unknown user or wrong password.") {
+				t.Fatalf("guess %d: %.300s", i+1, body)
+			}
+		}
+		for name, p := range map[string]http.Handler{"a": a, "b": b} {
+			if body := guesser.login(p, p, "alice", "alice-pw"); !strings.Contains(body, "Too many failed logins") {
+				t.Errorf("after %d failures spread over both processes, process %s checks a password:\n%.300s", pairFree, name, body)
+			}
+		}
+		// Another address is not slowed.
+		if body := newBrowser(t, "203.0.113.10").login(a, b, "alice", "alice-pw"); !strings.Contains(body, "Allow App") {
+			t.Errorf("alice from another address is kept out:\n%.300s", body)
+		}
+	})
+}

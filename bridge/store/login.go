@@ -1,0 +1,193 @@
+package store
+
+// The login pages' state (migration 0015): logged-in sessions, the signing
+// key and the counts of failed logins. It is here, not in a process's
+// memory, so that several platform processes behind one address are one
+// platform: a user logs in through one and consents through another, a
+// logout through one ends the session for all, and failed logins count
+// together wherever they land. The rules (lifetimes, bounds, delays) are
+// the caller's; the store keeps the rows and the bounds it is given.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+)
+
+// StartLoginSession stores s under hash, the hash of its cookie. In the
+// same transaction it ends the session whose hash is replaced (when not
+// nil: a login replaces the visitor's cookie), drops sessions expired at
+// s.Created, and makes room: the user's oldest sessions go until fewer
+// than perUser are left, then the oldest of all until fewer than total
+// are. ENOTFOUND when the user is gone.
+func (db *DB) StartLoginSession(ctx context.Context, hash []byte, s bridge.LoginSession, replaced []byte, perUser, total int) error {
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if replaced != nil {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM login_sessions WHERE hash = ?`, replaced); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM login_sessions WHERE expires_at <= ?`, unix(s.Created)); err != nil {
+		return err
+	}
+	if err := dropOldest(ctx, tx, `WHERE user_id = ?`, perUser, s.UserID); err != nil {
+		return err
+	}
+	if err := dropOldest(ctx, tx, ``, total); err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO login_sessions (hash, user_id, password, csrf, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?)`, hash, s.UserID, s.Password, s.CSRF, unix(s.Created), unix(s.Expires))
+	if isForeignKey(err) {
+		return bridge.Errorf(bridge.ENOTFOUND, "no user with id %d", s.UserID)
+	}
+	if err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// dropOldest deletes the oldest sessions of those where selects until
+// fewer than limit are left, making room for one more.
+func dropOldest(ctx context.Context, tx *sql.Tx, where string, limit int, args ...any) error {
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM login_sessions `+where, args...).Scan(&n); err != nil {
+		return err
+	}
+	if n < limit {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM login_sessions WHERE hash IN
+		(SELECT hash FROM login_sessions `+where+` ORDER BY created_at, hash LIMIT ?)`, append(args, n-limit+1)...)
+	return err
+}
+
+// LoginSession returns the session stored under hash, expired or not (the
+// caller knows the time); ENOTFOUND when there is none.
+func (db *DB) LoginSession(ctx context.Context, hash []byte) (*bridge.LoginSession, error) {
+	var s bridge.LoginSession
+	var created, expires int64
+	err := db.db.QueryRowContext(ctx, `SELECT user_id, password, csrf, created_at, expires_at FROM login_sessions WHERE hash = ?`, hash).
+		Scan(&s.UserID, &s.Password, &s.CSRF, &created, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, bridge.Errorf(bridge.ENOTFOUND, "no such login session")
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.Created, s.Expires = fromUnix(created), fromUnix(expires)
+	return &s, nil
+}
+
+// EndLoginSession deletes the session stored under hash; ending one that
+// is not there is no error.
+func (db *DB) EndLoginSession(ctx context.Context, hash []byte) error {
+	_, err := db.db.ExecContext(ctx, `DELETE FROM login_sessions WHERE hash = ?`, hash)
+	return err
+}
+
+// SigningKey returns the key stored under name. When there is none yet it
+// stores fresh first; of processes that ask at once, every one gets the
+// key stored first, whichever that was, since the insert does nothing
+// when one is there and the key is read back after it.
+func (db *DB) SigningKey(ctx context.Context, name string, fresh []byte) ([]byte, error) {
+	const read = `SELECT key FROM signing_keys WHERE name = ?`
+	var key []byte
+	err := db.db.QueryRowContext(ctx, read, name).Scan(&key)
+	if err == nil {
+		return key, nil // the common case, without a write
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return nil, err
+	}
+	if _, err := db.db.ExecContext(ctx, `INSERT INTO signing_keys (name, key, created_at) VALUES (?, ?, ?)
+		ON CONFLICT (name) DO NOTHING`, name, fresh, unix(db.now())); err != nil {
+		return nil, err
+	}
+	if err := db.db.QueryRowContext(ctx, read, name).Scan(&key); err != nil {
+		return nil, err
+	}
+	return key, nil
+}
+
+// LoginFailures returns each key's failures at or after since, in order:
+// a key without any (never failed, forgotten, or forgotten by
+// ForgetLoginFailures) has a zero count.
+func (db *DB) LoginFailures(ctx context.Context, since time.Time, keys ...[]byte) ([]bridge.FailureCount, error) {
+	out := make([]bridge.FailureCount, len(keys))
+	for i, k := range keys {
+		var n, last int64
+		err := db.db.QueryRowContext(ctx, `SELECT failures, last_at FROM login_failures WHERE key = ? AND last_at >= ?`, k, unix(since)).Scan(&n, &last)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[i] = bridge.FailureCount{Count: int(n), Last: fromUnix(last)}
+	}
+	return out, nil
+}
+
+// CountLoginFailure counts one failure at at against each key and returns
+// each key's count after it, in order; a key whose last failure was
+// before since starts over. It keeps the table bounded in the same
+// transaction: failures before since are dropped first (which is what
+// makes such a key start over), and when more than
+// maxKeys keys are left, those whose last failure is oldest go until a
+// quarter of the room is free again, so a flood of new keys cannot wipe
+// out the count of a key failing now.
+func (db *DB) CountLoginFailure(ctx context.Context, at, since time.Time, maxKeys int, keys ...[]byte) ([]int, error) {
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM login_failures WHERE last_at < ?`, unix(since)); err != nil {
+		return nil, err
+	}
+	counts := make([]int, len(keys))
+	for i, k := range keys {
+		var n int64
+		err := tx.QueryRowContext(ctx, `INSERT INTO login_failures (key, failures, last_at) VALUES (?1, 1, ?2)
+			ON CONFLICT (key) DO UPDATE SET failures = login_failures.failures + 1, last_at = ?2
+			RETURNING failures`, k, unix(at)).Scan(&n)
+		if err != nil {
+			return nil, err
+		}
+		counts[i] = int(n)
+	}
+	var held int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM login_failures`).Scan(&held); err != nil {
+		return nil, err
+	}
+	if held > maxKeys {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM login_failures WHERE key IN
+			(SELECT key FROM login_failures ORDER BY last_at, key LIMIT ?)`, held-maxKeys*3/4); err != nil {
+			return nil, err
+		}
+	}
+	return counts, tx.Commit()
+}
+
+// ForgetLoginFailures drops the keys' failures.
+func (db *DB) ForgetLoginFailures(ctx context.Context, keys ...[]byte) error {
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	for _, k := range keys {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM login_failures WHERE key = ?`, k); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
