@@ -109,14 +109,8 @@ func (s *Server) secure() bool {
 }
 
 // lookupClient is parseAuthorizeRequest's view of the app registry.
-func (s *Server) lookupClient(ctx context.Context) func(string) (*bridge.App, bool) {
-	return func(id string) (*bridge.App, bool) {
-		a, err := s.apps.App(ctx, id)
-		if err != nil {
-			return nil, false
-		}
-		return a, true
-	}
+func (s *Server) lookupClient(ctx context.Context) func(string) (*bridge.App, error) {
+	return func(id string) (*bridge.App, error) { return s.apps.App(ctx, id) }
 }
 
 // clientKey is the throttling key of the request's client address.

@@ -51,8 +51,9 @@ func (s *awayStore) RevokeToken(ctx context.Context, h []byte, clientID string) 
 // With its store away the token and revocation endpoints answer 503
 // temporarily_unavailable with Retry-After: not 500, and not
 // invalid_client, which would tell a client its credentials are wrong.
-// A client that does not exist is still invalid_client.
-func TestTokenEndpointWhileTheStoreIsAway(t *testing.T) {
+// A client that does not exist is still invalid_client. The authorization
+// page is 503 too, not a page saying the app is unknown.
+func TestAnswersWhileTheStoreIsAway(t *testing.T) {
 	f := newIssuerFixture(t)
 	st := &awayStore{DB: f.db}
 	srv := oauth.New(st, f.hub, nil)
@@ -92,5 +93,18 @@ func TestTokenEndpointWhileTheStoreIsAway(t *testing.T) {
 			t.Errorf("%s: %d %q Retry-After %q, want %d %q Retry-After %q (%s)", c.name, w.Code, body["error"], w.Header().Get("Retry-After"),
 				c.status, c.code, c.retryAfter, w.Body)
 		}
+	}
+
+	st.appsAway.Store(true)
+	w := httptest.NewRecorder()
+	mux.ServeHTTP(w, httptest.NewRequest("GET", "/oauth/authorize?response_type=code&client_id=app1&redirect_uri=https%3A%2F%2Fx%2Fcb&state=s", nil))
+	if w.Code != 503 || w.Header().Get("Retry-After") != "2" || strings.Contains(w.Body.String(), "registered") {
+		t.Errorf("the authorization page with the registry away: %d Retry-After %q\n%s", w.Code, w.Header().Get("Retry-After"), w.Body)
+	}
+	st.appsAway.Store(false)
+	w = httptest.NewRecorder()
+	mux.ServeHTTP(w, httptest.NewRequest("GET", "/oauth/authorize?response_type=code&client_id=nobody&redirect_uri=https%3A%2F%2Fx%2Fcb&state=s", nil))
+	if w.Code != 400 || !strings.Contains(w.Body.String(), "not a registered app") {
+		t.Errorf("the authorization page for an unknown app: %d\n%s", w.Code, w.Body)
 	}
 }

@@ -1057,6 +1057,44 @@ func TestPlatformSurvivesPostgresRestart(t *testing.T) {
 			}
 		})
 	}
+	// Discovery and the authorization page (a browser without a session:
+	// the login form) are asked for all along too.
+	var pages []answer
+	authorizePage := p.proxy.URL + "/oauth/authorize?" + url.Values{"response_type": {"code"}, "client_id": {fams[0].app.ClientID},
+		"redirect_uri": {fams[0].app.RedirectURIs[0]}, "scope": {"app"}, "state": {"s"}}.Encode()
+	asked := []struct{ what, url, token string }{
+		{"discovery", p.proxy.URL + "/api/apps/endpoints", fams[0].access},
+		{"the authorization page", authorizePage, ""},
+	}
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, a := range asked {
+				what := a.what
+				req, _ := http.NewRequest("GET", a.url, nil)
+				if a.token != "" {
+					req.Header.Set("Authorization", "Bearer "+a.token)
+				}
+				at := time.Now()
+				resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+				if err != nil {
+					fail("%s: %v", what, err)
+					return
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				mu.Lock()
+				pages = append(pages, answer{at, tokenAnswer{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"),
+					servedBy: resp.Header.Get(servedHeader), errCode: what, took: time.Since(at)}})
+				mu.Unlock()
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 
 	time.Sleep(2 * time.Second)
 	stopped := time.Now()
@@ -1097,6 +1135,26 @@ func TestPlatformSurvivesPostgresRestart(t *testing.T) {
 	}
 	if slowest > 10*time.Second {
 		t.Errorf("a request took %v", slowest)
+	}
+	for _, what := range []string{"discovery", "the authorization page"} {
+		byStatus := map[int]int{}
+		var back time.Time
+		for _, a := range pages {
+			if a.errCode != what {
+				continue
+			}
+			byStatus[a.status]++
+			if a.status == http.StatusServiceUnavailable && a.retryAfter == "" || a.took > 10*time.Second {
+				t.Errorf("%s at %s: %d Retry-After %q in %v", what, a.at.Format("15:04:05.000"), a.status, a.retryAfter, a.took)
+			}
+			if a.status == 200 && a.at.After(up) && back.IsZero() {
+				back = a.at
+			}
+		}
+		t.Logf("%s: by status %v; answered 200 again %v after PostgreSQL was back", what, byStatus, back.Sub(up).Round(time.Millisecond))
+		if byStatus[http.StatusServiceUnavailable] == 0 || byStatus[200]+byStatus[http.StatusServiceUnavailable] != len(pages)/2 || back.IsZero() {
+			t.Errorf("%s answered %v, want 200 and, while PostgreSQL was down, 503 only", what, byStatus)
+		}
 	}
 	for b := range 2 {
 		if at := recovered[strconv.Itoa(b)]; at.IsZero() {
