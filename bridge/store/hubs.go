@@ -78,7 +78,13 @@ func (db *DB) hubs(ctx context.Context, where string, args ...any) ([]*bridge.Re
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	locs, err := remoteLocations(ctx, tx)
+	// One hub's request reads that hub's locations only: reading every
+	// hub's made each of N hubs' polls cost N.
+	hubCond, hubArgs := "", []any(nil)
+	if where != "" {
+		hubCond, hubArgs = "WHERE l.hub_id IN (SELECT id FROM hubs "+where+")", args
+	}
+	locs, err := remoteLocations(ctx, tx, hubCond, hubArgs...)
 	if err != nil {
 		return nil, err
 	}
@@ -90,11 +96,12 @@ func (db *DB) hubs(ctx context.Context, where string, args ...any) ([]*bridge.Re
 	return out, nil
 }
 
-// remoteLocations reads every hub's locations with their switches, by
-// location id.
-func remoteLocations(ctx context.Context, tx *sql.Tx) ([]bridge.RemoteLocation, error) {
+// remoteLocations reads the locations of the hubs cond (over
+// hub_locations l) picks, every hub's when it is empty, with their
+// switches, by location id.
+func remoteLocations(ctx context.Context, tx *sql.Tx, cond string, args ...any) ([]bridge.RemoteLocation, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT l.location_id, l.hub_id, l.name, s.switch_id, s.name, s.commands
-		FROM hub_locations l LEFT JOIN hub_switches s ON s.location_id = l.location_id ORDER BY l.location_id, s.pos`)
+		FROM hub_locations l LEFT JOIN hub_switches s ON s.location_id = l.location_id `+cond+` ORDER BY l.location_id, s.pos`, args...)
 	if err != nil {
 		return nil, err
 	}
