@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -393,29 +392,8 @@ func (h *Handler) tokenFailed(reason string) {
 	}
 }
 
-// statusOf is the one table from domain error codes to HTTP statuses.
-var statusOf = map[string]int{
-	bridge.EINVALID:        http.StatusBadRequest,
-	bridge.EUNAUTHORIZED:   http.StatusUnauthorized,
-	bridge.EFORBIDDEN:      http.StatusForbidden,
-	bridge.ENOTFOUND:       http.StatusNotFound,
-	bridge.ECONFLICT:       http.StatusConflict,
-	bridge.ENOTIMPLEMENTED: http.StatusNotImplemented,
-	bridge.EDEVICE:         http.StatusBadGateway,
-	bridge.EUNAVAILABLE:    http.StatusServiceUnavailable,
-	bridge.ETOOMANY:        http.StatusTooManyRequests,
-}
-
-// StatusOf maps an error to its HTTP status; unknown errors are 500.
-func StatusOf(err error) int {
-	if s, ok := statusOf[bridge.ErrorCode(err)]; ok {
-		return s
-	}
-	return http.StatusInternalServerError
-}
-
 func (h *Handler) writeError(w http.ResponseWriter, err error) int {
-	status := StatusOf(err)
+	status := wire.StatusOf(err)
 	if status == http.StatusInternalServerError {
 		h.logger.Error("api internal error", "err", err)
 	}
@@ -423,9 +401,7 @@ func (h *Handler) writeError(w http.ResponseWriter, err error) int {
 	var e *bridge.Error
 	if errors.As(err, &e) {
 		failures = e.Failures
-		if e.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.FormatInt(seconds(e.RetryAfter), 10))
-		}
 	}
+	wire.SetRetryAfter(w.Header(), err)
 	return wire.WriteError(w, status, bridge.ErrorMessage(err), failures)
 }

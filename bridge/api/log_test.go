@@ -38,7 +38,7 @@ func TestCommandLogSaysSwitchedWhenStoringFailed(t *testing.T) {
 	var logs bytes.Buffer
 	c := &Call{Ctx: context.Background(), Params: map[string]string{"command": "on"}, Switchboard: h,
 		Grant: &bridge.Grant{SwitchIDs: []string{"lamp"}}, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
-	if _, err := commandSwitches(c); StatusOf(err) != 503 {
+	if _, err := commandSwitches(c); wire.StatusOf(err) != 503 {
 		t.Fatalf("command = %v, want 503", err)
 	}
 	c.answered()

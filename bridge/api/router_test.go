@@ -1,7 +1,6 @@
 package api
 
 import (
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -93,16 +92,6 @@ func TestNewRouterRejectsBadTables(t *testing.T) {
 		t.Errorf("the switches app's own table: %v", err)
 	}
 }
-
-func TestStatusTable(t *testing.T) {
-	if StatusOf(errString("x")) != http.StatusInternalServerError {
-		t.Error("unknown errors must map to 500")
-	}
-}
-
-type errString string
-
-func (e errString) Error() string { return string(e) }
 
 // FuzzRouterMatch checks that matching never panics, that a match's
 // variables are non-empty path segments, and that substituting them back

@@ -179,7 +179,7 @@ func (p *Platform) authenticate(w http.ResponseWriter, r *http.Request) *bridge.
 		return nil
 	case err != nil:
 		p.logger.Error("hub link: reading the hub registry", "err", err)
-		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
+		wire.WriteErrorOf(w, err)
 		return nil
 	case !oauth.SecretMatches(secret, h.SecretHash):
 		p.refuseRestored(w, r, addr, id, true)
@@ -297,7 +297,7 @@ func (p *Platform) handleInventory(w http.ResponseWriter, r *http.Request) {
 			return // the hub went away: nothing to answer, nothing wrong here
 		}
 		p.logger.Error("hub link: storing an inventory", "hub", h.ID, "err", err)
-		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
+		wire.WriteErrorOf(w, err)
 		return
 	}
 	setLocations(w, locationIDs(inv.Locations))
@@ -326,7 +326,7 @@ func (p *Platform) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 			return // the hub went away: nothing to answer, nothing wrong here
 		}
 		p.logger.Error("hub link: snapshot", "hub", h.ID, "err", err)
-		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
+		wire.WriteErrorOf(w, err)
 		return
 	}
 	if err := p.store.TouchHub(r.Context(), h.ID, h.Cursor, p.now()); err != nil {
@@ -365,7 +365,7 @@ func (p *Platform) handleChanges(w http.ResponseWriter, r *http.Request) {
 			return // the hub went away: nothing to answer, nothing wrong here
 		}
 		p.logger.Error("hub link: checking a cursor", "hub", h.ID, "err", err)
-		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
+		wire.WriteErrorOf(w, err)
 		return
 	}
 	// The cursor asked for is what the hub has stored: its acknowledgement.
@@ -397,7 +397,7 @@ func (p *Platform) handleChanges(w http.ResponseWriter, r *http.Request) {
 		return // the hub went away
 	case err != nil:
 		p.logger.Error("hub link: changes", "hub", h.ID, "err", err)
-		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
+		wire.WriteErrorOf(w, err)
 		return
 	}
 	if locs, err := p.store.HubLocationIDs(r.Context(), h.ID); err == nil {

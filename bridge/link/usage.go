@@ -82,7 +82,7 @@ func (p *Platform) handleUsage(w http.ResponseWriter, r *http.Request) {
 	n, err := us.MarkUsedAtHub(r.Context(), h.ID, used)
 	if err != nil {
 		p.logger.Warn("hub link: recording a hub's usage report", "hub", h.ID, "err", err)
-		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
+		wire.WriteErrorOf(w, err)
 		return
 	}
 	if n < len(u.Used) {

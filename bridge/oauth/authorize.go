@@ -79,6 +79,10 @@ func returnHost(redirectURI string) string {
 }
 
 func (s *Server) authFailed(w http.ResponseWriter, r *http.Request, e *authError) {
+	if e.cause != nil {
+		s.internal(w, r, e.cause)
+		return
+	}
 	s.observe("authorization_denied", e.Code)
 	if !e.Redirect {
 		s.errorPage(w, http.StatusBadRequest, "This authorization request cannot be completed: "+e.Description+". Nothing was sent to the app.")

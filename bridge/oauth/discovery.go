@@ -76,7 +76,7 @@ func (s *Server) discoveryGrant(w http.ResponseWriter, r *http.Request) (*bridge
 		return nil, false
 	default:
 		s.logger.Error("discovery failed", "err", err)
-		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
+		wire.WriteErrorOf(w, err)
 		return nil, false
 	}
 	if inQuery && !g.Legacy {
@@ -96,7 +96,7 @@ func (s *Server) writeEndpoints(w http.ResponseWriter, r *http.Request, g *bridg
 		e.Location.Name = l.Name
 	} else if hl, ok, err := s.hubLocation(r, g.LocationID); err != nil {
 		s.logger.Error("discovery failed", "err", err)
-		wire.WriteError(w, http.StatusInternalServerError, "internal error", nil)
+		wire.WriteErrorOf(w, err)
 		return
 	} else if ok {
 		// One of the platform's hubs holds the location: the client

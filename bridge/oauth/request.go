@@ -45,6 +45,10 @@ type authError struct {
 	Code        string // RFC 6749 error code
 	Description string
 	req         *authRequest // set when Redirect is true
+	// cause is the store's error when the app registry could not be read:
+	// the request is then answered as that error (503 while the database
+	// is away), not as one naming an unknown client.
+	cause error
 }
 
 func (e *authError) Error() string { return e.Code + ": " + e.Description }
@@ -54,9 +58,9 @@ const maxParamLen = 2048
 
 // parseAuthorizeRequest checks an authorization request's parameters.
 // lookup returns a client (its registered redirect URIs, whether it must use
-// PKCE) and whether it exists. The checks run in the order RFC 6749 §4.1.2.1 needs: until the
+// PKCE), or ENOTFOUND when there is none. The checks run in the order RFC 6749 §4.1.2.1 needs: until the
 // client and redirect URI are known good, nothing may redirect.
-func parseAuthorizeRequest(q url.Values, lookup func(clientID string) (*bridge.App, bool)) (*authRequest, *authError) {
+func parseAuthorizeRequest(q url.Values, lookup func(clientID string) (*bridge.App, error)) (*authRequest, *authError) {
 	page := func(format string) *authError {
 		return &authError{Code: "invalid_request", Description: format}
 	}
@@ -77,9 +81,12 @@ func parseAuthorizeRequest(q url.Values, lookup func(clientID string) (*bridge.A
 	case len(clientID) > maxParamLen:
 		return nil, page("client_id is too long")
 	}
-	app, known := lookup(clientID)
-	if !known {
+	app, err := lookup(clientID)
+	switch {
+	case bridge.ErrorCode(err) == bridge.ENOTFOUND:
 		return nil, page("client_id is not a registered app")
+	case err != nil:
+		return nil, &authError{Code: "server_error", Description: "the app registry cannot be read", cause: err}
 	}
 	redirectURI, ok, dup := single("redirect_uri")
 	switch {

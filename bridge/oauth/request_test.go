@@ -13,9 +13,12 @@ var registered = map[string][]string{
 	"pkce-only": {"https://client.example/cb"},
 }
 
-func lookup(id string) (*bridge.App, bool) {
+func lookup(id string) (*bridge.App, error) {
 	u, ok := registered[id]
-	return &bridge.App{ClientID: id, RedirectURIs: u, RequirePKCE: id == "pkce-only"}, ok
+	if !ok {
+		return nil, bridge.Errorf(bridge.ENOTFOUND, "no app %q", id)
+	}
+	return &bridge.App{ClientID: id, RedirectURIs: u, RequirePKCE: id == "pkce-only"}, nil
 }
 
 func TestParseAuthorizeRequest(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
 // Server serves the platform role's HTTP endpoints.
@@ -108,14 +109,8 @@ func (s *Server) secure() bool {
 }
 
 // lookupClient is parseAuthorizeRequest's view of the app registry.
-func (s *Server) lookupClient(ctx context.Context) func(string) (*bridge.App, bool) {
-	return func(id string) (*bridge.App, bool) {
-		a, err := s.apps.App(ctx, id)
-		if err != nil {
-			return nil, false
-		}
-		return a, true
-	}
+func (s *Server) lookupClient(ctx context.Context) func(string) (*bridge.App, error) {
+	return func(id string) (*bridge.App, error) { return s.apps.App(ctx, id) }
 }
 
 // clientKey is the throttling key of the request's client address.
@@ -132,5 +127,11 @@ func (s *Server) clientKey(r *http.Request) string {
 
 func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {
 	s.logger.Error("oauth request failed", "path", bridge.Untrusted(r.URL.Path), "err", err)
+	if wire.StatusOf(err) == http.StatusServiceUnavailable {
+		// The store is away for a moment (its database restarting).
+		wire.SetRetryAfter(w.Header(), err)
+		s.errorPage(w, http.StatusServiceUnavailable, "The service is unavailable for a moment. Try again shortly.")
+		return
+	}
 	s.errorPage(w, http.StatusInternalServerError, "Something went wrong on the hub. Try again; if it keeps failing, the hub's log says why.")
 }

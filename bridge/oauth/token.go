@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
 type tokenError struct {
@@ -20,6 +21,7 @@ type tokenError struct {
 	desc   string
 	basic  bool   // the client tried HTTP Basic: answer with a Basic challenge
 	reason string // a short, bounded cause for metrics; code when empty
+	cause  error  // the store's error behind a 503, for its Retry-After
 }
 
 // clientRequest reads a request to the token or the revocation endpoint
@@ -100,7 +102,16 @@ func badRequest(code, desc string) *tokenError {
 	return &tokenError{status: http.StatusBadRequest, code: code, desc: desc}
 }
 
-var serverError = &tokenError{status: http.StatusInternalServerError, code: "server_error", desc: "internal error"}
+// serverError logs an error of the store and answers it: 503
+// temporarily_unavailable with Retry-After when the store says it is away
+// for a moment (its database restarting), else 500 server_error.
+func (s *Server) serverError(what string, err error) *tokenError {
+	s.logger.Error(what, "err", err)
+	if wire.StatusOf(err) == http.StatusServiceUnavailable {
+		return &tokenError{status: http.StatusServiceUnavailable, code: "temporarily_unavailable", desc: bridge.ErrorMessage(err), cause: err}
+	}
+	return &tokenError{status: http.StatusInternalServerError, code: "server_error", desc: "internal error"}
+}
 
 func (s *Server) token(r *http.Request, f url.Values, app *bridge.App) (*tokenResponse, *tokenError) {
 	switch gt := f.Get("grant_type"); gt {
@@ -137,8 +148,7 @@ func (s *Server) exchangeCode(r *http.Request, f url.Values, app *bridge.App) (*
 	case errors.As(err, &refused):
 		return nil, badRequest("invalid_grant", refused.Error())
 	case err != nil:
-		s.logger.Error("redeeming code", "err", err)
-		return nil, serverError
+		return nil, s.serverError("redeeming code", err)
 	}
 	s.logger.Info("token issued", "client_id", app.ClientID, "installation", c.InstallationID)
 	return newTokenResponse(t), nil
@@ -170,8 +180,7 @@ func (s *Server) refresh(r *http.Request, f url.Values, app *bridge.App) (*token
 	case errors.As(err, &refused):
 		return nil, badRequest("invalid_grant", refused.Error())
 	case err != nil:
-		s.logger.Error("refreshing a token", "err", err)
-		return nil, serverError
+		return nil, s.serverError("refreshing a token", err)
 	}
 	s.logger.Info("token refreshed", "client_id", app.ClientID, "installation", spent.InstallationID)
 	return newTokenResponse(t), nil
@@ -196,8 +205,7 @@ func (s *Server) handleRevoke(w http.ResponseWriter, r *http.Request) {
 	if len(tok) <= maxParamLen {
 		what, err := s.Issuer.Revoke(r.Context(), app, tok)
 		if err != nil {
-			s.logger.Error("revoking a token", "err", err)
-			s.failed(w, serverError)
+			s.failed(w, s.serverError("revoking a token", err))
 			return
 		}
 		switch what {
@@ -247,6 +255,10 @@ func (s *Server) authenticateClient(r *http.Request, f url.Values) (*bridge.App,
 		return nil, fail
 	}
 	app, err := s.apps.App(r.Context(), id)
+	if err != nil && bridge.ErrorCode(err) != bridge.ENOTFOUND {
+		// Not a wrong client: the registry could not be read.
+		return nil, s.serverError("reading the client's app", err)
+	}
 	if err != nil {
 		SecretMatches(secret, dummySecretHash) // same work as a known client
 		return nil, fail
@@ -266,6 +278,9 @@ func writeTokenError(w http.ResponseWriter, e *tokenError) {
 		} else {
 			w.Header().Set("WWW-Authenticate", `Basic realm="switchbridge"`)
 		}
+	}
+	if e.cause != nil {
+		wire.SetRetryAfter(w.Header(), e.cause)
 	}
 	w.Header().Set("Content-Type", "application/json;charset=UTF-8")
 	w.WriteHeader(e.status)

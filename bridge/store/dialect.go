@@ -118,7 +118,7 @@ type pgConnector struct{ inner driver.Connector }
 func (c pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	conn, err := c.inner.Connect(ctx)
 	if err != nil {
-		return nil, err
+		return nil, markUnavailable(err)
 	}
 	return &pgConn{Conn: conn.(*stdlib.Conn)}, nil
 }
@@ -126,18 +126,32 @@ func (c pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
 func (c pgConnector) Driver() driver.Driver { return c.inner.Driver() }
 
 // pgConn is a pgx connection that takes SQLite's parameters and SQLite's
-// transaction semantics (see the top of this file).
+// transaction semantics (see the top of this file), and marks its
+// connection-level errors as the database being unavailable
+// (unavailable.go).
 type pgConn struct{ *stdlib.Conn }
 
 func (c *pgConn) Prepare(q string) (driver.Stmt, error) {
-	return c.Conn.Prepare(rebindCached(q))
+	return c.PrepareContext(context.Background(), q)
 }
 
 func (c *pgConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
-	return c.Conn.PrepareContext(ctx, rebindCached(q))
+	st, err := c.Conn.PrepareContext(ctx, rebindCached(q))
+	if err != nil {
+		return nil, markUnavailable(err)
+	}
+	if s, ok := st.(*stdlib.Stmt); ok {
+		return pgStmt{s}, nil
+	}
+	return st, nil
 }
 
 func (c *pgConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	res, err := c.exec(ctx, q, args)
+	return res, markUnavailable(err)
+}
+
+func (c *pgConn) exec(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
 	q, args = rebindCached(q), intBools(args)
 	if c.Conn.Conn().PgConn().TxStatus() != 'I' || !isWrite(q) {
 		return c.Conn.ExecContext(ctx, q, args)
@@ -159,7 +173,11 @@ func (c *pgConn) ExecContext(ctx context.Context, q string, args []driver.NamedV
 }
 
 func (c *pgConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
-	return c.Conn.QueryContext(ctx, rebindCached(q), intBools(args))
+	rows, err := c.Conn.QueryContext(ctx, rebindCached(q), intBools(args))
+	if err != nil {
+		return nil, markUnavailable(err)
+	}
+	return wrapRows(rows), nil
 }
 
 // isWrite reports whether q changes rows.
@@ -194,6 +212,14 @@ func (c *pgConn) Begin() (driver.Tx, error) {
 }
 
 func (c *pgConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	tx, err := c.begin(ctx, opts)
+	if err != nil {
+		return nil, markUnavailable(err)
+	}
+	return pgTx{tx}, nil
+}
+
+func (c *pgConn) begin(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
 	if opts.ReadOnly {
 		if sql.IsolationLevel(opts.Isolation) == sql.LevelDefault {
 			opts.Isolation = driver.IsolationLevel(sql.LevelRepeatableRead)
@@ -220,6 +246,13 @@ func openPostgres(dsn string) (*sql.DB, *pgx.ConnConfig, error) {
 	if err != nil {
 		// pgx's message may quote the DSN, password and all.
 		return nil, nil, errors.New("postgres: the DSN cannot be parsed: expected postgres://user@host:port/database?options or key=value pairs")
+	}
+	// A server that does not answer at all (its host gone from the
+	// network) must not hold a request for the kernel's TCP timeout: a
+	// new connection gives up after this, and the request is answered
+	// 503. A DSN's connect_timeout wins.
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = postgresConnectTimeout
 	}
 	return sql.OpenDB(pgConnector{inner: stdlib.GetConnector(*cfg)}), cfg, nil
 }

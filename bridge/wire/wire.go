@@ -9,7 +9,10 @@ package wire
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
 )
@@ -52,4 +55,46 @@ func WriteJSON(w http.ResponseWriter, status int, v any) int {
 // WriteError answers with Error(status, msg, failures).
 func WriteError(w http.ResponseWriter, status int, msg string, failures []bridge.Failure) int {
 	return WriteJSON(w, status, Error(status, msg, failures))
+}
+
+// statusOf is the one table from the domain's error codes to HTTP
+// statuses, for every answer the daemon gives: the installation API's,
+// discovery's, the OAuth endpoints' and pages', and the hub link's.
+var statusOf = map[string]int{
+	bridge.EINVALID:        http.StatusBadRequest,
+	bridge.EUNAUTHORIZED:   http.StatusUnauthorized,
+	bridge.EFORBIDDEN:      http.StatusForbidden,
+	bridge.ENOTFOUND:       http.StatusNotFound,
+	bridge.ECONFLICT:       http.StatusConflict,
+	bridge.ENOTIMPLEMENTED: http.StatusNotImplemented,
+	bridge.EDEVICE:         http.StatusBadGateway,
+	bridge.EUNAVAILABLE:    http.StatusServiceUnavailable,
+	bridge.ETOOMANY:        http.StatusTooManyRequests,
+}
+
+// StatusOf maps an error to its HTTP status; an error without a code is
+// internal: 500.
+func StatusOf(err error) int {
+	if s, ok := statusOf[bridge.ErrorCode(err)]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// SetRetryAfter sets Retry-After, in whole seconds rounded up, when err
+// says how long until the same request can succeed: a rate limit used up,
+// a database that cannot be reached for the moment.
+func SetRetryAfter(h http.Header, err error) {
+	var e *bridge.Error
+	if errors.As(err, &e) && e.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.FormatInt(max(int64((e.RetryAfter+time.Second-1)/time.Second), 1), 10))
+	}
+}
+
+// WriteErrorOf answers with err: its status by StatusOf, Retry-After when
+// it says when to call again, and its client-safe message (an internal
+// error's is "internal error"; the caller logs the error itself).
+func WriteErrorOf(w http.ResponseWriter, err error) int {
+	SetRetryAfter(w.Header(), err)
+	return WriteError(w, StatusOf(err), bridge.ErrorMessage(err), nil)
 }
