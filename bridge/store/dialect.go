@@ -136,14 +136,7 @@ func (c *pgConn) Prepare(q string) (driver.Stmt, error) {
 }
 
 func (c *pgConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
-	st, err := c.Conn.PrepareContext(ctx, rebindCached(q))
-	if err != nil {
-		return nil, markUnavailable(err)
-	}
-	if s, ok := st.(*stdlib.Stmt); ok {
-		return pgStmt{s}, nil
-	}
-	return st, nil
+	return pgStmt{c: c, q: q}, nil
 }
 
 func (c *pgConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {

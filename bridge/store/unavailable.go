@@ -88,18 +88,32 @@ type pgTx struct{ driver.Tx }
 func (t pgTx) Commit() error   { return markUnavailable(t.Tx.Commit()) }
 func (t pgTx) Rollback() error { return markUnavailable(t.Tx.Rollback()) }
 
-// pgStmt marks the errors of a prepared statement. It embeds pgx's so that
-// database/sql finds the same optional interfaces on it.
-type pgStmt struct{ *stdlib.Stmt }
+// pgStmt is a prepared statement on PostgreSQL: the query, run through
+// its connection like any other (pgx prepares and caches each query per
+// connection by itself), so that it too gets SQLite's parameters and
+// booleans, the write lock outside a transaction and its errors marked.
+type pgStmt struct {
+	c *pgConn
+	q string
+}
+
+func (s pgStmt) Close() error  { return nil }
+func (s pgStmt) NumInput() int { return -1 }
+
+func (s pgStmt) Exec(args []driver.Value) (driver.Result, error) {
+	return nil, errors.New("store: Exec without a context")
+}
+
+func (s pgStmt) Query(args []driver.Value) (driver.Rows, error) {
+	return nil, errors.New("store: Query without a context")
+}
 
 func (s pgStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	res, err := s.Stmt.ExecContext(ctx, args)
-	return res, markUnavailable(err)
+	return s.c.ExecContext(ctx, s.q, args)
 }
 
 func (s pgStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	rows, err := s.Stmt.QueryContext(ctx, args)
-	return wrapRows(rows), markUnavailable(err)
+	return s.c.QueryContext(ctx, s.q, args)
 }
 
 // pgRows marks the errors of reading a result, which may come after the
