@@ -198,10 +198,14 @@ func (db *DB) RevokeToken(ctx context.Context, hash []byte, clientID string) (br
 }
 
 // CreateToken stores an access token issued without a code (switchbridge
-// install, for developers).
+// install, for developers). ENOTFOUND when the installation is gone (an
+// uninstall in between).
 func (db *DB) CreateToken(ctx context.Context, hash []byte, installationID string, expires time.Time) error {
 	_, err := db.db.ExecContext(ctx, `INSERT INTO tokens (hash, installation_id, created_at, expires_at) VALUES (?, ?, ?, ?)`,
 		hash, installationID, unix(db.now()), unix(expires))
+	if isForeignKey(err) {
+		return bridge.Errorf(bridge.ENOTFOUND, "installation %s was removed while its token was issued: install again", installationID)
+	}
 	return err
 }
 

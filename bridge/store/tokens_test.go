@@ -246,3 +246,20 @@ func TestCodeReplayRevokesRefreshTokens(t *testing.T) {
 		}
 	})
 }
+
+// A token for an installation removed in between is refused plainly, not
+// with the engine's foreign-key message.
+func TestCreateTokenForARemovedInstallation(t *testing.T) {
+	store.ForEachDialect(t, func(t *testing.T) {
+		db := mustOpen(t, t.TempDir())
+		_, _, in := seed(t, db)
+		ctx := context.Background()
+		if err := db.Uninstall(ctx, in.ID); err != nil {
+			t.Fatal(err)
+		}
+		err := db.CreateToken(ctx, []byte("t1"), in.ID, time.Now().Add(time.Hour))
+		if bridge.ErrorCode(err) != bridge.ENOTFOUND {
+			t.Errorf("token for a removed installation: %v", err)
+		}
+	})
+}
