@@ -326,7 +326,7 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 	start := time.Now()
 	pl.p.Shutdown()
 	waitWithin(t, 2*time.Second, "the hub hears the platform is shutting down", func() bool {
-		return strings.Contains(hub.logs.String(), "the platform is shutting down")
+		return strings.Contains(hub.logs.String(), "the platform is briefly unavailable") && strings.Contains(hub.logs.String(), "shutting down")
 	})
 	t.Logf("the long poll ended %v after Shutdown", time.Since(start).Round(time.Millisecond))
 	if c, _ := pl.do(t, "GET", link.SnapshotPath, "h2", pl.hubs["h2"], ""); c != http.StatusServiceUnavailable {

@@ -252,8 +252,10 @@ func (h *Follower) Run(ctx context.Context) {
 			if restarting.IsZero() || time.Now().After(restarting) {
 				restarting = time.Now().Add(restartWindow)
 			}
-			h.logger.Warn("the platform is shutting down: calling it again in a moment; serving the installations and tokens the replica holds meanwhile",
-				"platform", h.platform.String())
+			// A platform restarting, or one whose database is away for a
+			// moment, says so this way; its message tells which.
+			h.logger.Warn("the platform is briefly unavailable: calling it again in a moment; serving the installations and tokens the replica holds meanwhile",
+				"platform", h.platform.String(), "reason", bridge.Untrusted(se.Message))
 		case wasUp:
 			h.logger.Warn("platform link lost: serving the installations and tokens the replica holds until it is back",
 				"platform", h.platform.String(), "err", err, "replica_age_seconds", int64(h.ReplicaAge().Seconds()))
