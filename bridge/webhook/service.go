@@ -363,7 +363,7 @@ func (s *Service) deliver(ctx context.Context) {
 				})
 			}
 		}
-		timer.Reset(s.nextLook(ctx, len(busy)))
+		timer.Reset(s.nextLook(ctx))
 		select {
 		case <-ctx.Done():
 			return
@@ -384,18 +384,18 @@ const (
 )
 
 // nextLook is how long deliver may wait before it reads the outbox again:
-// until the next delivery is due, unless that is now and busy deliveries
-// (whose end wakes it) hold it up.
-func (s *Service) nextLook(ctx context.Context, busy int) time.Duration {
+// until the next delivery is due, or busyLook when one is due now. That
+// one may be a busy webhook's, whose end wakes deliver, but it also hides
+// when any other webhook's retry falls due: waiting for the busy one (a
+// receiver that never answers holds it for the client's timeout) would
+// hold those up as long.
+func (s *Service) nextLook(ctx context.Context) time.Duration {
 	next, err := s.store.NextWebhookDelivery(ctx)
 	if err != nil || next.IsZero() {
 		return idleLook
 	}
 	if d := next.Sub(s.now()); d > 0 {
 		return min(d, idleLook)
-	}
-	if busy > 0 {
-		return idleLook
 	}
 	return busyLook
 }
