@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,7 +40,7 @@ func BenchmarkCPUPerCommand(b *testing.B) {
 	goBuild(b, exe, []string{"CGO_ENABLED=0"}, "-trimpath", "-ldflags=-s -w")
 	broker := mqtttest.StartMosquitto(b)
 	bareTopics, _, _ := mqtttest.Fleet(b, broker.URL, "bare", 1)
-	_, hubIDs, hubSwitches := mqtttest.Fleet(b, broker.URL, "hub", 1)
+	_, _, hubSwitches := mqtttest.Fleet(b, broker.URL, "hub", 1)
 
 	// The bare handler: this test binary again, serving only that.
 	barePort := mqtttest.FreePort(b)
@@ -53,23 +55,7 @@ func BenchmarkCPUPerCommand(b *testing.B) {
 
 	// The hub, with a user, an app and an installation of that plug.
 	hubAddr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(b))
-	cfg := filepath.Join(dir, "config.yaml")
-	os.WriteFile(cfg, fmt.Appendf(nil, "server:\n  listen: %s\n  metrics_listen: \"off\"\n  rate_limit: {requests: 1000000, per: 24h}\ndata_dir: %s\nlog: {level: info}\nmqtt:\n  broker: %s\n  client_id: cpu-hub\nlocations:\n  - id: 1\n    name: Home\n    switches:\n      - {driver: mqtt, %s}\n",
-		hubAddr, filepath.Join(dir, "data"), broker.URL, hubSwitches[0]), 0o600)
-	admin := func(stdin string, args ...string) string {
-		var out, errb bytes.Buffer
-		if code := run(context.Background(), append(args, "--config", cfg), strings.NewReader(stdin), &out, &errb, nil); code != 0 {
-			b.Fatalf("%v: %s", args, errb.String())
-		}
-		return out.String()
-	}
-	admin("pw-bench\n", "user", "add", "bench", "--location", "1")
-	var app struct {
-		ID string `json:"client_id"`
-	}
-	json.Unmarshal([]byte(admin("", "app", "create", "--name", "Bench", "--redirect-uri", "https://bench.example/cb", "--owner", "bench", "--json")), &app)
-	var inst struct{ Token, Endpoint string }
-	json.Unmarshal([]byte(admin("", "install", "--client-id", app.ID, "--user", "bench", "--location", "1", "--switch", hubIDs[0], "--json")), &inst)
+	cfg, endpoint, token := benchInstallation(b, filepath.Join(dir, "hub"), broker.URL, hubSwitches[0], hubAddr)
 	hub := exec.Command(exe, "serve", "--config", cfg)
 	logFile, err := os.Create(filepath.Join(dir, "hub.log")) // as to the journal: written, not discarded
 	if err != nil {
@@ -92,7 +78,7 @@ func BenchmarkCPUPerCommand(b *testing.B) {
 		n      int
 	}{
 		{name: "bare-HTTP", pid: bare.Process.Pid, client: daemontest.DialBare(b, fmt.Sprintf("http://127.0.0.1:%d", barePort), "")},
-		{name: "hub", pid: hub.Process.Pid, client: daemontest.DialBare(b, inst.Endpoint, inst.Token)},
+		{name: "hub", pid: hub.Process.Pid, client: daemontest.DialBare(b, endpoint, token)},
 	}
 	put := func(c *daemontest.BareClient, cmd string) {
 		if status, body := c.Command(b, cmd); status != http.StatusNoContent {
@@ -129,25 +115,70 @@ func BenchmarkCPUPerCommand(b *testing.B) {
 		sides[0].n, float64(per(0).Nanoseconds())/1000, float64(per(1).Nanoseconds())/1000, ratio, metIf(ratio <= 1.3))
 }
 
+// benchInstallation writes the config of a hub that serves one switch
+// (sw, a line of mqtttest.Fleet) on listen in dir, with metrics off and a
+// rate limit no benchmark reaches, and gives it a user, an app and an
+// installation of that switch. It returns the config file and the
+// installation's endpoint and token.
+func benchInstallation(b *testing.B, dir, broker, sw, listen string) (cfg, endpoint, token string) {
+	b.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		b.Fatal(err)
+	}
+	cfg = filepath.Join(dir, "config.yaml")
+	err := os.WriteFile(cfg, fmt.Appendf(nil, "server:\n  listen: %s\n  metrics_listen: \"off\"\n  rate_limit: {requests: 1000000, per: 24h}\ndata_dir: %s\nlog: {level: info}\nmqtt:\n  broker: %s\n  client_id: %s\nlocations:\n  - id: 1\n    name: Home\n    switches:\n      - {driver: mqtt, %s}\n",
+		listen, filepath.Join(dir, "data"), broker, "cpu-"+filepath.Base(dir), sw), 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	admin := func(stdin string, args ...string) string {
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), append(args, "--config", cfg), strings.NewReader(stdin), &out, &errb, nil); code != 0 {
+			b.Fatalf("%v: %s", args, errb.String())
+		}
+		return out.String()
+	}
+	admin("pw-bench\n", "user", "add", "bench", "--location", "1")
+	var app struct {
+		ID string `json:"client_id"`
+	}
+	json.Unmarshal([]byte(admin("", "app", "create", "--name", "Bench", "--redirect-uri", "https://bench.example/cb", "--owner", "bench", "--json")), &app)
+	_, id, _ := strings.Cut(sw, "id: ")
+	id, _, _ = strings.Cut(id, ",")
+	var inst struct{ Token, Endpoint string }
+	json.Unmarshal([]byte(admin("", "install", "--client-id", app.ID, "--user", "bench", "--location", "1", "--switch", id, "--json")), &inst)
+	if inst.Token == "" || inst.Endpoint == "" {
+		b.Fatalf("no installation of %s", id)
+	}
+	return cfg, inst.Endpoint, inst.Token
+}
+
 // cpuCommands is how many commands each side of BenchmarkCPUPerCommand
 // sends per run.
 const cpuCommands = 2000
 
 // bareHTTPEnv makes the test binary serve the bare handler alone:
-// "broker|topic|listen address".
+// "broker|topic|listen address", and optionally "|profile file" for
+// BenchmarkCPUComponents (a CPU profile from SIGUSR1 until SIGTERM).
 const bareHTTPEnv = "SWITCHBRIDGE_BENCH_BARE_HTTP"
 
 // serveBareHTTPIfAsked runs the bare handler when bareHTTPEnv asks for it,
-// and reports whether it did (then the process only serves until killed).
+// and reports whether it did (then the process only serves until killed,
+// or until SIGTERM).
 func serveBareHTTPIfAsked() bool {
 	spec := os.Getenv(bareHTTPEnv)
 	if spec == "" {
 		return false
 	}
 	parts := strings.Split(spec, "|")
-	if len(parts) != 3 {
-		fmt.Fprintf(os.Stderr, "%s=%q: want broker|topic|address\n", bareHTTPEnv, spec)
+	if len(parts) != 3 && len(parts) != 4 {
+		fmt.Fprintf(os.Stderr, "%s=%q: want broker|topic|address[|profile]\n", bareHTTPEnv, spec)
 		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if len(parts) == 4 && parts[3] != "" {
+		defer profileFromSignal(ctx, parts[3])()
 	}
 	f, err := mqtttest.DialFloor(parts[0], []string{parts[1]})
 	if err != nil {
@@ -159,7 +190,12 @@ func serveBareHTTPIfAsked() bool {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	fmt.Fprintln(os.Stderr, mqtttest.BareHTTPServer(f).Serve(ln))
+	srv := mqtttest.BareHTTPServer(f)
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	fmt.Fprintln(os.Stderr, srv.Serve(ln))
 	return true
 }
 
@@ -182,22 +218,59 @@ func waitListening(b *testing.B, addr string) {
 // between two readings.
 func processCPU(b *testing.B, pid int) time.Duration {
 	b.Helper()
+	cpu, _ := processSched(b, pid)
+	return cpu
+}
+
+// sysmonCPU is the time the Go runtime's monitor thread (sysmon) of the
+// process pid has run. The runtime starts it before any other thread, so
+// it is the thread with the lowest id after the main thread's (perf
+// record shows only runtime.sysmon on it). It wakes every 20 µs while
+// any goroutine runs, so its cost follows how long a command keeps the
+// process busy, and a CPU profile misses it (it has no CPU timer).
+func sysmonCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tid := 0
+	for _, t := range tasks {
+		if n, err := strconv.Atoi(t.Name()); err == nil && n != pid && (tid == 0 || n < tid) {
+			tid = n
+		}
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(raw))
+	ns, _ := strconv.ParseInt(f[0], 10, 64)
+	return time.Duration(ns)
+}
+
+// processSched is processCPU with the number of times the process's
+// threads were put on a CPU (the third field of schedstat): each is a
+// thread that was woken, or came back from a preemption.
+func processSched(b *testing.B, pid int) (cpu time.Duration, slices int64) {
+	b.Helper()
 	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
 	if err != nil || len(tasks) == 0 {
 		b.Fatalf("no threads of %d: %v", pid, err)
 	}
-	var total time.Duration
 	for _, t := range tasks {
 		raw, err := os.ReadFile(t)
 		if err != nil {
 			continue // a thread that just ended
 		}
 		f := strings.Fields(string(raw))
-		if len(f) < 1 {
+		if len(f) < 3 {
 			continue
 		}
 		ns, _ := strconv.ParseInt(f[0], 10, 64)
-		total += time.Duration(ns)
+		n, _ := strconv.ParseInt(f[2], 10, 64)
+		cpu += time.Duration(ns)
+		slices += n
 	}
-	return total
+	return cpu, slices
 }
