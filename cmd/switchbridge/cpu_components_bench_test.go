@@ -38,7 +38,7 @@ import (
 var (
 	componentsCommands = flag.Int("components.commands", 4000, "BenchmarkCPUComponents: commands per side and run")
 	componentsVariants = flag.String("components.variants", strings.Join(hubVariantNames(), ","), "BenchmarkCPUComponents: the hub variants to run beside full (comma-separated)")
-	componentsBaseline = flag.String("components.baseline", "", "BenchmarkCPUComponents: a git revision (e.g. main, HEAD~3) whose switchbridge runs serve beside the others as the side baseline, for a before/after comparison in the same run")
+	componentsBaseline = flag.String("components.baseline", "", "BenchmarkCPUComponents: comma-separated git revisions (e.g. main, HEAD~3) or switchbridge binaries, each run with serve beside the others as the side baseline:<rev>, for a before/after comparison in the same run")
 	componentsProfile  = flag.String("components.cpuprofile", "", "BenchmarkCPUComponents: a directory; each hub variant writes <variant>.pprof there, a CPU profile of its timed commands")
 )
 
@@ -105,9 +105,20 @@ func BenchmarkCPUComponents(b *testing.B) {
 	dir := b.TempDir()
 	exe := filepath.Join(dir, "switchbridge")
 	goBuild(b, exe, []string{"CGO_ENABLED=0"}, "-trimpath", "-ldflags=-s -w")
-	baseExe := ""
-	if *componentsBaseline != "" {
-		baseExe = buildRevision(b, *componentsBaseline, filepath.Join(dir, "baseline-src"))
+	baselines := map[string]string{} // side name: binary
+	var baselineNames []string
+	for _, rev := range strings.Split(*componentsBaseline, ",") {
+		if rev = strings.TrimSpace(rev); rev == "" {
+			continue
+		}
+		name := "baseline:" + rev
+		if st, err := os.Stat(rev); err == nil && !st.IsDir() {
+			name = "baseline:" + filepath.Base(rev)
+			baselines[name] = rev
+		} else {
+			baselines[name] = buildRevision(b, rev, filepath.Join(dir, fmt.Sprintf("baseline-%d", len(baselines))))
+		}
+		baselineNames = append(baselineNames, name)
 	}
 	broker := mqtttest.StartMosquitto(b)
 
@@ -122,7 +133,7 @@ func BenchmarkCPUComponents(b *testing.B) {
 	}
 	var sides []*side
 	start := func(name string, cmd *exec.Cmd, addr, endpoint, token string) {
-		logFile, err := os.Create(filepath.Join(dir, name+".log")) // as to the journal: written, not discarded
+		logFile, err := os.Create(filepath.Join(dir, fmt.Sprintf("side%d.log", len(sides)))) // as to the journal: written, not discarded
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -150,19 +161,17 @@ func BenchmarkCPUComponents(b *testing.B) {
 	start("bare-HTTP", bare, bareAddr, "http://"+bareAddr, "")
 
 	hubs := append([]string{"serve"}, names...)
-	if baseExe != "" {
-		hubs = append([]string{"baseline"}, hubs...)
-	}
+	hubs = append(baselineNames, hubs...)
 	for _, name := range hubs {
-		_, _, sws := mqtttest.Fleet(b, broker.URL, strings.ReplaceAll(name, "-", ""), 1)
+		_, _, sws := mqtttest.Fleet(b, broker.URL, fmt.Sprintf("hub%d", len(sides)), 1)
 		listen := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(b))
-		cfg, endpoint, token := benchInstallation(b, filepath.Join(dir, name), broker.URL, sws[0], listen)
+		cfg, endpoint, token := benchInstallation(b, filepath.Join(dir, fmt.Sprintf("hub%d", len(sides))), broker.URL, sws[0], listen)
 		var cmd *exec.Cmd
 		addr := listen
 		if name == "serve" {
 			cmd = exec.Command(exe, "serve", "--config", cfg)
-		} else if name == "baseline" {
-			cmd = exec.Command(baseExe, "serve", "--config", cfg)
+		} else if exe, ok := baselines[name]; ok {
+			cmd = exec.Command(exe, "serve", "--config", cfg)
 		} else if name == "daemon" {
 			cmd = exec.Command(os.Args[0])
 			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%s", hubVariantEnv, cfg, name, addr, ""))
@@ -211,7 +220,7 @@ func BenchmarkCPUComponents(b *testing.B) {
 		s.idle = (processCPU(b, s.proc.Process.Pid) - idleFrom[i]) / (idleFor / time.Second)
 	}
 	for _, s := range sides {
-		if s.name != "serve" && s.name != "baseline" && *componentsProfile != "" {
+		if s.name != "serve" && baselines[s.name] == "" && *componentsProfile != "" {
 			s.proc.Process.Signal(syscall.SIGUSR1) // start profiling
 		}
 	}
@@ -268,7 +277,7 @@ func BenchmarkCPUComponents(b *testing.B) {
 	}
 	if *componentsProfile != "" {
 		for _, s := range sides {
-			if s.name != "serve" && s.name != "baseline" {
+			if s.name != "serve" && baselines[s.name] == "" {
 				s.proc.Process.Signal(syscall.SIGTERM) // writes the profile
 				s.proc.Wait()
 			}
@@ -281,7 +290,7 @@ func BenchmarkCPUComponents(b *testing.B) {
 	fmt.Printf("\nCPU per command, N = 1, %d commands per side and run, µs: whole rounds (own blocks) [of which sysmon], and threads put on a CPU per command; full − side ± 95 %% interval\n", *componentsCommands)
 	fmt.Printf("| side | idle µs/s | without |")
 	for i := range runs {
-		fmt.Printf(" run %d | full − it |", i+1)
+		fmt.Printf(" run %d | full (serve) − it |", i+1)
 	}
 	fmt.Println()
 	for _, s := range sides {
@@ -291,19 +300,25 @@ func BenchmarkCPUComponents(b *testing.B) {
 				without = v.without
 			}
 		}
-		switch s.name {
-		case "serve":
+		switch _, baseline := baselines[s.name]; {
+		case s.name == "serve":
 			without = "nothing: the make dist binary running serve"
-		case "baseline":
-			without = "nothing: the make dist binary of " + *componentsBaseline + " running serve"
-		case "bare-HTTP":
+		case baseline:
+			without = "nothing: the make dist binary of " + strings.TrimPrefix(s.name, "baseline:") + " running serve"
+		case s.name == "bare-HTTP":
 			without = "the bare net/http handler (mqtttest.BareHTTPServer), on a Mosquitto of its own"
 		}
 		fmt.Printf("| %s | %.1f | %s |", s.name, float64(s.idle.Nanoseconds())/1000, without)
 		for _, res := range runs {
-			c, f := res[s.name], res["full"]
-			d, ci := pairedDiff(f.whole, c.whole)
-			fmt.Printf(" %.1f (%.1f) [%.1f] %.1f | %+.1f ± %.1f |", mean(c.whole), mean(c.own), mean(c.sysmon), mean(c.slices), d, ci)
+			// A variant is compared with full; a baseline with serve
+			// (what the revision's binary spent beyond today's).
+			ref, refName := res["full"], "full"
+			if _, baseline := baselines[s.name]; baseline {
+				ref, refName = res["serve"], "serve"
+			}
+			c := res[s.name]
+			d, ci := pairedDiff(ref.whole, c.whole)
+			fmt.Printf(" %.1f (%.1f) [%.1f] %.1f | %s %+.1f ± %.1f |", mean(c.whole), mean(c.own), mean(c.sysmon), mean(c.slices), refName, d, ci)
 		}
 		fmt.Println()
 	}
@@ -311,7 +326,7 @@ func BenchmarkCPUComponents(b *testing.B) {
 		perCmd, sysmon := map[string]float64{}, map[string]float64{}
 		var profiled []string
 		for _, s := range sides {
-			if s.name != "serve" && s.name != "baseline" {
+			if s.name != "serve" && baselines[s.name] == "" {
 				profiled = append(profiled, s.name)
 				perCmd[s.name] = mean(runs[len(runs)-1][s.name].whole)
 				sysmon[s.name] = mean(runs[len(runs)-1][s.name].sysmon)
@@ -452,7 +467,13 @@ func buildRevision(b *testing.B, rev, dir string) string {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		b.Fatal(err)
 	}
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		b.Fatalf("git rev-parse --show-toplevel: %v", err)
+	}
+	// From the top: in a subdirectory git archive takes only that.
 	archive := exec.Command("git", "archive", "--format=tar", rev)
+	archive.Dir = strings.TrimSpace(string(top))
 	untar := exec.Command("tar", "-x", "-C", dir)
 	pipe, err := archive.StdoutPipe()
 	if err != nil {
