@@ -222,30 +222,54 @@ func processCPU(b *testing.B, pid int) time.Duration {
 	return cpu
 }
 
-// sysmonCPU is the time the Go runtime's monitor thread (sysmon) of the
-// process pid has run. The runtime starts it before any other thread, so
-// it is the thread with the lowest id after the main thread's (perf
-// record shows only runtime.sysmon on it). It wakes every 20 µs while
-// any goroutine runs, so its cost follows how long a command keeps the
-// process busy, and a CPU profile misses it (it has no CPU timer).
-func sysmonCPU(b *testing.B, pid int) time.Duration {
+// sysmonThread is the thread id of the Go runtime's monitor thread
+// (sysmon) of the process pid: the runtime starts it before any other
+// thread, so it is the first thread after the main one (perf record
+// shows only runtime.sysmon on it). It wakes every 20 µs while any
+// goroutine runs, so its cost follows how long a command keeps the
+// process busy, and a CPU profile misses it (it has no CPU timer). Call
+// it on a young process: thread ids wrap, start times do not.
+func sysmonThread(b *testing.B, pid int) int {
 	b.Helper()
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		b.Fatal(err)
 	}
-	tid := 0
+	tid, first := 0, int64(0)
 	for _, t := range tasks {
-		if n, err := strconv.Atoi(t.Name()); err == nil && n != pid && (tid == 0 || n < tid) {
-			tid = n
+		n, err := strconv.Atoi(t.Name())
+		if err != nil || n == pid {
+			continue
+		}
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, n))
+		if err != nil {
+			continue
+		}
+		// After the command's name in brackets, the start time is the
+		// 20th field.
+		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+		if len(f) < 20 {
+			continue
+		}
+		at, _ := strconv.ParseInt(f[19], 10, 64)
+		if tid == 0 || at < first || (at == first && n < tid) {
+			tid, first = n, at
 		}
 	}
+	if tid == 0 {
+		b.Fatalf("no threads of %d besides its main one", pid)
+	}
+	return tid
+}
+
+// threadCPU is the time thread tid of process pid has run.
+func threadCPU(b *testing.B, pid, tid int) time.Duration {
+	b.Helper()
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
 	if err != nil {
 		b.Fatal(err)
 	}
-	f := strings.Fields(string(raw))
-	ns, _ := strconv.ParseInt(f[0], 10, 64)
+	ns, _ := strconv.ParseInt(strings.Fields(string(raw))[0], 10, 64)
 	return time.Duration(ns)
 }
 

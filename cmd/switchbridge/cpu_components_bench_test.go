@@ -67,29 +67,34 @@ func hubVariantNames() []string {
 }
 
 // BenchmarkCPUComponents is BenchmarkCPUPerCommand split by component:
-// where the hub's CPU per command goes beside the bare handler's, measured
-// by ablation. Beside the bare handler and the real hub (serve, built as
-// make dist builds it), it runs the hub from this test binary several
-// times, once whole (full) and once without each of the components
-// hubVariants lists; each is its own process with its own plug, data
-// directory and installation, on one Mosquitto, and all take turns in
-// blocks of mqtttest.BenchBlock commands, the order rotating every round,
-// so all see the same machine. A variant's CPU per command below full's
-// is what its component costs; full beside serve shows that the test
-// binary's hub costs what the real one does.
+// where the hub's CPU per command goes beside the bare handler's. Its
+// method, the machine and the tables it gave are in the doc comment of
+// BenchmarkFanout (bridge/daemon), with the other benchmarks'; `make
+// bench-components` runs it.
 //
-// CPU is counted two ways from /proc/PID/task/*/schedstat: over each
-// side's own blocks (as BenchmarkCPUPerCommand counts it), and over the
-// whole timed run divided by the side's commands, which also counts the
-// work a command leaves for later (the log buffer's write every 50 ms,
-// the database write of the new values every 500 ms) when it falls into
-// another side's turn; an idle process's own CPU over the same time
-// (measured before the run, per second) is taken off the whole-run figure.
+// Sides, each a process of its own with its own simulated Tasmota plug,
+// data directory and installation: the bare handler (on a Mosquitto of
+// its own: its wildcard subscription would get every plug's replies),
+// the real hub (serve, built as make dist builds it), and the hub from
+// this test binary once whole (full) and once without each component
+// hubVariants lists (ablation: full's CPU per command less a variant's
+// is what the component costs, knock-on effects included);
+// -components.baseline adds the binaries of other revisions (before and
+// after in one run). Every run starts all of them afresh, so that a
+// process's own luck (where its memory and threads landed) does not
+// carry from run to run. In each round every side sends one block of
+// mqtttest.BenchBlock commands, in an order drawn anew every round; a
+// side's CPU is read from /proc/PID/task/*/schedstat before and after
+// every round, so it counts what its commands left for later (the log
+// buffer's write, the values' write-behind) too, and the rounds'
+// differences between two sides, which shared the machine's moment, give
+// the difference and its spread.
 //
-// -components.cpuprofile=DIR writes each hub variant's CPU profile of the
-// timed commands to DIR/<variant>.pprof (go tool pprof -top
-// DIR/full.pprof); profiling adds its own cost, so take the table from a
-// run without it. `make bench-components` runs it.
+// -components.cpuprofile=DIR writes the last run's CPU profiles of the
+// bare handler and of each variant (DIR/<side>.pprof) and prints the CPU
+// per command split by component in the shares of the profiles
+// (components); profiling costs CPU of its own, so take the ablation
+// table from a run without it.
 func BenchmarkCPUComponents(b *testing.B) {
 	skipIfEmulated(b)
 	names := []string{"full"}
@@ -120,145 +125,166 @@ func BenchmarkCPUComponents(b *testing.B) {
 		}
 		baselineNames = append(baselineNames, name)
 	}
-	broker := mqtttest.StartMosquitto(b)
-
-	type side struct {
-		name            string
-		proc            *exec.Cmd
-		addr            string
-		endpoint, token string
-		client          *daemontest.BareClient
-		// idle is the process's CPU per second while no command runs.
-		idle time.Duration
-	}
-	var sides []*side
-	start := func(name string, cmd *exec.Cmd, addr, endpoint, token string) {
-		logFile, err := os.Create(filepath.Join(dir, fmt.Sprintf("side%d.log", len(sides)))) // as to the journal: written, not discarded
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { logFile.Close() })
-		cmd.Stderr = logFile
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-		sides = append(sides, &side{name: name, proc: cmd, addr: addr, endpoint: endpoint, token: token})
+	profiled := func(name string) bool {
+		_, baseline := baselines[name]
+		return *componentsProfile != "" && name != "serve" && !baseline
 	}
 
-	// The bare handler has a Mosquitto of its own, set up as the hubs'
-	// one: its wildcard subscription would otherwise get every plug's
-	// replies, the hubs' too.
+	// What each side runs; the plugs, brokers and installations stay for
+	// every run.
+	type sideSpec struct {
+		name, addr, endpoint, token string
+		cmd                         func(profile string) *exec.Cmd
+	}
+	var specs []sideSpec
 	bareBroker := mqtttest.StartMosquitto(b)
 	bareTopics, _, _ := mqtttest.Fleet(b, bareBroker.URL, "bare", 1)
 	bareAddr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(b))
-	bare := exec.Command(os.Args[0])
-	bareProfile := ""
-	if *componentsProfile != "" {
-		bareProfile = filepath.Join(*componentsProfile, "bare-HTTP.pprof")
-	}
-	bare.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%s", bareHTTPEnv, bareBroker.URL, bareTopics[0], bareAddr, bareProfile))
-	start("bare-HTTP", bare, bareAddr, "http://"+bareAddr, "")
-
-	hubs := append([]string{"serve"}, names...)
-	hubs = append(baselineNames, hubs...)
-	for _, name := range hubs {
-		_, _, sws := mqtttest.Fleet(b, broker.URL, fmt.Sprintf("hub%d", len(sides)), 1)
+	specs = append(specs, sideSpec{name: "bare-HTTP", addr: bareAddr, endpoint: "http://" + bareAddr, cmd: func(profile string) *exec.Cmd {
+		c := exec.Command(os.Args[0])
+		c.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%s", bareHTTPEnv, bareBroker.URL, bareTopics[0], bareAddr, profile))
+		return c
+	}})
+	broker := mqtttest.StartMosquitto(b)
+	for _, name := range append(baselineNames, append([]string{"serve"}, names...)...) {
+		id := fmt.Sprintf("hub%d", len(specs))
+		_, _, sws := mqtttest.Fleet(b, broker.URL, id, 1)
 		listen := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(b))
-		cfg, endpoint, token := benchInstallation(b, filepath.Join(dir, fmt.Sprintf("hub%d", len(sides))), broker.URL, sws[0], listen)
-		var cmd *exec.Cmd
-		addr := listen
-		if name == "serve" {
-			cmd = exec.Command(exe, "serve", "--config", cfg)
-		} else if exe, ok := baselines[name]; ok {
-			cmd = exec.Command(exe, "serve", "--config", cfg)
-		} else if name == "daemon" {
-			cmd = exec.Command(os.Args[0])
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%s", hubVariantEnv, cfg, name, addr, ""))
-		} else {
-			// The variant serves the API on a listener of its own (the
+		cfg, endpoint, token := benchInstallation(b, filepath.Join(dir, id), broker.URL, sws[0], listen)
+		spec := sideSpec{name: name, addr: listen, endpoint: endpoint, token: token}
+		switch bin, baseline := baselines[name]; {
+		case name == "serve":
+			spec.cmd = func(string) *exec.Cmd { return exec.Command(exe, "serve", "--config", cfg) }
+		case baseline:
+			spec.cmd = func(string) *exec.Cmd { return exec.Command(bin, "serve", "--config", cfg) }
+		case name == "daemon":
+			spec.cmd = func(profile string) *exec.Cmd {
+				c := exec.Command(os.Args[0])
+				c.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%s", hubVariantEnv, cfg, name, listen, profile))
+				return c
+			}
+		default:
+			// A variant serves the API on a listener of its own (the
 			// config's stays bound, unused), where it can leave parts
 			// of the handler out.
-			addr = fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(b))
-			endpoint = strings.Replace(endpoint, listen, addr, 1)
+			addr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(b))
+			spec.addr, spec.endpoint = addr, strings.Replace(endpoint, listen, addr, 1)
+			spec.cmd = func(profile string) *exec.Cmd {
+				c := exec.Command(os.Args[0])
+				c.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%s", hubVariantEnv, cfg, name, addr, profile))
+				return c
+			}
+		}
+		specs = append(specs, spec)
+	}
+
+	type side struct {
+		sideSpec
+		proc   *exec.Cmd
+		exited chan struct{}
+		client *daemontest.BareClient
+		sysmon int // the thread id of the runtime's monitor thread
+		// idle is the process's CPU per second while no command runs.
+		idle time.Duration
+	}
+	// start runs every side afresh for a run, warmed up.
+	start := func(run int) []*side {
+		var sides []*side
+		for i, spec := range specs {
 			profile := ""
-			if *componentsProfile != "" {
-				profile = filepath.Join(*componentsProfile, name+".pprof")
+			if profiled(spec.name) {
+				profile = filepath.Join(*componentsProfile, spec.name+".pprof")
 			}
-			cmd = exec.Command(os.Args[0])
-			cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%s", hubVariantEnv, cfg, name, addr, profile))
+			cmd := spec.cmd(profile)
+			logFile, err := os.Create(filepath.Join(dir, fmt.Sprintf("run%d-side%d.log", run, i))) // as to the journal: written, not discarded
+			if err != nil {
+				b.Fatal(err)
+			}
+			cmd.Stderr = logFile
+			if err := cmd.Start(); err != nil {
+				b.Fatal(err)
+			}
+			exited := make(chan struct{})
+			go func() {
+				cmd.Wait()
+				logFile.Close()
+				close(exited)
+			}()
+			b.Cleanup(func() { cmd.Process.Kill(); <-exited })
+			sides = append(sides, &side{sideSpec: spec, proc: cmd, exited: exited})
 		}
-		start(name, cmd, addr, endpoint, token)
-	}
-	for _, s := range sides {
-		waitListening(b, s.addr)
-		s.client = daemontest.DialBare(b, s.endpoint, s.token)
-	}
-	put := func(s *side, cmd string) {
-		if status, body := s.client.Command(b, cmd); status != http.StatusNoContent {
-			b.Fatalf("%s: PUT %s = %d %s", s.name, cmd, status, body)
+		for _, s := range sides {
+			waitListening(b, s.addr)
+			s.client = daemontest.DialBare(b, s.endpoint, s.token)
+			s.sysmon = sysmonThread(b, s.proc.Process.Pid)
 		}
-	}
-	for _, s := range sides { // warm-up: connections, caches, the plug's state
-		for range 4 {
-			for i := range mqtttest.BenchBlock {
-				put(s, string(mqtttest.BenchCommand(i)))
+		for _, s := range sides { // warm-up: connections, caches, the plug's state
+			for range 4 {
+				for i := range mqtttest.BenchBlock {
+					benchPut(b, s.name, s.client, mqtttest.BenchCommand(i))
+				}
 			}
 		}
+		// Each process's CPU while idle, per second: what a round's figure
+		// holds besides the commands' work (nothing, as measured: the hub
+		// has no timers while idle).
+		time.Sleep(time.Second) // the warm-up's trailing work
+		idleFrom := make([]time.Duration, len(sides))
+		for i, s := range sides {
+			idleFrom[i] = processCPU(b, s.proc.Process.Pid)
+		}
+		time.Sleep(time.Second)
+		for i, s := range sides {
+			s.idle = processCPU(b, s.proc.Process.Pid) - idleFrom[i]
+			if profiled(s.name) {
+				s.proc.Process.Signal(syscall.SIGUSR1) // start profiling
+			}
+		}
+		return sides
 	}
-	// Each process's CPU while idle, per second: what a round's figure
-	// holds besides the commands' work (nothing, as measured: the hub
-	// has no timers while idle).
-	time.Sleep(time.Second) // the warm-up's trailing work
-	idleFrom := make([]time.Duration, len(sides))
-	for i, s := range sides {
-		idleFrom[i] = processCPU(b, s.proc.Process.Pid)
-	}
-	const idleFor = 2 * time.Second
-	time.Sleep(idleFor)
-	for i, s := range sides {
-		s.idle = (processCPU(b, s.proc.Process.Pid) - idleFrom[i]) / (idleFor / time.Second)
-	}
-	for _, s := range sides {
-		if s.name != "serve" && baselines[s.name] == "" && *componentsProfile != "" {
-			s.proc.Process.Signal(syscall.SIGUSR1) // start profiling
+	// stop ends a run's sides; a profiled one writes its profile first.
+	stop := func(sides []*side) {
+		for _, s := range sides {
+			if profiled(s.name) {
+				s.proc.Process.Signal(syscall.SIGTERM)
+			} else {
+				s.proc.Process.Kill()
+			}
+		}
+		for _, s := range sides {
+			<-s.exited
 		}
 	}
 
-	// Each round every side sends one block, in an order drawn anew, so
-	// that no side always follows the same other one. A side's CPU per
-	// command is counted over its own block and over the whole round;
-	// the rounds' differences between full and a variant, which shared
-	// the machine's moment, give the variant's saving and its spread.
-	type perRound struct{ own, whole, slices, sysmon []float64 } // per command, one value per round
+	type perRound struct{ whole, slices, sysmon []float64 } // per command, one value per round
 	var runs []map[string]*perRound
+	idle := map[string][]time.Duration{}
 	type sched struct {
 		cpu, sysmon time.Duration
 		slices      int64
 	}
-	cpus := func() []sched {
-		t := make([]sched, len(sides))
-		for i, s := range sides {
-			t[i].cpu, t[i].slices = processSched(b, s.proc.Process.Pid)
-			t[i].sysmon = sysmonCPU(b, s.proc.Process.Pid)
-		}
-		return t
-	}
 	µs := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 / mqtttest.BenchBlock }
 	for b.Loop() {
+		sides := start(len(runs))
+		cpus := func() []sched {
+			t := make([]sched, len(sides))
+			for i, s := range sides {
+				t[i].cpu, t[i].slices = processSched(b, s.proc.Process.Pid)
+				t[i].sysmon = threadCPU(b, s.proc.Process.Pid, s.sysmon)
+			}
+			return t
+		}
 		res := map[string]*perRound{}
 		for _, s := range sides {
 			res[s.name] = &perRound{}
+			idle[s.name] = append(idle[s.name], s.idle)
 		}
 		from := cpus()
 		for r := 0; r*mqtttest.BenchBlock < *componentsCommands; r++ {
 			for _, k := range rand.Perm(len(sides)) {
-				s := sides[k]
-				before := processCPU(b, s.proc.Process.Pid)
 				for i := range mqtttest.BenchBlock {
-					put(s, string(mqtttest.BenchCommand(i)))
+					benchPut(b, sides[k].name, sides[k].client, mqtttest.BenchCommand(i))
 				}
-				res[s.name].own = append(res[s.name].own, µs(processCPU(b, s.proc.Process.Pid)-before))
 			}
 			if (r+1)*mqtttest.BenchBlock >= *componentsCommands {
 				// The last commands' trailing work (log writes, the
@@ -267,76 +293,79 @@ func BenchmarkCPUComponents(b *testing.B) {
 			}
 			to := cpus()
 			for i, s := range sides {
-				res[s.name].whole = append(res[s.name].whole, µs(to[i].cpu-from[i].cpu))
-				res[s.name].slices = append(res[s.name].slices, float64(to[i].slices-from[i].slices)/mqtttest.BenchBlock)
-				res[s.name].sysmon = append(res[s.name].sysmon, µs(to[i].sysmon-from[i].sysmon))
+				pr := res[s.name]
+				pr.whole = append(pr.whole, µs(to[i].cpu-from[i].cpu))
+				pr.slices = append(pr.slices, float64(to[i].slices-from[i].slices)/mqtttest.BenchBlock)
+				pr.sysmon = append(pr.sysmon, µs(to[i].sysmon-from[i].sysmon))
 			}
 			from = to
 		}
+		stop(sides)
 		runs = append(runs, res)
 	}
-	if *componentsProfile != "" {
-		for _, s := range sides {
-			if s.name != "serve" && baselines[s.name] == "" {
-				s.proc.Process.Signal(syscall.SIGTERM) // writes the profile
-				s.proc.Wait()
-			}
-		}
-	}
 
-	// The table: every side's CPU per command in each run (whole rounds,
-	// own blocks in brackets) and what full spends beyond it, with the
-	// 95 % interval of that difference over the rounds.
-	fmt.Printf("\nCPU per command, N = 1, %d commands per side and run, µs: whole rounds (own blocks) [of which sysmon], and threads put on a CPU per command; full − side ± 95 %% interval\n", *componentsCommands)
-	fmt.Printf("| side | idle µs/s | without |")
+	// The table: every side's CPU per command in each run, [of which
+	// sysmon's], and threads put on a CPU per command; a variant compared
+	// with full, a baseline with serve (what that revision's binary spent
+	// beyond today's), with the 95 % interval of the difference.
+	fmt.Printf("\nCPU per command, N = 1, %d commands per side and run, µs [of which sysmon] and threads put on a CPU per command; the difference to full (serve for a baseline) ± 95 %% interval\n", *componentsCommands)
+	fmt.Printf("| side | without | idle µs/s |")
 	for i := range runs {
-		fmt.Printf(" run %d | full (serve) − it |", i+1)
+		fmt.Printf(" run %d | difference |", i+1)
 	}
 	fmt.Println()
-	for _, s := range sides {
+	for _, spec := range specs {
 		without := ""
 		for _, v := range hubVariants {
-			if v.name == s.name {
+			if v.name == spec.name {
 				without = v.without
 			}
 		}
-		switch _, baseline := baselines[s.name]; {
-		case s.name == "serve":
+		ref := "full"
+		switch _, baseline := baselines[spec.name]; {
+		case spec.name == "serve":
 			without = "nothing: the make dist binary running serve"
 		case baseline:
-			without = "nothing: the make dist binary of " + strings.TrimPrefix(s.name, "baseline:") + " running serve"
-		case s.name == "bare-HTTP":
-			without = "the bare net/http handler (mqtttest.BareHTTPServer), on a Mosquitto of its own"
+			without, ref = "nothing: the make dist binary of "+strings.TrimPrefix(spec.name, "baseline:")+" running serve", "serve"
+		case spec.name == "bare-HTTP":
+			without = "the bare net/http handler (mqtttest.BareHTTPServer)"
 		}
-		fmt.Printf("| %s | %.1f | %s |", s.name, float64(s.idle.Nanoseconds())/1000, without)
+		var idles []string
+		for _, d := range idle[spec.name] {
+			idles = append(idles, fmt.Sprintf("%.0f", float64(d.Nanoseconds())/1000))
+		}
+		fmt.Printf("| %s | %s | %s |", spec.name, without, strings.Join(idles, ", "))
 		for _, res := range runs {
-			// A variant is compared with full; a baseline with serve
-			// (what the revision's binary spent beyond today's).
-			ref, refName := res["full"], "full"
-			if _, baseline := baselines[s.name]; baseline {
-				ref, refName = res["serve"], "serve"
-			}
-			c := res[s.name]
-			d, ci := pairedDiff(ref.whole, c.whole)
-			fmt.Printf(" %.1f (%.1f) [%.1f] %.1f | %s %+.1f ± %.1f |", mean(c.whole), mean(c.own), mean(c.sysmon), mean(c.slices), refName, d, ci)
+			c := res[spec.name]
+			d, ci := pairedDiff(res[ref].whole, c.whole)
+			fmt.Printf(" %.1f [%.1f] %.1f | %s %+.1f ± %.1f |", mean(c.whole), mean(c.sysmon), mean(c.slices), ref, d, ci)
 		}
 		fmt.Println()
 	}
 	if *componentsProfile != "" {
 		perCmd, sysmon := map[string]float64{}, map[string]float64{}
-		var profiled []string
-		for _, s := range sides {
-			if s.name != "serve" && baselines[s.name] == "" {
-				profiled = append(profiled, s.name)
-				perCmd[s.name] = mean(runs[len(runs)-1][s.name].whole)
-				sysmon[s.name] = mean(runs[len(runs)-1][s.name].sysmon)
+		var profiledNames []string
+		for _, spec := range specs {
+			if profiled(spec.name) {
+				profiledNames = append(profiledNames, spec.name)
+				perCmd[spec.name] = mean(runs[len(runs)-1][spec.name].whole)
+				sysmon[spec.name] = mean(runs[len(runs)-1][spec.name].sysmon)
 			}
 		}
-		printProfileTable(b, *componentsProfile, profiled, perCmd, sysmon)
+		printProfileTable(b, *componentsProfile, profiledNames, perCmd, sysmon)
 	}
 	last := runs[len(runs)-1]
 	b.ReportMetric(mean(last["full"].whole), "full-cpu-µs/cmd")
+	b.ReportMetric(mean(last["serve"].whole), "serve-cpu-µs/cmd")
 	b.ReportMetric(mean(last["bare-HTTP"].whole), "bare-cpu-µs/cmd")
+}
+
+// benchPut sends one command and fails the benchmark unless it is
+// answered 204.
+func benchPut(b *testing.B, side string, c *daemontest.BareClient, cmd bridge.Command) {
+	if status, body := c.Command(b, string(cmd)); status != http.StatusNoContent {
+		b.Fatalf("%s: PUT %s = %d %s", side, cmd, status, body)
+	}
 }
 
 // components are the parts of a process's CPU BenchmarkCPUComponents
