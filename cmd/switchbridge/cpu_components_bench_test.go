@@ -130,72 +130,89 @@ func BenchmarkCPUComponents(b *testing.B) {
 		return *componentsProfile != "" && name != "serve" && !baseline
 	}
 
-	// What each side runs; the plugs, brokers and installations stay for
-	// every run.
+	// What each side runs. The plugs, brokers and installations stay for
+	// every run; a hub's (its plug, data directory, installation and
+	// ports: a slot) is drawn anew for every run, because the same
+	// binary measured in two slots differed by up to 10 µs a command
+	// in the same run, run after run.
+	type slot struct{ cfg, listen, own, endpoint, token string }
 	type sideSpec struct {
-		name, addr, endpoint, token string
-		cmd                         func(profile string) *exec.Cmd
+		name string
+		// run gives the side's process in slot sl (none for the bare
+		// handler), with a CPU profile to write, and where it serves.
+		run func(sl slot, profile string) (cmd *exec.Cmd, addr, endpoint, token string)
 	}
 	var specs []sideSpec
 	bareBroker := mqtttest.StartMosquitto(b)
 	bareTopics, _, _ := mqtttest.Fleet(b, bareBroker.URL, "bare", 1)
 	bareAddr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(b))
-	specs = append(specs, sideSpec{name: "bare-HTTP", addr: bareAddr, endpoint: "http://" + bareAddr, cmd: func(profile string) *exec.Cmd {
+	specs = append(specs, sideSpec{name: "bare-HTTP", run: func(_ slot, profile string) (*exec.Cmd, string, string, string) {
 		c := exec.Command(os.Args[0])
 		c.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%s", bareHTTPEnv, bareBroker.URL, bareTopics[0], bareAddr, profile))
-		return c
+		return c, bareAddr, "http://" + bareAddr, ""
 	}})
-	broker := mqtttest.StartMosquitto(b)
+	variant := func(name string, sl slot, profile, addr string) *exec.Cmd {
+		c := exec.Command(os.Args[0])
+		c.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%s", hubVariantEnv, sl.cfg, name, addr, profile))
+		return c
+	}
 	for _, name := range append(baselineNames, append([]string{"serve"}, names...)...) {
-		id := fmt.Sprintf("hub%d", len(specs))
-		_, _, sws := mqtttest.Fleet(b, broker.URL, id, 1)
-		listen := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(b))
-		cfg, endpoint, token := benchInstallation(b, filepath.Join(dir, id), broker.URL, sws[0], listen)
-		spec := sideSpec{name: name, addr: listen, endpoint: endpoint, token: token}
+		spec := sideSpec{name: name}
 		switch bin, baseline := baselines[name]; {
-		case name == "serve":
-			spec.cmd = func(string) *exec.Cmd { return exec.Command(exe, "serve", "--config", cfg) }
-		case baseline:
-			spec.cmd = func(string) *exec.Cmd { return exec.Command(bin, "serve", "--config", cfg) }
+		case name == "serve" || baseline:
+			if !baseline {
+				bin = exe
+			}
+			spec.run = func(sl slot, _ string) (*exec.Cmd, string, string, string) {
+				return exec.Command(bin, "serve", "--config", sl.cfg), sl.listen, sl.endpoint, sl.token
+			}
 		case name == "daemon":
-			spec.cmd = func(profile string) *exec.Cmd {
-				c := exec.Command(os.Args[0])
-				c.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%s", hubVariantEnv, cfg, name, listen, profile))
-				return c
+			spec.run = func(sl slot, profile string) (*exec.Cmd, string, string, string) {
+				return variant(name, sl, profile, sl.listen), sl.listen, sl.endpoint, sl.token
 			}
 		default:
 			// A variant serves the API on a listener of its own (the
 			// config's stays bound, unused), where it can leave parts
 			// of the handler out.
-			addr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(b))
-			spec.addr, spec.endpoint = addr, strings.Replace(endpoint, listen, addr, 1)
-			spec.cmd = func(profile string) *exec.Cmd {
-				c := exec.Command(os.Args[0])
-				c.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%s", hubVariantEnv, cfg, name, addr, profile))
-				return c
+			spec.run = func(sl slot, profile string) (*exec.Cmd, string, string, string) {
+				return variant(name, sl, profile, sl.own), sl.own, strings.Replace(sl.endpoint, sl.listen, sl.own, 1), sl.token
 			}
 		}
 		specs = append(specs, spec)
 	}
+	broker := mqtttest.StartMosquitto(b)
+	var slots []slot
+	for i := range len(specs) - 1 {
+		id := fmt.Sprintf("hub%d", i)
+		_, _, sws := mqtttest.Fleet(b, broker.URL, id, 1)
+		sl := slot{listen: fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(b)), own: fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(b))}
+		sl.cfg, sl.endpoint, sl.token = benchInstallation(b, filepath.Join(dir, id), broker.URL, sws[0], sl.listen)
+		slots = append(slots, sl)
+	}
 
 	type side struct {
-		sideSpec
-		proc   *exec.Cmd
-		exited chan struct{}
-		client *daemontest.BareClient
-		sysmon int // the thread id of the runtime's monitor thread
+		name, addr, endpoint, token string
+		proc                        *exec.Cmd
+		exited                      chan struct{}
+		client                      *daemontest.BareClient
+		sysmon                      int // the thread id of the runtime's monitor thread
 		// idle is the process's CPU per second while no command runs.
 		idle time.Duration
 	}
 	// start runs every side afresh for a run, warmed up.
 	start := func(run int) []*side {
 		var sides []*side
+		draw := rand.Perm(len(slots))
 		for i, spec := range specs {
 			profile := ""
 			if profiled(spec.name) {
 				profile = filepath.Join(*componentsProfile, spec.name+".pprof")
 			}
-			cmd := spec.cmd(profile)
+			var sl slot
+			if i > 0 {
+				sl = slots[draw[i-1]]
+			}
+			cmd, addr, endpoint, token := spec.run(sl, profile)
 			logFile, err := os.Create(filepath.Join(dir, fmt.Sprintf("run%d-side%d.log", run, i))) // as to the journal: written, not discarded
 			if err != nil {
 				b.Fatal(err)
@@ -211,7 +228,7 @@ func BenchmarkCPUComponents(b *testing.B) {
 				close(exited)
 			}()
 			b.Cleanup(func() { cmd.Process.Kill(); <-exited })
-			sides = append(sides, &side{sideSpec: spec, proc: cmd, exited: exited})
+			sides = append(sides, &side{name: spec.name, addr: addr, endpoint: endpoint, token: token, proc: cmd, exited: exited})
 		}
 		for _, s := range sides {
 			waitListening(b, s.addr)
