@@ -201,9 +201,12 @@ func BenchmarkCPUComponents(b *testing.B) {
 	}
 	// start runs every side afresh for a run, warmed up.
 	start := func(run int) []*side {
-		var sides []*side
+		sides := make([]*side, len(specs))
 		draw := rand.Perm(len(slots))
-		for i, spec := range specs {
+		// In an order drawn anew too: nothing about a side stays the same
+		// from run to run but what it runs.
+		for _, i := range rand.Perm(len(specs)) {
+			spec := specs[i]
 			profile := ""
 			if profiled(spec.name) {
 				profile = filepath.Join(*componentsProfile, spec.name+".pprof")
@@ -228,14 +231,15 @@ func BenchmarkCPUComponents(b *testing.B) {
 				close(exited)
 			}()
 			b.Cleanup(func() { cmd.Process.Kill(); <-exited })
-			sides = append(sides, &side{name: spec.name, addr: addr, endpoint: endpoint, token: token, proc: cmd, exited: exited})
+			sides[i] = &side{name: spec.name, addr: addr, endpoint: endpoint, token: token, proc: cmd, exited: exited}
 		}
 		for _, s := range sides {
 			waitListening(b, s.addr)
 			s.client = daemontest.DialBare(b, s.endpoint, s.token)
 			s.sysmon = sysmonThread(b, s.proc.Process.Pid)
 		}
-		for _, s := range sides { // warm-up: connections, caches, the plug's state
+		for _, k := range rand.Perm(len(sides)) { // warm-up: connections, caches, the plug's state
+			s := sides[k]
 			for range 4 {
 				for i := range mqtttest.BenchBlock {
 					benchPut(b, s.name, s.client, mqtttest.BenchCommand(i))
