@@ -36,16 +36,17 @@ import (
 )
 
 var (
-	componentsCommands = flag.Int("components.commands", 4000, "BenchmarkCPUComponents: commands per side and run")
+	componentsCommands = flag.Int("components.commands", 20000, "BenchmarkCPUComponents: commands per side and run")
 	componentsVariants = flag.String("components.variants", strings.Join(hubVariantNames(), ","), "BenchmarkCPUComponents: the hub variants to run beside full (comma-separated)")
 	componentsBaseline = flag.String("components.baseline", "", "BenchmarkCPUComponents: comma-separated git revisions (e.g. main, HEAD~3) or switchbridge binaries, each run with serve beside the others as the side baseline:<rev>, for a before/after comparison in the same run")
-	componentsProfile  = flag.String("components.cpuprofile", "", "BenchmarkCPUComponents: a directory; each hub variant writes <variant>.pprof there, a CPU profile of its timed commands")
+	componentsProfile  = flag.String("components.cpuprofile", "", "BenchmarkCPUComponents: a directory; the bare handler and each hub variant write <side>.pprof there, a CPU profile of the last run's timed commands")
 )
 
 // hubVariants are the builds of the hub BenchmarkCPUComponents runs: full
-// is the hub as serve runs it; each other leaves out exactly one
-// component, so its difference to full is what that component costs a
-// command.
+// is the hub as serve runs it; daemon is the same served by
+// Daemon.Serve rather than the handler chain built here again (a control
+// of that chain); each other leaves out exactly one component, so its
+// difference to full is what that component costs a command.
 var hubVariants = []struct{ name, without string }{
 	{"full", "nothing: the hub as serve runs it"},
 	{"daemon", "nothing, served by Daemon.Serve (the daemon's own listener, connection limit and mux)"},
@@ -630,6 +631,9 @@ func serveHubVariant(ctx context.Context, cfgPath, variant, listen, profile stri
 		return err
 	}
 	defer d.Close()
+	if profile != "" {
+		defer profileFromSignal(ctx, profile)()
+	}
 
 	if variant == "daemon" {
 		return d.Serve(ctx)
@@ -679,9 +683,6 @@ func serveHubVariant(ctx context.Context, cfgPath, variant, listen, profile stri
 		WriteTimeout:      cfg.Server.CommandTimeout.Std() + 30*time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
-	}
-	if profile != "" {
-		defer profileFromSignal(ctx, profile)()
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
