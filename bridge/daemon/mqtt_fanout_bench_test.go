@@ -54,20 +54,45 @@ var (
 //     node and npm are there; npm installs node-red@4 into a temporary
 //     directory (or NODE_RED_DIR holds an install).
 //
-// Method. One Mosquitto on a free loopback port with set_tcp_nodelay true.
-// Each target has its own fleet of N simulated plugs (mqtttest.Fleet, in
-// this process), so none handles another's traffic while it is timed. The
-// HTTP targets are called over one kept-alive connection by the same bare
-// HTTP/1.1 client (daemontest.DialBare). Targets take turns in blocks of
-// mqtttest.BenchBlock requests, the order rotating every round, so all run
-// under the same load; -fanout.requests (200) timed requests per target
-// after one warm-up block; p50 of single requests. Absolute times move with
-// the machine's load, the ratios much less: compare within one run.
+// Method. Each target has a Mosquitto of its own on a free loopback port,
+// all with set_tcp_nodelay true, and its own fleet of N simulated plugs
+// (mqtttest.Fleet, in this process), so none handles another's traffic
+// while it is timed. (Until issue 23 the targets shared one Mosquitto,
+// where the wildcard subscriptions of the floor, bare-HTTP and Node-RED
+// took every target's replies: during the hub's turn, the other three
+// handled its N plugs' replies too.) The HTTP targets are called over one
+// kept-alive connection by the same bare HTTP/1.1 client
+// (daemontest.DialBare). Targets take turns in blocks of
+// mqtttest.BenchBlock requests, the order rotating every round, so all
+// run under the same load; -fanout.requests (200) timed requests per
+// target after one warm-up block; p50 of single requests. Absolute times
+// move with the machine's load, the ratios much less: compare within one
+// run.
 //
-// Measured on 2026-11-25 against the references above, `make bench
-// BENCH_REQUESTS=200`, on the 2-vCPU AMD EPYC VM (load average 1.2–2 from
-// other work), Go 1.26.8, Mosquitto 2.0.11, Node-RED 4.1.15 on Node 20.20,
-// the hub logging through its log buffer and commanding at QoS 0:
+// Measured on 2026-11-25, evening, after issue 23's cuts and with a
+// Mosquitto per target, `make bench BENCH_REQUESTS=400`, the 2-vCPU AMD
+// EPYC VM of the CPU section below (load average 3–4 from other work),
+// Node-RED 4.1.15 on Node 20.20, three runs (p50 / p99, ms; hub/bare-HTTP
+// and hub/Node-RED of the p50s):
+//
+//	| N   | floor                       | bare-HTTP                   | hub                         | Node-RED                    | hub/bare-HTTP    | hub/Node-RED     |
+//	| 1   | 0.13/0.59 0.11/0.21 0.10/0.30 | 0.20/0.46 0.14/0.37 0.13/0.32 | 0.24/1.19 0.19/0.46 0.17/0.48 | 0.79/5.46 0.62/4.15 0.62/3.55 | 1.19, 1.33, 1.31 | 0.30, 0.30, 0.28 |
+//	| 10  | 0.55/2.34 0.46/1.77 0.42/2.48 | 0.59/2.99 0.48/2.98 0.48/2.08 | 0.76/2.91 0.60/2.46 0.54/2.11 | 1.42/5.44 1.12/5.71 1.14/5.50 | 1.29, 1.25, 1.13 | 0.53, 0.53, 0.48 |
+//	| 100 | 3.91/10.8 3.51/10.9 3.47/10.1 | 3.93/12.3 3.43/11.2 3.27/10.9 | 4.84/13.5 4.06/11.1 4.12/10.7 | 5.81/16.5 5.33/13.0 5.41/12.7 | 1.23, 1.18, 1.26 | 0.83, 0.76, 0.76 |
+//
+// The hub is ahead of the Node-RED flow at every N (target met) and
+// 1.13–1.33 times the bare handler (target of 1.1 missed). On the shared
+// Mosquitto of before, the same hour gave hub/Node-RED at N = 100 of
+// 1.07, 1.09, 1.03 with these cuts and 1.16, 1.10 at 2a9e087 without
+// them, and hub/bare-HTTP 1.29–1.67 at N = 1: the other targets' wildcard
+// subscriptions handling the hub's replies during its turn cost it more
+// than they cost each other.
+//
+// Earlier that day, before those cuts, on one shared Mosquitto, against
+// the references above, `make bench BENCH_REQUESTS=200`, on the 2-vCPU AMD
+// EPYC VM (load average 1.2–2 from other work), Go 1.26.8, Mosquitto
+// 2.0.11, Node-RED 4.1.15 on Node 20.20, the hub logging through its log
+// buffer and commanding at QoS 0:
 //
 //	| N   | floor p50 / p99  | bare-HTTP p50 / p99 | hub p50 / p99    | Node-RED p50 / p99 | hub/bare-HTTP | hub/Node-RED |
 //	| 1   | 0.16 / 0.98 ms   | 0.20 / 1.57 ms      | 0.29 / 1.81 ms   | 0.74 / 7.01 ms     | 1.43          | 0.39         |
@@ -307,8 +332,7 @@ func BenchmarkFanout(b *testing.B) {
 	var rows []fanoutRow
 	for _, n := range ns {
 		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			broker := mqtttest.StartMosquitto(b)
-			targets := fanoutTargets(b, broker.URL, n, redJS)
+			targets := fanoutTargets(b, n, redJS)
 			for _, t := range targets {
 				t.samples.Block(t.put) // warm-up, not kept
 				t.samples = t.samples[:0]
@@ -357,7 +381,7 @@ type fanoutTarget struct {
 
 // fanoutTargets starts the four targets, each with its own n plugs, and
 // returns them in the order of the table; Node-RED only with redJS.
-func fanoutTargets(b *testing.B, broker string, n int, redJS string) []*fanoutTarget {
+func fanoutTargets(b *testing.B, n int, redJS string) []*fanoutTarget {
 	b.Helper()
 	put := func(name string, c *daemontest.BareClient) func(bridge.Command) {
 		return func(cmd bridge.Command) {
@@ -373,13 +397,18 @@ func fanoutTargets(b *testing.B, broker string, n int, redJS string) []*fanoutTa
 	side := func(name string, fn func()) {
 		pprof.Do(context.Background(), pprof.Labels("side", name), func(context.Context) { fn() })
 	}
-	fleet := func(name string) (topics, ids, switches []string) {
+	// Each target has a Mosquitto of its own, all set up alike: a
+	// wildcard subscription (the floor's, bare-HTTP's, Node-RED's) on a
+	// shared one would take every target's plugs' replies, the hub's
+	// during its turn.
+	fleet := func(name string) (broker string, topics, ids, switches []string) {
+		broker = mqtttest.StartMosquitto(b).URL
 		side("plugs", func() { topics, ids, switches = mqtttest.Fleet(b, broker, name, n) })
-		return topics, ids, switches
+		return broker, topics, ids, switches
 	}
 	var targets []*fanoutTarget
 
-	floorTopics, _, _ := fleet("floor")
+	broker, floorTopics, _, _ := fleet("floor")
 	side("floor", func() {
 		floor := mqtttest.NewFloor(b, broker, floorTopics)
 		targets = append(targets, &fanoutTarget{name: "floor", put: func(cmd bridge.Command) {
@@ -387,13 +416,13 @@ func fanoutTargets(b *testing.B, broker string, n int, redJS string) []*fanoutTa
 		}})
 	})
 
-	bareTopics, _, _ := fleet("bare")
+	broker, bareTopics, _, _ := fleet("bare")
 	side("bare-HTTP", func() {
 		bare := daemontest.DialBare(b, mqtttest.StartBareHTTP(b, broker, bareTopics), "")
 		targets = append(targets, &fanoutTarget{name: "bare-HTTP", put: put("bare-HTTP", bare)})
 	})
 
-	_, ids, sws := fleet("hub")
+	broker, _, ids, sws := fleet("hub")
 	side("hub", func() {
 		var logger *slog.Logger
 		if *fanoutLog {
@@ -412,7 +441,7 @@ func fanoutTargets(b *testing.B, broker string, n int, redJS string) []*fanoutTa
 	})
 
 	if redJS != "" {
-		nrTopics, _, _ := fleet("nodered")
+		broker, nrTopics, _, _ := fleet("nodered")
 		nr := daemontest.DialBare(b, mqtttest.StartNodeRED(b, redJS, broker, nrTopics), "")
 		targets = append(targets, &fanoutTarget{name: "Node-RED", put: put("Node-RED", nr)})
 	}
