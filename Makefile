@@ -12,6 +12,11 @@
 # BenchmarkTokenRate: token and discovery requests per second). Loopback only;
 # Node-RED is installed with npm into a temporary directory (NODE_RED_DIR
 # may name an existing install). Not part of make test.
+# make bench-components: where the hub's CPU per command goes beside the
+# bare handler's (BenchmarkCPUComponents: the hub whole and without one
+# component at a time, interleaved; three runs). BENCH_BASELINE=<git rev>
+# adds that revision's binary for a before/after comparison in the same
+# run; BENCH_PROFILE=<dir> writes each variant's CPU profile there.
 # make dist: switchbridge for every hub target (linux arm64, armv7, armv6
 # and amd64), statically linked without cgo, in dist/. The target list
 # lives in .ci/cross-build. VERSION=v1.2.3 names the build (default: the
@@ -27,7 +32,7 @@ BENCH_REQUESTS ?= 200
 BENCH_N ?= 1,10,100
 HUB_LINKS ?= 1000
 
-.PHONY: test lint unit fuzz cross qemu deb dist package clean bench
+.PHONY: test lint unit fuzz cross qemu deb dist package clean bench bench-components
 
 test: lint unit fuzz cross qemu deb
 
@@ -115,6 +120,13 @@ bench:
 	$(GO) test -run '^$$' -bench '^BenchmarkHubLinksScale$$' -benchtime 1x -timeout 30m ./cmd/switchbridge \
 		-hublinks.n=$(HUB_LINKS)
 	$(GO) test -run '^$$' -bench '^BenchmarkTokenRate$$' -benchtime 1x -timeout 10m ./cmd/switchbridge
+
+BENCH_COMMANDS ?= 20000
+BENCH_BASELINE ?=
+BENCH_PROFILE ?=
+bench-components:
+	$(GO) test -run '^$$' -bench '^BenchmarkCPUComponents$$' -benchtime 3x -timeout 60m ./cmd/switchbridge \
+		-components.commands=$(BENCH_COMMANDS) -components.baseline=$(BENCH_BASELINE) -components.cpuprofile=$(if $(BENCH_PROFILE),$(abspath $(BENCH_PROFILE)))
 
 dist:
 	GO=$(GO) ./.ci/cross-build $(DIST)

@@ -31,14 +31,28 @@ type Call struct {
 	Params      map[string]string
 	Grant       *bridge.Grant
 	Switchboard *bridge.Switchboard
-	Logger      *slog.Logger // carries the installation id
+	// Logger carries the installation id. The handler leaves it nil and
+	// makes it at the first line that needs it (log): most calls write
+	// only the command's line, which names the installation itself, and
+	// a logger made with With for every request was a measurable part of
+	// its cost.
+	Logger *slog.Logger
 	// Body is the request's body, for a route that takes one.
 	Body []byte
 	// Webhooks is the hub's webhooks; nil when it sends none.
 	Webhooks WebhookService
 
-	handler     *Handler
-	afterAnswer []func()
+	handler      *Handler
+	installation string
+	afterAnswer  []func()
+}
+
+// log is the call's logger, with the installation id.
+func (c *Call) log() *slog.Logger {
+	if c.Logger == nil {
+		c.Logger = c.handler.logger.With("installation", c.installation)
+	}
+	return c.Logger
 }
 
 // AfterAnswer runs fn once the answer to the call has been sent (or, with
@@ -167,30 +181,37 @@ func command(c *Call, ids []string) (any, error) {
 func logCommand(c *Call, switches []string, cmd bridge.Command, err error, d time.Duration) {
 	ids := strings.Join(switches, ",")
 	if err == nil {
-		logLine(c.Logger, slog.LevelInfo, "command", slog.String("command", string(cmd)), slog.String("switches", ids),
-			slog.String("outcome", "ok"), slog.Float64("duration_seconds", d.Seconds()))
+		attrs := [...]slog.Attr{slog.String("installation", c.installation), slog.String("command", string(cmd)), slog.String("switches", ids),
+			slog.String("outcome", "ok"), slog.Float64("duration_seconds", d.Seconds())}
+		if c.Logger == nil {
+			// The line c.log() would write: a logger's own attributes
+			// come before those of the line.
+			logLine(c.handler.logger, slog.LevelInfo, "command", attrs[:]...)
+		} else {
+			logLine(c.Logger, slog.LevelInfo, "command", attrs[1:]...)
+		}
 		return
 	}
 	var e *bridge.Error
 	errors.As(err, &e)
 	switch {
 	case e != nil && len(e.NotStored) > 0:
-		c.Logger.Warn("command", "command", string(cmd), "switches", ids, "outcome", "switched_not_stored",
+		c.log().Warn("command", "command", string(cmd), "switches", ids, "outcome", "switched_not_stored",
 			"not_stored", strings.Join(e.NotStored, ","), "error", bridge.ErrorMessage(err), "duration_seconds", d.Seconds())
 	case e != nil && len(e.Failures) > 0 && bridge.ErrorCode(err) == bridge.EDEVICE:
 		failed := make([]string, len(e.Failures))
 		for i, f := range e.Failures {
 			failed[i] = f.SwitchID
 		}
-		c.Logger.Warn("command", "command", string(cmd), "switches", ids, "outcome", "failed",
+		c.log().Warn("command", "command", string(cmd), "switches", ids, "outcome", "failed",
 			"failed", strings.Join(failed, ","), "duration_seconds", d.Seconds())
 		for _, f := range e.Failures {
-			c.Logger.Warn("switch command failed", "switch", f.SwitchID, "command", string(cmd), "reason", f.Reason, "error", f.Message)
+			c.log().Warn("switch command failed", "switch", f.SwitchID, "command", string(cmd), "reason", f.Reason, "error", f.Message)
 		}
 	case bridge.ErrorCode(err) == bridge.ENOTIMPLEMENTED || bridge.ErrorCode(err) == bridge.ETOOMANY:
-		c.Logger.Info("command", "command", string(cmd), "switches", ids, "outcome", "not_sent", "error", bridge.ErrorMessage(err))
+		c.log().Info("command", "command", string(cmd), "switches", ids, "outcome", "not_sent", "error", bridge.ErrorMessage(err))
 	default:
-		c.Logger.Warn("command", "command", string(cmd), "switches", ids, "outcome", "not_sent", "error", bridge.ErrorMessage(err))
+		c.log().Warn("command", "command", string(cmd), "switches", ids, "outcome", "not_sent", "error", bridge.ErrorMessage(err))
 	}
 }
 
@@ -261,9 +282,10 @@ func (h *Handler) Register(mux *http.ServeMux) {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := r.PathValue("id")
-	status := h.serve(w, r, id)
+	path := appPath(r)
+	status := h.serve(w, r, id, path)
 	logLine(h.logger, slog.LevelInfo, "api request", slog.String("method", bridge.Untrusted(r.Method).String()),
-		slog.String("path", bridge.Untrusted(appPath(r)).String()), slog.String("installation", bridge.Untrusted(id).String()), slog.Int("status", status), slog.Float64("duration_seconds", time.Since(start).Seconds()))
+		slog.String("path", bridge.Untrusted(path).String()), slog.String("installation", bridge.Untrusted(id).String()), slog.Int("status", status), slog.Float64("duration_seconds", time.Since(start).Seconds()))
 }
 
 // logLine is Logger.LogAttrs without the caller's program counter, which
@@ -280,11 +302,22 @@ func logLine(l *slog.Logger, level slog.Level, msg string, attrs ...slog.Attr) {
 	_ = l.Handler().Handle(ctx, r)
 }
 
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
-	w.Header().Set("Cache-Control", "no-store")
+// noStore and noSniff are the values of two headers every answer has,
+// shared: a header's value is only ever replaced (Header.Set) or appended
+// to past its capacity (Header.Add), never written in place.
+var (
+	noStore = []string{"no-store"}
+	noSniff = []string{"nosniff"}
+)
+
+// serve answers the request for installation id and app path path (still
+// escaped), and returns the status it answered with.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id, path string) int {
+	hd := w.Header()
+	hd["Cache-Control"] = noStore
 	// Every answer is JSON or empty; a browser must never sniff it into
 	// something it would run.
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	hd["X-Content-Type-Options"] = noSniff
 	tok, inQuery, problem := bearer.Token(r)
 	if problem != nil {
 		h.tokenFailed("missing")
@@ -318,7 +351,6 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 		return h.writeError(w, err)
 	}
 
-	path := appPath(r)
 	method := r.Method
 	if method == http.MethodHead {
 		method = http.MethodGet // net/http drops the body of a HEAD answer
@@ -347,7 +379,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 			return h.writeError(w, bridge.Errorf(bridge.EINVALID, "the body could not be read or is over %d bytes", rt.Body))
 		}
 	}
-	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Switchboard: h.hub, Logger: h.logger.With("installation", id), Body: body, Webhooks: h.Webhooks, handler: h}
+	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Switchboard: h.hub, Body: body, Webhooks: h.Webhooks, handler: h, installation: id}
 	if rt.Stream != nil {
 		if r.Method == http.MethodHead {
 			// A stream has no end for a HEAD to stop at.
@@ -379,11 +411,18 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id string) int {
 // appPath is the request's path below the installation URI, still
 // escaped: /api/(smart)apps/installations/<id>/<app path>.
 func appPath(r *http.Request) string {
-	parts := strings.SplitN(r.URL.EscapedPath(), "/", 6)
-	if len(parts) < 6 {
-		return "/"
+	// What follows the fifth '/', with that '/': a part of the path, not
+	// a copy of it.
+	p := r.URL.EscapedPath()
+	at := -1
+	for range 5 {
+		i := strings.IndexByte(p[at+1:], '/')
+		if i < 0 {
+			return "/"
+		}
+		at += 1 + i
 	}
-	return "/" + parts[5]
+	return p[at:]
 }
 
 func (h *Handler) tokenFailed(reason string) {

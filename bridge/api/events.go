@@ -196,7 +196,7 @@ func streamEvents(c *Call, s *Stream) error {
 		case e, ok := <-sub.Events():
 			if !ok {
 				// Fallen behind: the client resumes from its last id.
-				c.Logger.Info("event stream dropped: the client does not keep up")
+				c.log().Info("event stream dropped: the client does not keep up")
 				return nil
 			}
 			if sendEvent(c, s, *e) != nil {

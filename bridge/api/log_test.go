@@ -164,3 +164,29 @@ func TestCommandAnsweredBeforeItsLogLines(t *testing.T) {
 		t.Errorf("log %q: want the command's line, then the request's", got)
 	}
 }
+
+// TestCommandLineAsWithTheInstallationsLogger: the command's line, which
+// the handler writes without making a logger for the call, is the line
+// the call's logger with the installation id (Call.Logger) writes, byte
+// for byte, in both of serve's formats.
+func TestCommandLineAsWithTheInstallationsLogger(t *testing.T) {
+	noTime := &slog.HandlerOptions{ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey && len(groups) == 0 {
+			return slog.Attr{}
+		}
+		return a
+	}}
+	for name, handler := range map[string]func(w *bytes.Buffer) slog.Handler{
+		"text": func(w *bytes.Buffer) slog.Handler { return slog.NewTextHandler(w, noTime) },
+		"json": func(w *bytes.Buffer) slog.Handler { return slog.NewJSONHandler(w, noTime) },
+	} {
+		var lazy, made bytes.Buffer
+		h := &Handler{logger: slog.New(handler(&lazy)).With("component", "api")}
+		logCommand(&Call{handler: h, installation: "inst-1"}, []string{"a", "b"}, bridge.CommandOn, nil, 1500*time.Millisecond)
+		withID := slog.New(handler(&made)).With("component", "api").With("installation", "inst-1")
+		logCommand(&Call{Logger: withID}, []string{"a", "b"}, bridge.CommandOn, nil, 1500*time.Millisecond)
+		if lazy.String() != made.String() || !strings.Contains(lazy.String(), "inst-1") {
+			t.Errorf("%s: the handler's line\n%q\nwant the installation logger's\n%q", name, lazy.String(), made.String())
+		}
+	}
+}

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"strconv"
 	"sync"
 	"time"
@@ -99,9 +100,9 @@ func (h *Handler) limitRate(w http.ResponseWriter, installationID string) error 
 	st := h.limiter.take(installationID, lim, now())
 	reset := seconds(st.reset)
 	hd := w.Header()
-	hd.Set("X-RateLimit-Limit", strconv.Itoa(lim.Requests))
-	hd.Set("X-RateLimit-Remaining", strconv.Itoa(st.remaining))
-	hd.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
+	hd[limitHeader] = []string{strconv.Itoa(lim.Requests)}
+	hd[remainingHeader] = []string{strconv.Itoa(st.remaining)}
+	hd[resetHeader] = []string{strconv.FormatInt(reset, 10)}
 	if st.allowed {
 		return nil
 	}
@@ -111,6 +112,15 @@ func (h *Handler) limitRate(w http.ResponseWriter, installationID string) error 
 		RetryAfter: time.Duration(reset) * time.Second,
 	}
 }
+
+// The X-RateLimit headers' names as Header.Set would write them: set
+// straight into the map, they are not canonicalized again (a copy of the
+// name each) on every request.
+var (
+	limitHeader     = textproto.CanonicalMIMEHeaderKey("X-RateLimit-Limit")
+	remainingHeader = textproto.CanonicalMIMEHeaderKey("X-RateLimit-Remaining")
+	resetHeader     = textproto.CanonicalMIMEHeaderKey("X-RateLimit-Reset")
+)
 
 // seconds rounds d up to whole seconds, at least one: a client told 0
 // would retry at once.

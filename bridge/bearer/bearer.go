@@ -32,7 +32,14 @@ func malformed(desc string) *Problem {
 // the token both ways, or twice, or malformed, is a *Problem.
 func Token(r *http.Request) (token string, inQuery bool, p *Problem) {
 	ah := r.Header.Get("Authorization")
-	if qs, ok := r.URL.Query()["access_token"]; ok {
+	// Query parses the whole query string into a map: most requests have
+	// none to parse.
+	var qs []string
+	queried := false
+	if r.URL.RawQuery != "" {
+		qs, queried = r.URL.Query()["access_token"]
+	}
+	if queried {
 		switch {
 		case ah != "":
 			// RFC 6750 §2: one method per request.

@@ -61,10 +61,41 @@ func (m *Metrics) Instrument(next http.Handler) http.Handler {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}
 		next.ServeHTTP(sw, r)
-		route, method := routeOf(r), methodOf(r.Method)
-		m.httpRequests.WithLabelValues(route, method, strconv.Itoa(sw.statusCode())).Inc()
-		m.httpDuration.WithLabelValues(route, method).Observe(time.Since(start).Seconds())
+		o := m.httpSeries(routeOf(r), methodOf(r.Method), sw.statusCode())
+		o.requests.Inc()
+		o.duration.Observe(time.Since(start).Seconds())
 	})
+}
+
+// httpKey is one series of the HTTP metrics: a route, a method and a
+// status code, all from bounded sets (the mux's patterns, methodOf, the
+// codes the hub answers with).
+type httpKey struct {
+	route, method string
+	code          int
+}
+
+// httpObservers are the request counter and duration histogram of one
+// httpKey.
+type httpObservers struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
+}
+
+// httpSeries returns the series of a request, looked up in the
+// vectors once and then kept: a vector's lookup hashes every label value
+// and takes its lock, for every request.
+func (m *Metrics) httpSeries(route, method string, code int) *httpObservers {
+	k := httpKey{route, method, code}
+	if o, ok := m.httpCache.Load(k); ok {
+		return o.(*httpObservers)
+	}
+	o := &httpObservers{
+		requests: m.httpRequests.WithLabelValues(route, method, strconv.Itoa(code)),
+		duration: m.httpDuration.WithLabelValues(route, method),
+	}
+	m.httpCache.Store(k, o)
+	return o
 }
 
 // routeOf turns the pattern the mux matched into a route label.
@@ -117,6 +148,12 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (w *statusWriter) Flush() {
 	if w.code == 0 {
 		w.code = http.StatusOK
+	}
+	// net/http's own writer flushes; a wrapper may need the controller to
+	// find one beneath it.
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+		return
 	}
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
 }

@@ -33,10 +33,42 @@ func (m *Metrics) initCommands(f promauto.Factory) {
 // refuses them before any device is touched, so their zero durations would
 // only drag the latency quantiles down.
 func (m *Metrics) ObserveCommand(sw *bridge.Switch, cmd bridge.Command, outcome string, d time.Duration) {
-	m.commands.WithLabelValues(sw.Driver, string(cmd), outcome).Inc()
-	if outcome != bridge.FailUnsupported && outcome != bridge.FailRateLimited {
-		m.commandDuration.WithLabelValues(sw.Driver, string(cmd)).Observe(d.Seconds())
+	o := m.commandSeries(sw.Driver, cmd, outcome)
+	o.commands.Inc()
+	if o.duration != nil {
+		o.duration.Observe(d.Seconds())
 	}
+}
+
+// commandKey is one series of the command metrics: a driver, a command
+// and an outcome, all from small fixed sets.
+type commandKey struct {
+	driver  string
+	cmd     bridge.Command
+	outcome string
+}
+
+// commandObservers are the counter and duration histogram of one
+// commandKey; the outcomes that are not timed have no histogram (looking
+// one up would export an empty series).
+type commandObservers struct {
+	commands prometheus.Counter
+	duration prometheus.Observer
+}
+
+// commandSeries returns the series of a switch's part in a command, looked
+// up in the vectors once and then kept (see httpSeries).
+func (m *Metrics) commandSeries(driver string, cmd bridge.Command, outcome string) *commandObservers {
+	k := commandKey{driver, cmd, outcome}
+	if o, ok := m.commandCache.Load(k); ok {
+		return o.(*commandObservers)
+	}
+	o := &commandObservers{commands: m.commands.WithLabelValues(driver, string(cmd), outcome)}
+	if outcome != bridge.FailUnsupported && outcome != bridge.FailRateLimited {
+		o.duration = m.commandDuration.WithLabelValues(driver, string(cmd))
+	}
+	m.commandCache.Store(k, o)
+	return o
 }
 
 // switchCollector exports each switch's state and availability as const

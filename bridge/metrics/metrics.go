@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -56,12 +57,14 @@ type Metrics struct {
 
 	httpRequests *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
+	httpCache    sync.Map // httpKey: *httpObservers
 	// API connections: open now, and refused past the cap.
 	httpConnsOpen     prometheus.Gauge
 	httpConnsRejected prometheus.Counter
 
 	commands        *prometheus.CounterVec
 	commandDuration *prometheus.HistogramVec
+	commandCache    sync.Map // commandKey: *commandObservers
 
 	authGranted        prometheus.Counter
 	authDenied         *reasonCounter

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		main()
 		return
 	}
-	if serveBareHTTPIfAsked() {
+	if serveBareHTTPIfAsked() || serveHubVariantIfAsked() {
 		return
 	}
 	// No test may ask the network's name servers about a listen host.

@@ -38,9 +38,9 @@ func (o *esphome) plug(c *checker) *plug {
 		publish:   []string{prefix + "/#", state},
 		subscribe: []string{prefix + "/#", cmd},
 	}
-	p.command = func(v bridge.Value) message {
+	p.command = fixedCommands(func(v bridge.Value) message {
 		return message{topic: cmd, payload: []byte(strings.ToUpper(string(v)))}
-	}
+	})
 	p.routes[state] = func(b []byte) report { return report{value: parseWord(b, "ON", "OFF")} }
 	p.routes[prefix+"/status"] = func(b []byte) report {
 		return report{avail: parseAvailability(b, "online", "offline")}

@@ -61,12 +61,12 @@ func (o *generic) plug(c *checker) *plug {
 		cmd := c.topic("command_topic", o.CommandTopic)
 		p.acl.commands = []string{cmd}
 		p.acl.subscribe = append(p.acl.subscribe, cmd)
-		p.command = func(v bridge.Value) message {
+		p.command = fixedCommands(func(v bridge.Value) message {
 			if v == bridge.On {
 				return message{topic: cmd, payload: []byte(on)}
 			}
 			return message{topic: cmd, payload: []byte(off)}
-		}
+		})
 	}
 	key := o.StateKey
 	p.routes[state] = func(b []byte) report {

@@ -69,6 +69,24 @@ type message struct {
 	payload []byte
 }
 
+// fixedCommands makes a plug's command function that builds the messages
+// for on and off once and hands out those: a command's message is only
+// read (paho copies the payload onto the connection), and building one
+// per command cost an allocation or two (a JSON encoding for
+// Zigbee2MQTT) for every command sent.
+func fixedCommands(build func(v bridge.Value) message) func(v bridge.Value) message {
+	on, off := build(bridge.On), build(bridge.Off)
+	return func(v bridge.Value) message {
+		switch v {
+		case bridge.On:
+			return on
+		case bridge.Off:
+			return off
+		}
+		return build(v)
+	}
+}
+
 // parser reads one message on a plug's topic.
 type parser func(payload []byte) report
 

@@ -22,9 +22,9 @@ func (o *shellyGen1) plug(c *checker) *plug {
 	id := c.level("device_id", o.DeviceID)
 	relay := c.index("relay", o.Relay, 0, 16)
 	base := fmt.Sprintf("shellies/%s/relay/%d", id, relay)
-	p.command = func(v bridge.Value) message {
+	p.command = fixedCommands(func(v bridge.Value) message {
 		return message{topic: base + "/command", payload: []byte(v)} // lower case: on, off
-	}
+	})
 	p.query = &message{topic: "shellies/" + id + "/command", payload: []byte("update")}
 	p.acl = plugACL{
 		// Gen1 takes commands on shellies/command (all devices),

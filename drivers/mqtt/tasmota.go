@@ -100,9 +100,9 @@ func (o *tasmota) plug(c *checker) *plug {
 		subscribe: []string{expand(prefixes[0], "#"), expand(prefixes[1], "#"), expand(prefixes[2], "#")},
 	}
 	cmd := c.topic("topic", expand(prefixes[0], power))
-	p.command = func(v bridge.Value) message {
+	p.command = fixedCommands(func(v bridge.Value) message {
 		return message{topic: cmd, payload: []byte(strings.ToUpper(string(v)))}
-	}
+	})
 	// An empty payload is a query; the reply is the usual RESULT + POWER.
 	p.query = &message{topic: cmd}
 	p.repeatsState = true

@@ -37,10 +37,10 @@ func (o *zigbee2MQTT) plug(c *checker) *plug {
 		key += "_" + o.Endpoint
 	}
 	dev := base + "/" + name
-	p.command = func(v bridge.Value) message {
+	p.command = fixedCommands(func(v bridge.Value) message {
 		b, _ := json.Marshal(map[string]string{key: strings.ToUpper(string(v))})
 		return message{topic: dev + "/set", payload: b}
-	}
+	})
 	q, _ := json.Marshal(map[string]string{key: ""})
 	p.query = &message{topic: dev + "/get", payload: q}
 	p.repeatsState = true // the optimistic state follows every set
