@@ -209,7 +209,7 @@ func sqliteTables(ctx context.Context, tx *sql.Tx) ([]sqliteTable, error) {
 		return nil, err
 	}
 	for i := range tables {
-		cols, err := strs(ctx, tx, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, tables[i].name)
+		cols, err := queryStrings(ctx, tx, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, tables[i].name)
 		if err != nil {
 			return nil, err
 		}
@@ -602,21 +602,3 @@ func (db *DB) Where() string {
 func pgIdent(name string) string { return pgx.Identifier{name}.Sanitize() }
 
 func sqliteIdent(name string) string { return `"` + strings.ReplaceAll(name, `"`, `""`) + `"` }
-
-// strs runs a query of one text column inside tx.
-func strs(ctx context.Context, tx *sql.Tx, q string, args ...any) ([]string, error) {
-	rows, err := tx.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
-}

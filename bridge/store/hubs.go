@@ -294,6 +294,7 @@ func (db *DB) SetHubConflict(ctx context.Context, id, why string, at time.Time) 
 	return err
 }
 
+// querier is a database or a transaction.
 type querier interface {
 	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
 }

@@ -329,7 +329,12 @@ func fromUnix(ms int64) time.Time { return time.UnixMilli(ms) }
 
 // strings runs a query of one text column.
 func (db *DB) strings(ctx context.Context, q string, args ...any) ([]string, error) {
-	rows, err := db.db.QueryContext(ctx, q, args...)
+	return queryStrings(ctx, db.db, q, args...)
+}
+
+// queryStrings runs a query of one text column on d.
+func queryStrings(ctx context.Context, d querier, q string, args ...any) ([]string, error) {
+	rows, err := d.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
 	}

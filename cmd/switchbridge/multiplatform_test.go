@@ -248,12 +248,18 @@ func (p *pgPlatform) revokeAcross(h *node, g grant) {
 }
 
 // get makes one request with a bearer token, for goroutines (no t.Fatal).
-func get(u, token string) (int, error) {
+func get(u, token string) (int, error) { return getAt(u, token, -1) }
+
+// getAt is get through the proxy's backend (-1: the proxy's choice).
+func getAt(u, token string, backend int) (int, error) {
 	req, err := http.NewRequest("GET", u, nil)
 	if err != nil {
 		return 0, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
+	if backend >= 0 {
+		req.Header.Set(pinHeader, strconv.Itoa(backend))
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
@@ -474,16 +480,7 @@ func TestPlatformProcessRevocationAndKill9(t *testing.T) {
 
 // discovery calls discovery with token at backend and returns the status.
 func (p *pgPlatform) discovery(token string, backend int) (int, error) {
-	req, _ := http.NewRequest("GET", p.proxy.URL+"/api/apps/endpoints", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set(pinHeader, strconv.Itoa(backend))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	return getAt(p.proxy.URL+"/api/apps/endpoints", token, backend)
 }
 
 // family is one client's chain of refreshes: its app, the installation at
