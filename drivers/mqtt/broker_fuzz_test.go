@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,10 @@ import (
 // off (the default) and one with it on (where mochi's decoders have
 // panicked). Whatever the bytes, the test process must live on and the
 // broker must still log a fresh client in, from another address.
+// fuzzAddr counts FuzzEmbeddedBroker's inputs, to give each a loopback
+// address of its own.
+var fuzzAddr atomic.Uint32
+
 func FuzzEmbeddedBroker(f *testing.F) {
 	var addrs [2]string
 	for i, extra := range []string{"", "\nmqtt5: true"} {
@@ -49,9 +54,13 @@ func FuzzEmbeddedBroker(f *testing.F) {
 		}
 		// From an address of its own: bytes that make a CONNECT with a
 		// wrong password get that address's logins throttled, which the
-		// fresh client's address must not share.
-		c := mqtttest.DialFrom(t, "127.0.0.2", addr)
-		c.SetDeadline(time.Now().Add(2 * time.Second))
+		// fresh client's address must not share. Each input takes the
+		// next of 200 addresses, so one input's throttling does not hold
+		// up the next ones (a throttled login waits out the deadline,
+		// which stalled the fuzzer until its time ran out).
+		n := fuzzAddr.Add(1)
+		c := mqtttest.DialFrom(t, fmt.Sprintf("127.0.%d.%d", 10+n/200%200, 2+n%200), addr)
+		c.SetDeadline(time.Now().Add(time.Second))
 		c.Write(append(login, data...))
 		c.(*net.TCPConn).CloseWrite()
 		io.Copy(io.Discard, io.LimitReader(c, 1<<20))
