@@ -77,13 +77,15 @@ func (a *Authorizer) Authorize(ctx context.Context, token, installationID string
 		}
 		missing := err != nil
 		g, err := a.check.Authorize(ctx, token, installationID)
-		if bridge.ErrorCode(err) == bridge.EUNAUTHORIZED && len(token) <= maxTokenLen {
-			if _, terr := a.src.TokenGrant(ctx, oauth.Hash(token)); errors.Is(terr, bridge.ErrTokenUnknown) {
-				if sync() {
-					continue
-				}
-				missing = true
+		// A miss is what the check's own read found. A second read may
+		// find the token the long poll applied in between, and the
+		// check's refusal would stand: a 401 for a token the platform
+		// issued a moment ago.
+		if errors.Is(err, bridge.ErrTokenUnknown) && len(token) <= maxTokenLen {
+			if sync() {
+				continue
 			}
+			missing = true
 		}
 		if err != nil && missing && unconfirmed() {
 			return nil, &bridge.Error{Code: bridge.EUNAVAILABLE, RetryAfter: unconfirmedRetry,

@@ -14,7 +14,9 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
-// Authorize implements bridge.Authorizer for the installation API.
+// Authorize implements bridge.Authorizer for the installation API. The
+// refusal of a token the source does not hold matches
+// bridge.ErrTokenUnknown.
 func (s *Server) Authorize(ctx context.Context, token, installationID string) (*bridge.Grant, error) {
 	g, err := s.grant(ctx, token)
 	if err != nil {
@@ -72,7 +74,7 @@ func (s *Server) grant(ctx context.Context, token string) (*bridge.Grant, error)
 	t, err := s.granted.TokenGrant(ctx, hash)
 	switch {
 	case errors.Is(err, bridge.ErrTokenUnknown):
-		return nil, bridge.Errorf(bridge.EUNAUTHORIZED, "the access token is invalid")
+		return nil, unknownToken{bridge.Errorf(bridge.EUNAUTHORIZED, "the access token is invalid")}
 	case err != nil:
 		return nil, err
 	case t.Revoked:
@@ -95,6 +97,17 @@ func (s *Server) grant(ctx context.Context, token string) (*bridge.Grant, error)
 	s.used(ctx, g, now)
 	return g, nil
 }
+
+// unknownToken is the refusal of a token the source does not hold: 401
+// invalid_token as any refusal, and it matches bridge.ErrTokenUnknown
+// (errors.Is). A hub's check (bridge/link) thus tells a token its replica
+// may not hold yet from one it holds revoked or expired by the very read
+// that refused it: a second read could find a token the replica took in
+// meanwhile, and the refusal would then stand for a token it holds.
+type unknownToken struct{ refusal *bridge.Error }
+
+func (e unknownToken) Error() string   { return e.refusal.Error() }
+func (e unknownToken) Unwrap() []error { return []error{e.refusal, bridge.ErrTokenUnknown} }
 
 // used tells Used, when set, that an installation's token was accepted,
 // unless it came in the query string for an app that is not legacy: that

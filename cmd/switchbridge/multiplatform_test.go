@@ -384,13 +384,6 @@ func TestPlatformProcessesShareALogin(t *testing.T) {
 	if len(eps) != 1 || eps[0].BaseURL != barn.url || eps[0].Location.Name != "Barn" {
 		t.Fatalf("discovery = %+v, want the barn hub at %s", eps, barn.url)
 	}
-	// A token used within milliseconds of its issue is sometimes refused
-	// 401 once by a hub of a two-process platform, although the hub's
-	// replica holds it milliseconds later: a race not found yet (about one
-	// run in eight under the race detector). This test is about the login
-	// across processes, so it waits, at most 2 s, for the hub to know the
-	// token before it commands.
-	hubKnows(t, eps[0].URI, tok.AccessToken)
 	if c, body := call(t, "PUT", eps[0].URI+"/switches/on", tok.AccessToken); c != http.StatusNoContent {
 		t.Fatalf("PUT on at the hub: %d %s", c, body)
 	}
@@ -403,7 +396,6 @@ func TestPlatformProcessesShareALogin(t *testing.T) {
 	if err != nil || fresh.AccessToken == tok.AccessToken {
 		t.Fatalf("refresh: %v", err)
 	}
-	hubKnows(t, eps[0].URI, fresh.AccessToken)
 	if c, body := call(t, "GET", eps[0].URI+"/switches", fresh.AccessToken); c != 200 {
 		t.Errorf("the refreshed token at the hub: %d %s", c, body)
 	}
@@ -1237,13 +1229,4 @@ func TestPlatformSurvivesPostgresRestart(t *testing.T) {
 			t.Errorf("%d of the %d access tokens issued with 200 are not valid in %s", lost, len(accepted), where)
 		}
 	}
-}
-
-// hubKnows waits up to 2 s for the hub serving uri to accept token.
-func hubKnows(t *testing.T, uri, token string) {
-	t.Helper()
-	waitFor(t, 2*time.Second, "the hub accepts the new token", func() bool {
-		c, err := get(uri+"/switches", token)
-		return err == nil && c == http.StatusOK
-	})
 }
