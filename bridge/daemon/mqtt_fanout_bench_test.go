@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,7 +40,10 @@ var (
 //   - floor: a bare paho client publishing the N commands (QoS 0, as the
 //     hub) and waiting for the N stat/<topic>/RESULT replies through one
 //     wildcard subscription, matched by their bytes (mqtttest.Floor); no
-//     HTTP at all.
+//     HTTP at all. Its client is set up as the hub's driver sets up its
+//     own: replies handled in paho's router goroutine, the connection
+//     read through a buffer (without one, paho makes three read(2) a
+//     packet; the hub never did).
 //   - bare-HTTP: a minimal net/http handler doing the floor's work for PUT
 //     /switches/on|off (mqtttest.StartBareHTTP): no authentication, no
 //     storage, no logs. The fair limit for "an HTTP call that switches N
@@ -68,6 +72,72 @@ var (
 // target after one warm-up block; p50 of single requests. Absolute times
 // move with the machine's load, the ratios much less: compare within one
 // run.
+//
+// The trace of a run splits by side: `go test -run '^$' -bench
+// '^BenchmarkFanout$' -benchtime 1x -fanout.n=1 -fanout.nodered=false
+// -trace t.out ./bridge/daemon`. Each target is started inside a region
+// "side <name>" (the goroutines it starts are its own; those they start
+// in turn too) and each block of requests runs in a region "block
+// <name>", so a reader of the trace (golang.org/x/exp/trace) can follow
+// one request through the goroutines of its side.
+//
+// Measured on 2026-11-25, night, with the floor's and bare-HTTP's client
+// reading through a buffer as the hub's does (above), `make bench
+// BENCH_REQUESTS=400`, a fresh 2-vCPU AMD EPYC VM (Linux 6.18, Go 1.26.8,
+// Mosquitto 2.0.11, Node-RED 4.1.15 on Node 20.20; load average 1–2.3
+// from other work), three runs (p50 / p99, ms; hub/bare-HTTP and
+// hub/Node-RED of the p50s):
+//
+//	| N   | floor                          | bare-HTTP                      | hub                            | Node-RED                       | hub/bare-HTTP    | hub/Node-RED     |
+//	| 1   | 0.17/0.38 0.17/0.45 0.14/0.28  | 0.24/0.46 0.26/0.57 0.21/0.39  | 0.32/0.71 0.32/1.38 0.27/0.54  | 0.92/5.87 1.03/3.88 0.80/3.37  | 1.33, 1.25, 1.29 | 0.35, 0.31, 0.34 |
+//	| 10  | 0.57/2.50 0.65/2.55 0.59/2.60  | 0.62/2.82 0.66/2.73 0.62/1.67  | 0.81/2.44 0.88/2.80 0.79/2.87  | 1.69/6.24 1.77/6.20 1.58/5.86  | 1.31, 1.33, 1.28 | 0.48, 0.50, 0.50 |
+//	| 100 | 4.53/12.7 4.79/13.4 4.47/12.2  | 4.47/12.7 4.72/13.3 4.33/12.9  | 5.79/13.8 6.09/16.7 5.71/15.0  | 7.42/16.3 7.95/17.8 7.45/16.5  | 1.30, 1.29, 1.32 | 0.78, 0.77, 0.77 |
+//
+// The hub is ahead of the Node-RED flow at every N (target met) and
+// 1.25–1.33 times the bare handler (target of 1.1 missed). The same hour
+// with the unbuffered references of before gave hub/bare-HTTP 1.24,
+// 1.24, 1.25 at N = 1, 1.21, 1.24, 1.26 at N = 10 and 1.21, 1.23, 1.19
+// at N = 100: the read buffer was worth 0.03–0.10 to the references, the
+// most at N = 100, where a reply is read in one system call instead of
+// three.
+//
+// # Latency at N = 1, by segment (issue 23)
+//
+// Where the hub's request spends the time the bare handler does not,
+// read from a trace of this benchmark (above; 400 requests per side,
+// medians; a traced run is slower throughout, so the segments are
+// compared with each other, not with the table). A request at the
+// server: from its connection's goroutine woken with the request, to the
+// command's publish written to the broker, to the reply read, to the
+// handler woken with it, to the response written:
+//
+//	| segment                                   | bare-HTTP | hub   | hub − bare |
+//	| request in → publish written              | 18.3      | 33.2  | +14.9      |
+//	| publish written → reply read (broker, plug) | 97.9    | 83.4  | −14.5      |
+//	| reply read → handler woken                | 7.4       | 11.9  | +4.5       |
+//	| handler woken → response written          | 8.4       | 18.1  | +9.7       |
+//	| total, µs                                 | 149.9     | 173.9 | +24.0      |
+//
+// The broker-and-plug segment is the same work for both and moves by
+// ±15 µs from run to run (Mosquitto is another process on the same two
+// CPUs); the other three are the hub's own, about 29 µs on this traced
+// run. One request of each, step by step: before the publish, the hub
+// spends 14.7 µs from reading the request to its access check (routing,
+// the rate limit, the bearer check and the grant cache; the bare handler
+// 6.5 µs to its publish), 3.3 µs in the access check's fstat and pread,
+// 6.7 µs in the switchboard and the driver, 3 µs handing the command to
+// the driver's publisher and getting its token back, then paho's own two
+// goroutine hops to its writer, as the bare handler's; after the reply,
+// paho's four hops (reader, incoming, comms, router) as for the bare
+// handler, then the driver's report handling; after the wake, the
+// journal append (one write(2), 2.3 µs) and the 204 with the hub's
+// headers. The hub's connection goroutine is put on a CPU 10.8 times a
+// request against 6.0 (three system calls more: fstat, pread, the
+// journal's write; two wake-ups more: the publisher's token, then its
+// completion) and, after the response, spends 12–15 µs formatting the
+// two log lines before it reads the next request (2.4 µs for the bare
+// handler): in this closed loop that delays the next request when its
+// client is quicker.
 //
 // Measured on 2026-11-25, evening, after issue 23's cuts and with a
 // Mosquitto per target, `make bench BENCH_REQUESTS=400`, the 2-vCPU AMD
@@ -216,6 +286,44 @@ var (
 // counted within each side's own blocks and with the bare handler on the
 // hub's broker.)
 //
+// The same figure on a fresh VM of the same kind that night (everything
+// costs about 1.5 times what it cost on the first; compare ratios): bare-HTTP
+// 144.1, 146.2, 151.7 and hub 225.5, 228.6, 231.3 µs, hub/bare 1.56,
+// 1.56, 1.52; with the bare handler's client reading through a buffer as
+// the hub's does (Floor, above), bare-HTTP 155.9, 148.4, 153.8 and hub
+// 246.8, 233.4, 242.7, hub/bare 1.58, 1.57, 1.58 (one reply a command: the
+// buffer saves the bare handler two read(2) a command, within the noise).
+//
+// The serve binary's extra cost (the last row of the table below),
+// narrowed that night with BenchmarkCPUComponents, -components.baseline
+// naming binaries built for the purpose, three runs of 10,000 commands
+// each unless said (µs a command against serve; within ±4 is noise, as a
+// byte-identical copy of serve's binary came out −6.4 to +6.6 against it):
+// serve spent 6.8–23.0 µs a command more than the test binary's hub
+// (full) in every run (mean 12.8 over eighteen runs). Not the build: a
+// binary without -trimpath and -s -w measured as serve (−1.7, −0.2,
+// −4.3, and −2.0 in a fourth run), one with cgo a little below it (−6.6,
+// −3.3, −7.9), but the test binary, built with cgo, ran serve no cheaper
+// (below). Not the
+// garbage collector: serve, full and the daemon variant each collected
+// 32–34 times in a run of 10,000 commands (GODEBUG=gctrace=1), about 1 ms
+// of CPU each, 2.5–3.5 µs a command, the live heap 1 MB under the 4 MB
+// floor. Not the binary's layout: the test binary running serve's own
+// main (SWITCHBRIDGE_RUN_MAIN=1) measured as serve (+5.2, +0.5, −0.9;
+// +0.9, +1.4, +4.2), not as full. Not what serve does around the daemon:
+// serve without the memory limit (+2.6, +1.6, −1.1), without its watchdog
+// and reload goroutines and the dropped-lines counter (+3.0, +4.7, +0.9),
+// without main's signal relay (+2.8, +2.3, −4.4), without the start-up
+// log lines and their flushes (+0.1, +4.7, +2.0), without sd_notify
+// (+1.4, −2.3, +3.7). What is left is the path from main through the
+// command table to serve against the benchmark's direct call of
+// daemon.Open and Daemon.Serve (the daemon variant, ≈ full): the same
+// code once the daemon runs, so a difference in where start-up left the
+// heap, stacks and threads is the likeliest, and it is not found. Under
+// perf at equal sampling overhead (the test binary, its serve against its
+// daemon variant, 20 s of the same commands) the two spent 2.68 and
+// 2.72 s of CPU: there the gap did not show at all.
+//
 // Ablation, three runs (µs per command: the side's, then full − side
 // ± 95 %: what leaving the part out saved), `make bench-components`:
 //
@@ -295,7 +403,7 @@ var (
 //	| switchboard (3.2, –)              | no context and confirmation map per command (bridge)       | not built                           | –                                           |
 //	| routing, API, metrics, rate limit (5.4, 2.5) | –                                              | each ≤ 2 after the cuts below        | –                                           |
 //	| HTTP server I/O (+6.7, –)         | none found: net/http's own reading and writing; the hub's answer carries five more headers | –          | –                                           |
-//	| the make dist binary (+4 to +29 over the test binary's hub, same code) | profile-guided build (-pgo, a profile of this load) | −3.1, −8.7, −1.3 / worse | did not pay; the gap is spread over all user code (perf: user time +17 %, kernel equal), not explained |
+//	| the make dist binary (+4 to +29 over the test binary's hub, same code) | profile-guided build (-pgo, a profile of this load) | −3.1, −8.7, −1.3 / worse | did not pay; the gap is spread over all user code (perf: user time +17 %, kernel equal); narrowed above (not the build, GC, layout or serve's own additions), not explained |
 //
 // Cuts made in this issue (measured against 2a9e087, the revision before
 // them, as a baseline in the same runs: it spent 6.6, 9.4, 4.9 µs a
@@ -344,7 +452,7 @@ func BenchmarkFanout(b *testing.B) {
 						t := targets[(r+k)%len(targets)]
 						runtime.ReadMemStats(&ms)
 						before := ms.Mallocs
-						t.samples.Block(t.put)
+						trace.WithRegion(context.Background(), "block "+t.name, func() { t.samples.Block(t.put) })
 						runtime.ReadMemStats(&ms)
 						t.mallocs += ms.Mallocs - before
 					}
@@ -393,9 +501,10 @@ func fanoutTargets(b *testing.B, n int, redJS string) []*fanoutTarget {
 	// Every goroutine a target starts (its server, its MQTT client's reader
 	// and writer, the goroutines of its requests) inherits the target's
 	// profiler label, and the plugs' have theirs, so a -cpuprofile of this
-	// benchmark splits by side: go tool pprof -tagfocus side=hub.
+	// benchmark splits by side: go tool pprof -tagfocus side=hub. In a
+	// -trace, the region "side <name>" marks the goroutines started for it.
 	side := func(name string, fn func()) {
-		pprof.Do(context.Background(), pprof.Labels("side", name), func(context.Context) { fn() })
+		pprof.Do(context.Background(), pprof.Labels("side", name), func(ctx context.Context) { trace.WithRegion(ctx, "side "+name, fn) })
 	}
 	// Each target has a Mosquitto of its own, all set up alike: a
 	// wildcard subscription (the floor's, bare-HTTP's, Node-RED's) on a
