@@ -105,6 +105,9 @@ func Open(ctx context.Context, dataDir string) (*DB, error) {
 	if err := checkNotLost(dataDir); err != nil {
 		return nil, err
 	}
+	if err := checkNotMoved(dataDir); err != nil {
+		return nil, err
+	}
 	db, err := OpenFile(ctx, filepath.Join(dataDir, FileName))
 	if err != nil {
 		return nil, ExplainDiskFull(err, dataDir)

@@ -118,6 +118,7 @@ var commands = []command{
 		Long: "Stop the platform first: refused while another process has the SQLite database open. --from sqlite:PATH names a data directory or its database (default: data_dir); " +
 			"--to postgres the database of storage.postgres.dsn_file, or of --to-dsn-file FILE. Refused on a hub's config (a hub keeps its SQLite) and into a database holding any switchbridge record (it never merges). " +
 			"One transaction: on any error the PostgreSQL database is left as it was. Prints the rows copied per table, checked against SQLite's; tokens stay valid and hubs resume without a snapshot. " +
+			"Then leaves moved-to-postgresql beside the SQLite database, which serve and the other commands refuse from then on (remove the file to use it anyway). " +
 			"See \"Moving a platform to PostgreSQL\" in systemd/README.md.",
 		Setup: migrateStorage},
 }

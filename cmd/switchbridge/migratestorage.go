@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/store"
@@ -80,7 +81,18 @@ func migrateStorage(fs *flag.FlagSet) func(*invocation) error {
 		if err != nil {
 			return fmt.Errorf("migrate-storage: %w", err)
 		}
-		return printCopy(c, src, dst, rep)
+		// From now on the records live in PostgreSQL: a platform started
+		// on this SQLite database again would serve the old ones.
+		if err := printCopy(c, src, dst, rep); err != nil {
+			return err
+		}
+		if err := store.MarkMoved(dbPath, dst.Where(), time.Now()); err != nil {
+			return fmt.Errorf("the copy is complete, but %w: do not start the platform on %s again", err, dbPath)
+		}
+		_, err = fmt.Fprintf(c.stdout, "The SQLite database is left as it was, and %s beside it makes switchbridge\n"+
+			"refuse it from now on. Now point the platform's config at PostgreSQL\n"+
+			"(storage.postgres.dsn_file) and start it.\n", filepath.Join(filepath.Dir(dbPath), store.MovedName))
+		return err
 	}
 }
 
@@ -118,9 +130,7 @@ func printCopy(c *invocation, src, dst *store.DB, rep *store.CopyReport) error {
 	}
 	fmt.Fprintf(c.stdout, "  %-*s  %*d\n", width, "rows in all", digits, total)
 	_, err := fmt.Fprintf(c.stdout, "\nverified: every table holds as many rows as in SQLite, and the change log ends at %d (tag %s) in both,\n"+
-		"so hubs resume from their cursors without a snapshot; the next change is %d.\n"+
-		"The SQLite database is left as it was. Now point the platform's config at PostgreSQL\n"+
-		"(storage.postgres.dsn_file) and start it; do not start it on SQLite again.\n",
+		"so hubs resume from their cursors without a snapshot; the next change is %d.\n",
 		rep.Cursor, rep.CursorTag, rep.NextChange)
 	return err
 }

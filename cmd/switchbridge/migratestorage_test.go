@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -61,6 +62,14 @@ func TestMigrateStorage(t *testing.T) {
 	}
 	dsn := pgtest.DSN(t)
 	pgCfg, pgAddr := writePostgresConfig(t, dir, dsn)
+	listed := map[string]string{}
+	for _, cmd := range []string{"user list", "app list"} {
+		r := runCLI(t, "", append(strings.Fields(cmd), "--config", sqliteCfg)...)
+		if r.code != 0 {
+			t.Fatalf("%s on SQLite: %+v", cmd, r)
+		}
+		listed[cmd] = r.stdout
+	}
 
 	// Data dir by default; the target from the PostgreSQL config's
 	// dsn_file, given as --to-dsn-file to the SQLite platform's config.
@@ -81,14 +90,34 @@ func TestMigrateStorage(t *testing.T) {
 		t.Errorf("migrate-storage printed the DSN:\n%s%s", r.stdout, r.stderr)
 	}
 
+	marker := filepath.Join(dir, "data", "moved-to-postgresql")
+	if !strings.Contains(r.stdout, marker+" beside it makes switchbridge\nrefuse it from now on") {
+		t.Errorf("migrate-storage does not say it marked the SQLite database:\n%s", r.stdout)
+	}
+
 	// The administration commands on PostgreSQL see what they saw on
 	// SQLite.
-	for _, cmd := range [][]string{{"user", "list"}, {"app", "list"}} {
-		want := runCLI(t, "", append(cmd, "--config", sqliteCfg)...)
-		got := runCLI(t, "", append(cmd, "--config", pgCfg)...)
-		if got.code != 0 || got.stdout != want.stdout {
-			t.Errorf("%s on PostgreSQL: %+v; on SQLite %q", cmd, got, want.stdout)
+	for cmd, want := range listed {
+		got := runCLI(t, "", append(strings.Fields(cmd), "--config", pgCfg)...)
+		if got.code != 0 || got.stdout != want {
+			t.Errorf("%s on PostgreSQL: %+v; on SQLite %q", cmd, got, want)
 		}
+	}
+	// The SQLite database is refused from now on, by the commands and by
+	// serve, saying where the records went and how to use it anyway;
+	// without the mark it serves again, as it was.
+	moved := regexp.MustCompile(`switchbridge\.db was moved to PostgreSQL \(The records of .*switchbridge\.db were copied into the PostgreSQL database "[^"]+" as "postgres" at 127\.0\.0\.1:\d+ by switchbridge migrate-storage on \d{4}-\d\d-\d\dT[0-9:]+Z\.\): .*storage\.postgres\.dsn_file.*remove ` + regexp.QuoteMeta(marker))
+	if r := runCLI(t, "", "user", "list", "--config", sqliteCfg); r.code != 1 || !moved.MatchString(r.stderr) {
+		t.Errorf("user list on the moved SQLite database: %+v", r)
+	}
+	if code, out := serveRefuses(t, sqliteCfg); code != 1 || !moved.MatchString(out) {
+		t.Errorf("serve on the moved SQLite database: exit %d, want 1 with %s in\n%s", code, moved, out)
+	}
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, "", "user", "list", "--config", sqliteCfg); r.code != 0 || r.stdout != listed["user list"] {
+		t.Errorf("user list on SQLite once the mark is removed: %+v", r)
 	}
 	// The platform starts on it.
 	p := startDaemon(t, pgCfg, pgAddr)
