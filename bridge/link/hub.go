@@ -338,7 +338,7 @@ func (h *Follower) session(ctx context.Context) error {
 			return fmt.Errorf("reading the replica's cursor: %w", err)
 		}
 		if !st.Synced {
-			if err := h.snapshot(ctx); err != nil {
+			if err := h.snapshot(ctx, st); err != nil {
 				return err
 			}
 			continue
@@ -349,7 +349,7 @@ func (h *Follower) session(ctx context.Context) error {
 		var se *statusError
 		if errors.As(err, &se) && se.Status == http.StatusGone && !se.Removed {
 			h.logger.Info("the platform no longer has the changes after the replica's cursor: fetching a snapshot", "cursor", st.Cursor)
-			if err := h.snapshot(ctx); err != nil {
+			if err := h.snapshot(ctx, st); err != nil {
 				return err
 			}
 			continue

@@ -90,7 +90,9 @@ func (h *Follower) putInventory(ctx context.Context) error {
 	return err
 }
 
-func (h *Follower) snapshot(ctx context.Context) error {
+// snapshot fetches the platform's snapshot and replaces the replica with
+// it, unless the replica moved past it since it stood at from (apply).
+func (h *Follower) snapshot(ctx context.Context, from bridge.ReplicaState) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var b bridge.ChangeBatch
@@ -100,7 +102,8 @@ func (h *Follower) snapshot(ctx context.Context) error {
 	}
 	h.follow(ctx, got)
 	b.Snapshot = true
-	if err := h.apply(ctx, &b); err != nil {
+	applied, err := h.apply(ctx, &b, &from)
+	if err != nil || !applied {
 		return err
 	}
 	h.logger.Info("replica replaced by the platform's snapshot", "installations", len(b.Installations), "tokens", len(b.Tokens), "cursor", b.Cursor)
@@ -194,7 +197,8 @@ func (h *Follower) poll(ctx context.Context, st bridge.ReplicaState) error {
 	if b.Cursor < cursor && b.Empty() {
 		return nil
 	}
-	return h.apply(ctx, &b)
+	_, err = h.apply(ctx, &b, nil)
+	return err
 }
 
 // changesQuery is the path of a changes request from the replica's

@@ -127,24 +127,40 @@ func (h *Follower) retain(ctx context.Context, locs []bridge.RemoteLocation) err
 	return nil
 }
 
-func (h *Follower) apply(ctx context.Context, b *bridge.ChangeBatch) error {
+// apply stores a batch of changes, or a snapshot the session asked for
+// when the replica stood at from. It reports whether it stored it.
+//
+// A batch that ends before what was applied meanwhile is older than the
+// replica: SyncNow and the long poll both read from the stored cursor.
+//
+// A snapshot replaces the replica whatever its cursor, as one must after
+// the platform was restored from an older backup. But while it was on its
+// way a sync on a miss may have moved the replica on (from a cursor the
+// platform still held, though the long poll's was compacted away), to
+// changes made after the platform computed the snapshot: a token issued a
+// moment ago. Such a snapshot is older than the replica and is dropped;
+// the session follows the changes from the replica's cursor (and fetches
+// another snapshot should the platform refuse that one too). Cursors are
+// compared only then: the sync's was one the platform held, so both are
+// of its change log as it is now.
+func (h *Follower) apply(ctx context.Context, b *bridge.ChangeBatch, from *bridge.ReplicaState) (bool, error) {
 	h.applyMu.Lock()
 	defer h.applyMu.Unlock()
 	now := time.Now()
-	if !b.Snapshot {
-		// SyncNow and the long poll both read from the stored cursor: a
-		// batch that ends before what was applied meanwhile is older
-		// than the replica.
-		st, err := h.store.ReplicaState(ctx)
-		if err != nil {
-			return fmt.Errorf("reading the replica's cursor: %w", err)
-		}
-		if !st.Synced || b.Cursor < st.Cursor {
-			return nil
-		}
+	st, err := h.store.ReplicaState(ctx)
+	if err != nil {
+		return false, fmt.Errorf("reading the replica's cursor: %w", err)
+	}
+	switch {
+	case !b.Snapshot && (!st.Synced || b.Cursor < st.Cursor):
+		return false, nil
+	case b.Snapshot && !sameCursor(st, *from) && st.Synced && b.Cursor < st.Cursor:
+		h.logger.Info("the platform's snapshot is older than the replica, which a sync brought past it meanwhile: keeping the replica and following its changes",
+			"snapshot_cursor", b.Cursor, "replica_cursor", st.Cursor)
+		return false, nil
 	}
 	if err := h.store.ApplyBatch(context.WithoutCancel(ctx), b, now); err != nil {
-		return fmt.Errorf("storing the platform's changes: %w", err)
+		return false, fmt.Errorf("storing the platform's changes: %w", err)
 	}
 	h.syncedAt.Store(now.UnixMilli())
 	if !b.Empty() {
@@ -154,7 +170,13 @@ func (h *Follower) apply(ctx context.Context, b *bridge.ChangeBatch) error {
 		h.logger.Debug("replica updated", "cursor", b.Cursor, "installations", len(b.Installations), "tokens", len(b.Tokens),
 			"deleted_installations", len(b.DeletedInstallations), "deleted_tokens", len(b.DeletedTokens))
 	}
-	return nil
+	return true, nil
+}
+
+// sameCursor reports whether two states of the replica stand at the same
+// point: nothing was applied in between.
+func sameCursor(a, b bridge.ReplicaState) bool {
+	return a.Synced == b.Synced && a.Cursor == b.Cursor && a.CursorTag == b.CursorTag
 }
 
 // SyncNow fetches and applies the platform's changes after the replica's
@@ -226,5 +248,6 @@ func (h *Follower) syncOnce(ctx context.Context) error {
 	if b.Snapshot {
 		return errors.New("the platform sent a snapshot in answer to a sync")
 	}
-	return h.apply(ctx, &b)
+	_, err = h.apply(ctx, &b, nil)
+	return err
 }

@@ -52,7 +52,7 @@ func cliOK(t *testing.T, stdin string, args ...string) string {
 
 func TestOwnerCommandsTakeAccessBackFromARunningHub(t *testing.T) {
 	dir := t.TempDir()
-	cfg, addr := writeConfig(t, dir) // locations 1 (lamp, fan) and 2 (shed)
+	cfg, _ := writeConfig(t, dir) // locations 1 (lamp, fan) and 2 (shed)
 	cliOK(t, "pw-alice\n", "user", "add", "alice", "--location", "1", "--location", "2", "--config", cfg)
 	cliOK(t, "pw-bob\n", "user", "add", "bob", "--location", "1", "--config", cfg)
 	out := cliOK(t, "", "app", "create", "--name", "Helper", "--redirect-uri", "https://client.example/cb", "--owner", "alice", "--publish", "--json", "--config", cfg)
@@ -65,8 +65,8 @@ func TestOwnerCommandsTakeAccessBackFromARunningHub(t *testing.T) {
 	}
 	app := daemontest.App{ClientID: created.ID, Secret: created.Secret, RedirectURIs: []string{"https://client.example/cb"}}
 
-	startDaemon(t, cfg, addr)
-	h := daemontest.Remote("http://" + addr)
+	p := startDaemon(t, cfg)
+	h := daemontest.Remote("http://" + p.addr)
 	aliceHome := h.Authorize(t, app, "alice", "pw-alice", 1, "lamp")
 	aliceShed := h.Authorize(t, app, "alice", "pw-alice", 2, "shed")
 	bob := h.Authorize(t, app, "bob", "pw-bob", 1, "fan")

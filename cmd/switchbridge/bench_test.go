@@ -52,10 +52,11 @@ const burstConns = 1000
 
 func rssAfterBurst(b *testing.B, serverKeys string) {
 	dir := b.TempDir()
-	cfg, addr := writeConfig(b, dir)
+	cfg, _ := writeConfig(b, dir)
 	body, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, bytes.Replace(body, []byte("server:\n"), []byte("server:\n"+serverKeys), 1), 0o600)
-	p := startDaemon(b, cfg, addr)
+	p := startDaemon(b, cfg)
+	addr := p.addr
 	pid := p.cmd.Process.Pid
 
 	// Idle: after a few requests have warmed it up.

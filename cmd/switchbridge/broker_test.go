@@ -43,7 +43,12 @@ locations:
 	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := startDaemon(t, cfg, addr)
+	p := startServe(t, cfg, serveOptions{moved: func(key, _, to string) {
+		if key == "mqtt.listen" {
+			mqttAddr = to
+		}
+	}})
+	addr = p.addr
 
 	send := func(data []byte) {
 		c, err := net.DialTimeout("tcp", mqttAddr, 2*time.Second)

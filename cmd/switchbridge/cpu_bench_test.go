@@ -211,6 +211,17 @@ func serveBareHTTPIfAsked() bool {
 	return true
 }
 
+// waitListening waits until something accepts connections on addr.
+//
+// The CPU benchmarks start their processes themselves, on ports picked
+// with mqtttest.FreePort, rather than with startServe: what they measure
+// includes how each process logs (to a file, as to the journal), the
+// hub's endpoint is installed before it starts, and some sides are older
+// builds or variants of the daemon. So a port another process takes
+// between the pick and the bind is not moved off: the side exits
+// ("address already in use" in its log), and the run fails at its first
+// command (the process accepting on addr is not the side). make bench and
+// make bench-components run them alone, one package at a time; rerun.
 func waitListening(b *testing.B, addr string) {
 	b.Helper()
 	deadline := time.Now().Add(20 * time.Second)

@@ -18,7 +18,10 @@ import (
 )
 
 // serveRefuses runs serve as a real process that must exit by itself, and
-// returns its exit code and stderr.
+// returns its exit code and stderr. The configs it runs are refused before
+// serve binds a port (their database is damaged, missing or not
+// switchbridge's, and serve opens it first), so a port of theirs taken by
+// another process cannot be why, and needs no second start.
 func serveRefuses(t *testing.T, cfg string) (int, string) {
 	t.Helper()
 	exe, err := os.Executable()
@@ -82,10 +85,10 @@ func stopDaemon(t *testing.T, p *daemonProcess) {
 // installation and the switch values back.
 func TestBackupRestoresADamagedHub(t *testing.T) {
 	dir := t.TempDir()
-	cfg, addr := writeConfig(t, dir)
+	cfg, _ := writeConfig(t, dir)
 	data := filepath.Join(dir, "data")
 	app := addDeveloperApp(t, cfg, "1")
-	p := startDaemon(t, cfg, addr)
+	p := startDaemon(t, cfg)
 	r := runCLI(t, "", "install", "--client-id", app.ID, "--user", "alice", "--location", "1", "--switch", "lamp", "--switch", "fan", "--json", "--config", cfg)
 	var inst struct{ Token, Endpoint string }
 	if err := json.Unmarshal([]byte(r.stdout), &inst); err != nil {
@@ -128,7 +131,7 @@ func TestBackupRestoresADamagedHub(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	startDaemon(t, cfg, addr)
+	startDaemon(t, cfg)
 	code, body := call(t, http.MethodGet, inst.Endpoint+"/switches", inst.Token)
 	if code != http.StatusOK || body != `[{"id":"lamp","name":"Lamp","value":"on","available":true},{"id":"fan","name":"Fan","value":"on","available":true}]`+"\n" {
 		t.Errorf("after the restore: %d %s, want the token to work and both switches on", code, body)
@@ -140,10 +143,10 @@ func TestBackupRestoresADamagedHub(t *testing.T) {
 // replaced by a new, empty hub.
 func TestServeRefusesALostDatabase(t *testing.T) {
 	dir := t.TempDir()
-	cfg, addr := writeConfig(t, dir)
+	cfg, _ := writeConfig(t, dir)
 	data := filepath.Join(dir, "data")
 	db := filepath.Join(data, store.FileName)
-	p := startDaemon(t, cfg, addr) // the first start, on no data dir at all
+	p := startDaemon(t, cfg) // the first start, on no data dir at all
 	stopDaemon(t, p)
 	if p.err != nil {
 		t.Fatalf("first start: %v\n%s", p.err, p.stderr)

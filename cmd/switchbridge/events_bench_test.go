@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -70,25 +69,9 @@ locations:
 `, addr, data, broker.URL)), 0o600)
 	tokens := benchInstallations(b, data, installations)
 
-	cmd := exec.Command(exe, "serve", "--config", cfg)
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	defer func() { cmd.Process.Kill(); <-done }()
+	p := startServe(b, cfg, serveOptions{exe: exe})
+	cmd, addr := p.cmd, p.addr
 	base := "http://" + addr
-	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get(base + "/"); err == nil {
-			resp.Body.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("the hub did not listen:\n%s", stderr.String())
-		}
-	}
 	time.Sleep(3 * time.Second) // settled: the plug reported, start-up memory returned
 	rss0 := vmRSS(b, cmd.Process.Pid)
 

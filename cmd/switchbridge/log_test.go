@@ -14,16 +14,22 @@ import (
 // flushing, and its drop counter is exported.
 func TestServeLogsThroughItsBuffer(t *testing.T) {
 	dir := t.TempDir()
-	cfg, addr := writeConfig(t, dir)
-	metrics := freePort(t)
+	cfg, _ := writeConfig(t, dir)
 	b, _ := os.ReadFile(cfg)
-	os.WriteFile(cfg, []byte(strings.Replace(string(b), `metrics_listen: "off"`, "metrics_listen: "+metrics, 1)), 0o600)
+	os.WriteFile(cfg, []byte(strings.Replace(string(b), `metrics_listen: "off"`, "metrics_listen: 127.0.0.1:0", 1)), 0o600)
+	// Ports the kernel picks as the daemon binds: a watched start is not
+	// started again (see listenOnAnyPort).
+	listenOnAnyPort(t, cfg)
 	w := startWatched(t, cfg)
 	defer func() {
 		w.cmd.Process.Signal(syscall.SIGTERM)
 		<-w.done
 	}()
 	w.wait(t, "switchbridge ready", 20*time.Second)
+	addr, metrics, ok := readyAddrs(w.text())
+	if !ok {
+		t.Fatalf("no addresses in the ready line:\n%s", w.text())
+	}
 
 	// A request's line is written while the daemon idles afterwards.
 	resp, err := http.Get("http://" + addr + "/api/apps/installations/nope/switches")

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -17,7 +16,6 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/config/configtest"
-	"github.com/switchbridge/switchbridge/bridge/logtest"
 	"github.com/switchbridge/switchbridge/bridge/store/pgtest"
 )
 
@@ -49,16 +47,6 @@ func skipIfEmulated(t testing.TB) {
 	if e := os.Getenv("SWITCHBRIDGE_TEST_EMULATED"); e != "" {
 		t.Skipf("runs the test binary as a process, which cannot be done under %s", e)
 	}
-}
-
-func freePort(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // writeConfig writes a config with virtual switches on a free port.
@@ -290,50 +278,6 @@ func addDeveloperApp(t *testing.T, cfg, location string) developerApp {
 	return developerApp{ID: app.ID}
 }
 
-// daemonProcess is the real binary (this test binary re-executed) running
-// serve.
-type daemonProcess struct {
-	cmd    *exec.Cmd
-	stderr *logtest.Buffer
-	done   chan struct{} // closed when the process has exited
-	err    error         // its exit status, once done is closed
-}
-
-func startDaemon(t testing.TB, cfg, addr string) *daemonProcess {
-	t.Helper()
-	skipIfEmulated(t)
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, "serve", "--config", cfg)
-	cmd.Env = append(os.Environ(), "SWITCHBRIDGE_RUN_MAIN=1")
-	p := &daemonProcess{cmd: cmd, stderr: &logtest.Buffer{}, done: make(chan struct{})}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-p.done
-	})
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return p
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("daemon exited early: %v\n%s", p.err, p.stderr)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	t.Fatalf("daemon did not listen on %s:\n%s", addr, p.stderr)
-	return nil
-}
-
 func call(t *testing.T, method, url, token string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, nil)
@@ -353,10 +297,10 @@ func call(t *testing.T, method, url, token string) (int, string) {
 // state are all there after a restart.
 func TestSurvivesKill9(t *testing.T) {
 	dir := t.TempDir()
-	cfg, addr := writeConfig(t, dir)
+	cfg, _ := writeConfig(t, dir)
 	app := addDeveloperApp(t, cfg, "1")
 
-	p := startDaemon(t, cfg, addr)
+	p := startDaemon(t, cfg)
 	// install runs while the daemon holds the database: SQLite in WAL mode
 	// lets the two processes share it.
 	r := runCLI(t, "", "install", "--client-id", app.ID, "--user", "alice", "--location", "1", "--switch", "lamp", "--json", "--config", cfg)
@@ -370,7 +314,7 @@ func TestSurvivesKill9(t *testing.T) {
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.done
 
-	startDaemon(t, cfg, addr)
+	startDaemon(t, cfg)
 	code, body := call(t, http.MethodGet, inst.Endpoint+"/switches", inst.Token)
 	if code != http.StatusOK || body != `[{"id":"lamp","name":"Lamp","value":"on","available":true}]`+"\n" {
 		t.Errorf("after kill -9: %d %s, want the token to work and the lamp on", code, body)
@@ -382,17 +326,18 @@ func TestSurvivesKill9(t *testing.T) {
 // the process exited 0.
 func TestSIGTERMFinishesRequestsInFlight(t *testing.T) {
 	dir := t.TempDir()
-	cfg, addr := writeConfig(t, dir)
+	cfg, _ := writeConfig(t, dir)
 	// The fan takes a while to confirm, so the command is still running when
 	// the signal arrives.
 	body, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, []byte(strings.Replace(string(body), "{id: fan, name: Fan, driver: virtual}", "{id: fan, name: Fan, driver: virtual, delay: 1500ms}", 1)), 0o600)
 	app := addDeveloperApp(t, cfg, "1")
+	// Installed once the daemon runs: the endpoint names the port it
+	// listens on.
+	p := startDaemon(t, cfg)
 	r := runCLI(t, "", "install", "--client-id", app.ID, "--user", "alice", "--location", "1", "--switch", "fan", "--json", "--config", cfg)
 	var inst struct{ Token, Endpoint string }
 	json.Unmarshal([]byte(r.stdout), &inst)
-
-	p := startDaemon(t, cfg, addr)
 	type answer struct {
 		code int
 		err  error
@@ -451,9 +396,9 @@ func TestSIGTERMFinishesRequestsInFlight(t *testing.T) {
 // daemon, sends SIGHUP, and checks the new switch works without a restart.
 func TestSIGHUPReloadsSwitches(t *testing.T) {
 	dir := t.TempDir()
-	cfg, addr := writeConfig(t, dir)
+	cfg, _ := writeConfig(t, dir)
 	app := addDeveloperApp(t, cfg, "2")
-	p := startDaemon(t, cfg, addr)
+	p := startDaemon(t, cfg)
 
 	body, _ := os.ReadFile(cfg)
 	os.WriteFile(cfg, []byte(strings.Replace(string(body), "{id: shed, name: Shed light, driver: virtual}",
@@ -525,7 +470,7 @@ func TestShippedConfigsCheck(t *testing.T) {
 func TestSystemdNotifications(t *testing.T) {
 	skipIfEmulated(t)
 	dir := t.TempDir()
-	cfg, addr := writeConfig(t, dir)
+	cfg, _ := writeConfig(t, dir)
 	sockPath := filepath.Join(dir, "notify.sock")
 	sock, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sockPath, Net: "unixgram"})
 	if err != nil {
@@ -533,17 +478,10 @@ func TestSystemdNotifications(t *testing.T) {
 	}
 	defer sock.Close()
 
-	exe, _ := os.Executable()
-	cmd := exec.Command(exe, "serve", "--config", cfg)
-	cmd.Env = append(os.Environ(), "SWITCHBRIDGE_RUN_MAIN=1", "NOTIFY_SOCKET="+sockPath, "WATCHDOG_USEC=400000")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { cmd.Wait(); close(done) }()
-	defer func() { cmd.Process.Kill(); <-done }()
+	// A start that could not bind a port notified nothing: it failed
+	// before READY.
+	p := startServe(t, cfg, serveOptions{env: []string{"NOTIFY_SOCKET=" + sockPath, "WATCHDOG_USEC=400000"}})
+	cmd := p.cmd
 
 	next := func(within time.Duration) string {
 		t.Helper()
@@ -551,7 +489,7 @@ func TestSystemdNotifications(t *testing.T) {
 		buf := make([]byte, 512)
 		n, err := sock.Read(buf)
 		if err != nil {
-			t.Fatalf("no notification within %s: %v\n%s", within, err, stderr.String())
+			t.Fatalf("no notification within %s: %v\n%s", within, err, p.stderr)
 		}
 		return string(buf[:n])
 	}
@@ -559,7 +497,7 @@ func TestSystemdNotifications(t *testing.T) {
 		t.Fatalf("first notification %q, want READY=1", msg)
 	}
 	// READY means the API is already up.
-	c, err := net.Dial("tcp", addr)
+	c, err := net.Dial("tcp", p.addr)
 	if err != nil {
 		t.Fatalf("READY=1 sent before the API listens: %v", err)
 	}

@@ -61,7 +61,7 @@ func TestMigrateStorage(t *testing.T) {
 		t.Fatalf("hub add: %+v", r)
 	}
 	dsn := pgtest.DSN(t)
-	pgCfg, pgAddr := writePostgresConfig(t, dir, dsn)
+	pgCfg, _ := writePostgresConfig(t, dir, dsn)
 	listed := map[string]string{}
 	for _, cmd := range []string{"user list", "app list"} {
 		r := runCLI(t, "", append(strings.Fields(cmd), "--config", sqliteCfg)...)
@@ -120,7 +120,7 @@ func TestMigrateStorage(t *testing.T) {
 		t.Errorf("user list on SQLite once the mark is removed: %+v", r)
 	}
 	// The platform starts on it.
-	p := startDaemon(t, pgCfg, pgAddr)
+	p := startDaemon(t, pgCfg)
 	if r := runCLI(t, "", "hub", "list", "--config", pgCfg); r.code != 0 || !strings.Contains(r.stdout, "garden") {
 		t.Errorf("hub list on the running PostgreSQL platform: %+v", r)
 	}
@@ -137,9 +137,9 @@ func TestMigrateStorage(t *testing.T) {
 // While the platform runs, the copy would miss what it writes next.
 func TestMigrateStorageRefusesARunningPlatform(t *testing.T) {
 	dir := t.TempDir()
-	cfg, addr := writeConfig(t, dir)
+	cfg, _ := writeConfig(t, dir)
 	addDeveloperApp(t, cfg, "1")
-	p := startDaemon(t, cfg, addr)
+	p := startDaemon(t, cfg)
 	dsn := pgtest.DSN(t)
 	writeFile(t, filepath.Join(dir, "pg.dsn"), dsn)
 	r := runCLI(t, "", "migrate-storage", "--to", "postgres", "--to-dsn-file", filepath.Join(dir, "pg.dsn"), "--config", cfg)

@@ -37,9 +37,74 @@ type node struct {
 	name, cfg, addr, url, metrics string
 	hubID, secret                 string
 	proc                          *daemonProcess
+	// platformCfg is the config of the platform a hub was registered
+	// with (hub add, under its url), secretFile where its secret is.
+	platformCfg, secretFile string
+	// retarget, when set, points what stands in front of the node (a
+	// proxy) at a new address.
+	retarget func(addr string)
 }
 
-func (n *node) start(t *testing.T) { n.proc = startDaemon(t, n.cfg, n.addr) }
+// start runs the node's daemon and notes where it listens. A listener
+// the harness moves to a new port before the first start (startServe)
+// takes what knew the old address with it: a hub is registered anew under
+// its new URL, a proxy in front of it retargeted.
+func (n *node) start(t *testing.T) {
+	t.Helper()
+	n.proc = startServe(t, n.cfg, serveOptions{moved: func(key, _, to string) {
+		switch key {
+		case "server.listen":
+			n.addr, n.url = to, "http://"+to
+			if n.platformCfg != "" {
+				n.registerAnew(t)
+			}
+			if n.retarget != nil {
+				n.retarget(to)
+			}
+		case "server.metrics_listen":
+			n.metrics = to
+		}
+	}})
+	n.addr, n.url = n.proc.addr, "http://"+n.proc.addr
+	if n.metrics != "" {
+		n.metrics = n.proc.metrics
+	}
+}
+
+// register registers hub n with the platform (hub add) under its URL and
+// writes its secret file.
+func (n *node) register(t *testing.T) {
+	t.Helper()
+	r := runCLI(t, "", "hub", "add", n.name, "--base-url", n.url, "--json", "--config", n.platformCfg)
+	var raw map[string]string
+	if err := json.Unmarshal([]byte(r.stdout), &raw); r.code != 0 || err != nil {
+		t.Fatalf("hub add %s: %+v", n.name, r)
+	}
+	n.hubID, n.secret = raw["hub_id"], raw["secret"]
+	writeFile(t, n.secretFile, n.secret+"\n")
+}
+
+// registerAnew replaces hub n's registration, made under an address it
+// could not listen on, with one under its URL now, and points its config
+// at the new hub id. The hub never ran under the old one.
+func (n *node) registerAnew(t *testing.T) {
+	t.Helper()
+	old := n.hubID
+	if r := runCLI(t, "", "hub", "remove", old, "--config", n.platformCfg); r.code != 0 {
+		t.Fatalf("hub remove %s: %+v", old, r)
+	}
+	n.register(t)
+	body, err := os.ReadFile(n.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := "\n  hub_id: " + old + "\n"
+	if !strings.Contains(string(body), from) {
+		t.Fatalf("%s does not name hub %s", n.cfg, old)
+	}
+	writeFile(t, n.cfg, strings.Replace(string(body), from, "\n  hub_id: "+n.hubID+"\n", 1))
+	t.Logf("hub %s registered anew as %s under %s", n.name, n.hubID, n.url)
+}
 
 // kill9 stops the daemon with SIGKILL and waits for it to be gone.
 func (n *node) kill9(t *testing.T) {
@@ -85,18 +150,9 @@ func writeFile(t *testing.T, path, body string) {
 func (m *multiHub) addHub(name, locations, extra string) *node {
 	t := m.t
 	t.Helper()
-	n := &node{name: name, addr: freePort(t), metrics: freePort(t)}
+	n := &node{name: name, addr: freePort(t), metrics: freePort(t), platformCfg: m.platform.cfg, secretFile: filepath.Join(m.dir, name+".secret")}
 	n.url = "http://" + n.addr
-	r := runCLI(t, "", "hub", "add", name, "--base-url", n.url, "--json", "--config", m.platform.cfg)
-	var out struct{ HubID, Secret string }
-	var raw map[string]string
-	if err := json.Unmarshal([]byte(r.stdout), &raw); r.code != 0 || err != nil {
-		t.Fatalf("hub add %s: %+v", name, r)
-	}
-	out.HubID, out.Secret = raw["hub_id"], raw["secret"]
-	n.hubID, n.secret = out.HubID, out.Secret
-	secretFile := filepath.Join(m.dir, name+".secret")
-	writeFile(t, secretFile, n.secret+"\n")
+	n.register(t)
 	n.cfg = filepath.Join(m.dir, name+".yaml")
 	writeFile(t, n.cfg, fmt.Sprintf(`server:
   listen: %s
@@ -108,7 +164,7 @@ platform:
   secret_file: %s
 locations:
 %s
-%s`, n.addr, n.metrics, filepath.Join(m.dir, name+"-data"), m.platform.url, n.hubID, secretFile, locations, extra))
+%s`, n.addr, n.metrics, filepath.Join(m.dir, name+"-data"), m.platform.url, n.hubID, n.secretFile, locations, extra))
 	m.hubs[name] = n
 	return n
 }

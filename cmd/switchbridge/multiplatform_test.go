@@ -88,7 +88,8 @@ func startPGPlatform(t *testing.T, dsn string) *pgPlatform {
 		addrs = append(addrs, n.addr)
 	}
 	p.proxy = startRRProxy(t, addrs...)
-	for _, n := range p.procs {
+	for i, n := range p.procs {
+		n.retarget = func(addr string) { p.proxy.retarget(i, addr) }
 		n.cfg = filepath.Join(m.dir, n.name+".yaml")
 		writeFile(t, n.cfg, fmt.Sprintf(`server:
   listen: %s

@@ -99,8 +99,9 @@ data_dir: %s
 		}
 		// One after the other: the first migrates an empty database, the
 		// second finds it migrated.
-		r.procs = append(r.procs, startDaemon(b, cfgPath, addr))
-		r.urls = append(r.urls, "http://"+addr)
+		p := startDaemon(b, cfgPath)
+		r.procs = append(r.procs, p)
+		r.urls = append(r.urls, "http://"+p.addr)
 	}
 	r.ready = time.Now()
 	time.Sleep(time.Second)

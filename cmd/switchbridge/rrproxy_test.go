@@ -34,6 +34,7 @@ type rrProxy struct {
 	URL string
 
 	backends []*httputil.ReverseProxy
+	targets  []atomic.Pointer[url.URL] // where each backend is
 	next     atomic.Uint64
 	srv      *http.Server
 
@@ -59,16 +60,13 @@ func startRRProxy(t *testing.T, backends ...string) *rrProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &rrProxy{URL: "http://" + ln.Addr().String(), polls: map[string]map[int]int{}, statuses: map[string]map[int]int{"link": {}, "client": {}}}
+	p := &rrProxy{URL: "http://" + ln.Addr().String(), polls: map[string]map[int]int{}, statuses: map[string]map[int]int{"link": {}, "client": {}},
+		targets: make([]atomic.Pointer[url.URL], len(backends))}
 	for i, b := range backends {
-		target, err := url.Parse("http://" + b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		i := i
+		p.retarget(i, b)
 		rp := &httputil.ReverseProxy{
 			Rewrite: func(r *httputil.ProxyRequest) {
-				r.SetURL(target)
+				r.SetURL(p.targets[i].Load())
 				r.SetXForwarded()
 				r.Out.Host = r.In.Host // the platform's public_url is the proxy's
 			},
@@ -95,6 +93,12 @@ func startRRProxy(t *testing.T, backends ...string) *rrProxy {
 	go p.srv.Serve(ln)
 	t.Cleanup(func() { p.srv.Close() })
 	return p
+}
+
+// retarget points backend i at addr: a platform process that could not
+// listen where it was to (startServe) listens there instead.
+func (p *rrProxy) retarget(i int, addr string) {
+	p.targets[i].Store(&url.URL{Scheme: "http", Host: addr})
 }
 
 func (p *rrProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -51,7 +51,7 @@ func TestSecretFilesReadableByOthersWarn(t *testing.T) {
 			t.Errorf("check-config with 0644 secrets: %+v\nwant exit 0 and %q", r, want)
 		}
 	}
-	p := startDaemon(t, cfg, addr)
+	p := startDaemon(t, cfg)
 	warned := func(times int) {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); ; {

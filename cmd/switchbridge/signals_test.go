@@ -39,7 +39,10 @@ func startWatched(t *testing.T, cfg string) *logWatcher {
 
 // startWatchedExe runs exe serve: this test binary (startWatched), or a
 // switchbridge binary built by the test, with env added to the
-// environment.
+// environment. It returns at once, for a test that acts at set times
+// after exec, so it cannot start the daemon again on other ports as
+// startServe does: the configs it runs listen on ports the kernel picks
+// at bind time (listenOnAnyPort), which no other process can take first.
 func startWatchedExe(t *testing.T, exe, cfg string, env ...string) *logWatcher {
 	t.Helper()
 	w := &logWatcher{more: make(chan struct{}, 1), done: make(chan struct{})}
@@ -142,6 +145,7 @@ var startupReloadRE = regexp.MustCompile(`msg="reload asked for during start-up:
 func TestSIGHUPDuringStartup(t *testing.T) {
 	dir := t.TempDir()
 	cfg, _ := writeConfig(t, dir)
+	listenOnAnyPort(t, cfg)
 
 	// How long start-up takes here, from "starting" to "ready", once the
 	// database exists (the first start creates it).
@@ -247,6 +251,7 @@ func TestSIGHUPRightAfterExec(t *testing.T) {
 	exe := filepath.Join(dir, "switchbridge")
 	goBuild(t, exe, []string{"CGO_ENABLED=0"}, "-trimpath", "-ldflags=-s -w")
 	cfg, _ := writeConfig(t, dir)
+	listenOnAnyPort(t, cfg)
 	// The first start creates the database; the others open it. It also
 	// tells which packages the runtime initialises before earlysig.
 	w := startWatchedExe(t, exe, cfg, "GODEBUG=inittrace=1")

@@ -61,14 +61,16 @@ func TestTLSSIGHUPReloadsCertificate(t *testing.T) {
 	ca := certstest.NewCA(t)
 	pair := ca.NewPair(t, 1)
 	dir := t.TempDir()
-	cfg, addr := writeTLSConfig(t, dir, pair.CertFile, pair.KeyFile)
+	cfg, _ := writeTLSConfig(t, dir, pair.CertFile, pair.KeyFile)
 	app := addDeveloperApp(t, cfg, "1")
+	// Installed once the daemon runs: the endpoint names the port it
+	// listens on.
+	p := startDaemon(t, cfg)
 	r := runCLI(t, "", "install", "--client-id", app.ID, "--user", "alice", "--location", "1", "--switch", "lamp", "--json", "--config", cfg)
 	var inst struct{ Token, Endpoint string }
-	if err := json.Unmarshal([]byte(r.stdout), &inst); err != nil || !strings.HasPrefix(inst.Endpoint, "https://"+addr+"/") {
-		t.Fatalf("install: %+v, want an https endpoint on %s", r, addr)
+	if err := json.Unmarshal([]byte(r.stdout), &inst); err != nil || !strings.HasPrefix(inst.Endpoint, "https://"+p.addr+"/") {
+		t.Fatalf("install: %+v, want an https endpoint on %s", r, p.addr)
 	}
-	p := startDaemon(t, cfg, addr)
 	serial := func() int64 {
 		t.Helper()
 		c := daemontest.TLSClient(ca.Pool)

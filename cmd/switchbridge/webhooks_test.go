@@ -14,9 +14,9 @@ import (
 // again: the outbox is in the database.
 func TestWebhookSurvivesKill9(t *testing.T) {
 	dir := t.TempDir()
-	cfg, addr := writeConfig(t, dir)
+	cfg, _ := writeConfig(t, dir)
 	app := addDeveloperApp(t, cfg, "1")
-	p := startDaemon(t, cfg, addr)
+	p := startDaemon(t, cfg)
 	r := runCLI(t, "", "install", "--client-id", app.ID, "--user", "alice", "--location", "1", "--switch", "lamp", "--json", "--config", cfg)
 	var inst struct{ Token, Endpoint string }
 	if err := json.Unmarshal([]byte(r.stdout), &inst); err != nil {
@@ -43,7 +43,7 @@ func TestWebhookSurvivesKill9(t *testing.T) {
 	<-p.done
 
 	hook.setDown(false)
-	startDaemon(t, cfg, addr)
+	startDaemon(t, cfg)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if got := hook.deliveries(); len(got) > 0 {
 			if len(got) != 1 || !strings.Contains(got[0], `"id":"lamp"`) || !strings.Contains(got[0], `"value":"on"`) {

@@ -2,7 +2,7 @@ package pgtest
 
 // NewServer starts a server that no test owns, for the process that is
 // killed to show its server does not outlive it, and for benchmarks.
-func NewServer() (*Server, error) { return newServer() }
+func NewServer() (*Server, error) { return newServer(func(string, ...any) {}) }
 
 // DataDir is the server's data directory.
 func (s *Server) DataDir() string { return s.data }

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,6 +30,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/switchbridge/switchbridge/bridge/porttest"
 )
 
 // User is the superuser every DSN names. initdb is told the name, so it is
@@ -115,7 +116,7 @@ func DSN(tb testing.TB) string {
 	}
 	shared.mu.Lock()
 	if shared.srv == nil && shared.err == nil {
-		shared.srv, shared.err = newServer()
+		shared.srv, shared.err = newServer(tb.Logf)
 	}
 	s, err := shared.srv, shared.err
 	shared.mu.Unlock()
@@ -171,7 +172,7 @@ func Start(tb testing.TB) *Server {
 	if err := Available(); err != nil {
 		unavailable(tb, err)
 	}
-	s, err := newServer()
+	s, err := newServer(tb.Logf)
 	if err != nil {
 		tb.Fatalf("starting PostgreSQL: %v", err)
 	}
@@ -180,7 +181,7 @@ func Start(tb testing.TB) *Server {
 }
 
 // Port is the loopback TCP port the server listens on, the same across
-// restarts.
+// restarts: the DSNs handed out name it.
 func (s *Server) Port() int { return s.port }
 
 // dbSeq numbers the databases of the process. A number alone is unique:
@@ -231,8 +232,26 @@ func (s *Server) admin(ctx context.Context, sql string) error {
 	return err
 }
 
-// newServer makes a data directory and starts a server on it.
-func newServer() (*Server, error) {
+// query is admin for a statement that returns one value, scanned into
+// dest.
+func (s *Server) query(ctx context.Context, sql string, dest any) error {
+	conn, err := pgx.Connect(ctx, s.url("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	return conn.QueryRow(ctx, sql).Scan(dest)
+}
+
+// newServer makes a data directory and starts a server on it, on a free
+// port; logf tells the test of a start made again on another port.
+func newServer(logf func(format string, args ...any)) (*Server, error) {
+	return newServerOn(freePort, logf)
+}
+
+// newServerOn is newServer on the ports pick gives, a new one for each
+// start whose port was taken.
+func newServerOn(pick func() (int, error), logf func(format string, args ...any)) (*Server, error) {
 	if err := Available(); err != nil {
 		return nil, err
 	}
@@ -279,9 +298,10 @@ func newServer() (*Server, error) {
 		return nil, err
 	}
 	// The port is free when picked, but another process may take it before
-	// postgres binds it; then try another.
-	for attempt := 0; ; attempt++ {
-		if s.port, err = freePort(); err != nil {
+	// postgres binds it ("could not bind ...: Address already in use");
+	// then try another.
+	for attempt := 1; ; attempt++ {
+		if s.port, err = pick(); err != nil {
 			s.close()
 			return nil, err
 		}
@@ -291,10 +311,12 @@ func newServer() (*Server, error) {
 		if err == nil {
 			return s, nil
 		}
-		if attempt == 4 || !strings.Contains(s.logTail(), "could not bind") {
+		if attempt == porttest.Attempts || !porttest.InUse(s.logTail()) {
 			s.close()
 			return nil, err
 		}
+		logf("PostgreSQL could not listen on 127.0.0.1:%d: another process took the port after it was picked; starting it again on another port (start %d of at most %d)",
+			s.port, attempt+1, porttest.Attempts)
 	}
 }
 
@@ -377,7 +399,9 @@ func (s *Server) chown(path string) error {
 }
 
 // Start starts the server again after Stop, on the same port and data
-// directory, and returns once it accepts connections.
+// directory, and returns once it accepts connections. The port cannot move
+// (the DSNs handed out name it): should another process have taken it
+// since Stop, Start fails.
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -437,7 +461,11 @@ func startLocked(cmd *exec.Cmd) (exited chan struct{}, err error) {
 }
 
 // waitReady polls until the server answers a query: it accepts
-// connections before recovery ends, and refuses them until then.
+// connections before recovery ends, and refuses them until then. The
+// answer must come from this server, whose data directory it names: on a
+// port another process took after it was picked (another test process's
+// PostgreSQL, say), that process answers while this server fails to bind
+// and exits.
 func (s *Server) waitReady(exited <-chan struct{}) error {
 	deadline := time.Now().Add(startTimeout)
 	var lastErr error
@@ -448,10 +476,14 @@ func (s *Server) waitReady(exited <-chan struct{}) error {
 		default:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		lastErr = s.admin(ctx, "SELECT 1")
+		var dir string
+		lastErr = s.query(ctx, "SHOW data_directory", &dir)
 		cancel()
-		if lastErr == nil {
+		if lastErr == nil && dir == s.data {
 			return nil
+		}
+		if lastErr == nil {
+			lastErr = fmt.Errorf("the server answering on port %d is another one, on %s", s.port, dir)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -531,19 +563,7 @@ func (s *Server) logTail() string {
 	return string(b)
 }
 
-// freePort returns a loopback port nothing listens on now, never 5432,
-// where the machine's own PostgreSQL may come up later.
-func freePort() (int, error) {
-	for range 10 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if port != 5432 {
-			return port, nil
-		}
-	}
-	return 0, errors.New("no free port other than 5432")
-}
+// freePort returns a loopback port nothing listens on now, never one
+// handed out before in this process, and never 5432, where the machine's
+// own PostgreSQL may come up later.
+func freePort() (int, error) { return porttest.Free(5432) }

@@ -5,17 +5,20 @@
 package mqtttest
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/logtest"
+	"github.com/switchbridge/switchbridge/bridge/porttest"
 )
 
 // MosquittoPath is where Debian's mosquitto package installs the broker.
@@ -31,7 +34,6 @@ type Broker struct {
 	tb   testing.TB
 	bin  string
 	conf string
-	log  string
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -43,7 +45,19 @@ type Broker struct {
 // and stops it when the test ends. Nagle's algorithm is off
 // (set_tcp_nodelay), as every broker in front of switches should have it.
 // Without the binary the test fails under CI=true and is skipped otherwise.
+//
+// The port is picked free, but another process may take it before
+// Mosquitto binds it; Mosquitto then exits with "Address already in use",
+// and it is started again on another port (up to porttest.Attempts
+// starts, each logged).
 func StartMosquitto(tb testing.TB) *Broker {
+	tb.Helper()
+	return startMosquitto(tb, func() int { return FreePort(tb) })
+}
+
+// startMosquitto is StartMosquitto on the ports pick gives, a new one for
+// each start whose port was taken.
+func startMosquitto(tb testing.TB, pick func() int) *Broker {
 	tb.Helper()
 	bin := MosquittoPath
 	if _, err := os.Stat(bin); err != nil {
@@ -58,56 +72,72 @@ func StartMosquitto(tb testing.TB) *Broker {
 		bin = p
 	}
 	dir := tb.TempDir()
-	port := FreePort(tb)
 	b := &Broker{
 		tb:   tb,
 		bin:  bin,
-		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		conf: filepath.Join(dir, "mosquitto.conf"),
-		log:  filepath.Join(dir, "mosquitto.log"),
 	}
+	tb.Cleanup(b.Stop)
+	for attempt := 1; ; attempt++ {
+		b.listenOn(pick())
+		b.mu.Lock()
+		err := b.startLocked()
+		b.mu.Unlock()
+		if err == nil {
+			return b
+		}
+		if !errors.Is(err, errPortTaken) || attempt == porttest.Attempts {
+			tb.Fatalf("mosquitto did not start: %v", err)
+		}
+		tb.Logf("mosquitto could not listen on %s: another process took the port after it was picked; starting it again on another port (start %d of at most %d)",
+			b.Addr, attempt+1, porttest.Attempts)
+	}
+}
+
+// listenOn points the broker's address and config at port.
+func (b *Broker) listenOn(port int) {
+	b.tb.Helper()
+	b.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	b.URL = "tcp://" + b.Addr
+	// The log goes to stderr, which the test reads (a file in the test's
+	// directory is out of reach of the user Mosquitto switches to when
+	// started as root). log_type information brings the "running" line,
+	// written once every listener is bound: what tells this broker's port
+	// from one another process holds.
 	conf := fmt.Sprintf(`# generated for one test
 listener %d 127.0.0.1
 allow_anonymous true
 set_tcp_nodelay true
 persistence false
-log_dest file %s
+log_dest stderr
 log_type error
 log_type warning
 log_type notice
+log_type information
 max_queued_messages 10000
-`, port, b.log)
+`, port)
 	if err := os.WriteFile(b.conf, []byte(conf), 0o600); err != nil {
-		tb.Fatal(err)
+		b.tb.Fatal(err)
 	}
-	b.Start()
-	tb.Cleanup(b.Stop)
-	return b
 }
 
 // FreePort returns a loopback TCP port nothing listens on now, never 1883
-// (a system Mosquitto may hold that one).
+// (a system Mosquitto may hold that one), and never one handed out before
+// in this test process. Another process may take it before the caller
+// binds it: a helper that starts a server process on it starts that again
+// on another port when it finds the port taken (see porttest).
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	for range 10 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		l.Close()
-		if port != 1883 {
-			return port
-		}
+	port, err := porttest.Free(1883)
+	if err != nil {
+		tb.Fatal(err)
 	}
-	tb.Fatal("no free port other than 1883")
-	return 0
+	return port
 }
 
-// Start runs the broker (again, after Stop) on the same port and returns
-// once it accepts connections. Retained messages do not survive a restart,
-// as with a broker without persistence.
+// Start runs the broker again after Stop, on the same port (its clients
+// know it by its URL), and returns once it accepts connections. Retained
+// messages do not survive a restart, as with a broker without persistence.
 func (b *Broker) Start() {
 	b.tb.Helper()
 	b.mu.Lock()
@@ -115,36 +145,73 @@ func (b *Broker) Start() {
 	if b.cmd != nil {
 		b.tb.Fatal("mosquitto is already running")
 	}
-	var lastErr error
+	var err error
 	// The port may still be in TIME_WAIT from the previous run for a
-	// moment; retry the start a few times.
+	// moment; retry the start a few times. The port cannot move: a port
+	// another process took since Stop ends the test.
 	for attempt := 0; attempt < 20; attempt++ {
-		cmd := exec.Command(b.bin, "-c", b.conf)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			b.tb.Fatalf("starting mosquitto: %v", err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		up, err := waitAccepting(b.Addr, exited)
-		if err == nil {
-			b.cmd, b.exited, b.up = cmd, exited, up
+		if err = b.startLocked(); err == nil {
 			return
 		}
-		_ = cmd.Process.Kill()
-		if !errors.Is(err, errExited) {
-			<-exited
-		}
-		lastErr = fmt.Errorf("%v; stderr: %s; log: %s", err, stderr.String(), b.readLog())
 		time.Sleep(50 * time.Millisecond)
 	}
-	b.tb.Fatalf("mosquitto did not start: %v", lastErr)
+	b.tb.Fatalf("mosquitto did not start again on %s: %v", b.Addr, err)
 }
 
-func (b *Broker) readLog() string {
-	data, _ := os.ReadFile(b.log)
-	return string(data)
+// errPortTaken is a start that failed because another process holds the
+// broker's port.
+var errPortTaken = errors.New("the port is taken by another process")
+
+// startLocked runs the broker once and returns when it accepts
+// connections on its own listener; an error when it did not, the process
+// gone. b.mu is held.
+func (b *Broker) startLocked() error {
+	cmd := exec.Command(b.bin, "-c", b.conf)
+	out := &logtest.Buffer{}
+	cmd.Stderr = out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting mosquitto: %v", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	up, err := waitAccepting(b.Addr, exited)
+	if err == nil {
+		// What accepted may be another process on a port taken after
+		// it was picked; this broker then exits.
+		err = waitRunning(b.Addr, out, exited)
+	}
+	if err == nil {
+		b.cmd, b.exited, b.up = cmd, exited, up
+		return nil
+	}
+	_ = cmd.Process.Kill()
+	if !errors.Is(err, errExited) {
+		<-exited
+	}
+	if porttest.InUse(out.String()) {
+		return fmt.Errorf("%w: %s: %v; log: %s", errPortTaken, b.Addr, err, out)
+	}
+	return fmt.Errorf("%v; log: %s", err, out)
+}
+
+// running is the line Mosquitto logs once it listens on every listener.
+var running = regexp.MustCompile(`mosquitto version \S+ running`)
+
+// waitRunning waits until the broker's log says it runs, or the process
+// exits.
+func waitRunning(addr string, log *logtest.Buffer, exited <-chan error) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if running.MatchString(log.String()) {
+			return nil
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("%w: %v", errExited, err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("mosquitto accepted connections on %s but did not log that it runs within 10s", addr)
 }
 
 var errExited = errors.New("mosquitto exited")

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/porttest"
 )
 
 // Node-RED is a reference for benchmarks only: the flow a user would draw
@@ -102,7 +104,36 @@ func StartNodeRED(tb testing.TB, redJS, broker string, topics []string) string {
 		tb.Fatal(err)
 	}
 	userDir := tb.TempDir()
-	port := FreePort(tb)
+	flows, err := json.MarshalIndent(nodeREDFlow(bhost, bport, topics), "", " ")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(userDir, "flows.json"), flows, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	// The port is picked free, but another process may take it before
+	// Node-RED binds it; Node-RED then exits ("port in use") and is
+	// started again on another.
+	for attempt := 1; ; attempt++ {
+		port := FreePort(tb)
+		base, log, exited := runNodeRED(tb, node, redJS, userDir, port)
+		if base != "" {
+			return base
+		}
+		if exited && porttest.InUse(log) && attempt < porttest.Attempts {
+			tb.Logf("Node-RED could not listen on 127.0.0.1:%d: another process took the port after it was picked; starting it again on another port (start %d of at most %d)",
+				port, attempt+1, porttest.Attempts)
+			continue
+		}
+		tb.Fatalf("Node-RED did not connect to %s (it exited, or took longer than %s):\n%s", broker, nodeREDStartTimeout, log)
+	}
+}
+
+// runNodeRED starts Node-RED once, its HTTP side on port, and returns its
+// base URL once its broker connection is up; else "", the end of its log,
+// and whether it exited. It is killed when the test ends.
+func runNodeRED(tb testing.TB, node, redJS, userDir string, port int) (base, lastLog string, exitedEarly bool) {
+	tb.Helper()
 	settings := fmt.Sprintf(`// generated for one benchmark: loopback only, nothing fetched
 module.exports = {
     uiHost: "127.0.0.1",
@@ -124,14 +155,8 @@ module.exports = {
     logging: { console: { level: "info", metrics: false, audit: false } }
 };
 `, port, userDir)
-	flows, err := json.MarshalIndent(nodeREDFlow(bhost, bport, topics), "", " ")
-	if err != nil {
+	if err := os.WriteFile(filepath.Join(userDir, "settings.js"), []byte(settings), 0o600); err != nil {
 		tb.Fatal(err)
-	}
-	for name, b := range map[string][]byte{"settings.js": []byte(settings), "flows.json": flows} {
-		if err := os.WriteFile(filepath.Join(userDir, name), b, 0o600); err != nil {
-			tb.Fatal(err)
-		}
 	}
 	cmd := exec.Command(node, redJS, "--userDir", userDir, "--settings", filepath.Join(userDir, "settings.js"))
 	cmd.Dir = userDir
@@ -179,14 +204,14 @@ module.exports = {
 	defer t.Stop()
 	select {
 	case <-connected:
-		return fmt.Sprintf("http://127.0.0.1:%d", port)
+		return fmt.Sprintf("http://127.0.0.1:%d", port), "", false
 	case <-exited:
+		exitedEarly = true
 	case <-t.C:
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	tb.Fatalf("Node-RED did not connect to %s within %s:\n%s", broker, nodeREDStartTimeout, lastLines(log.String(), 20))
-	return ""
+	return "", lastLines(log.String(), 20), exitedEarly
 }
 
 // nodeREDFlow is the flow StartNodeRED deploys, as Node-RED's flows.json:
