@@ -44,27 +44,34 @@ func (db *DB) HubLocationIDs(ctx context.Context, hubID string) ([]int64, error)
 // the records are those as of the cursor returned. ErrCursorGone when the
 // log cannot resume from cursor (bridge.ErrCursorGone).
 func (db *DB) Changes(ctx context.Context, hubID string, cursor int64) (*bridge.ChangeBatch, error) {
+	b, _, err := db.changes(ctx, hubID, cursor)
+	return b, err
+}
+
+// changes is Changes, and also returns how many queries it ran to read
+// records (beyond its three reads of the change log).
+func (db *DB) changes(ctx context.Context, hubID string, cursor int64) (*bridge.ChangeBatch, int, error) {
 	tx, err := db.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer tx.Rollback()
 	newest, floor, tag, err := newestChange(ctx, tx)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if cursor < floor || cursor > newest {
-		return nil, bridge.ErrCursorGone
+		return nil, 0, bridge.ErrCursorGone
 	}
 	b := &bridge.ChangeBatch{Cursor: newest, CursorTag: tag}
 	if cursor == newest {
-		return b, nil
+		return b, 0, nil
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT c.kind, c.location_id, c.key FROM changes c
 		JOIN hub_locations l ON l.location_id = c.location_id AND l.hub_id = ?
 		WHERE c.seq > ? AND c.seq <= ? ORDER BY c.seq`, hubID, cursor, newest)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	type member struct {
 		user string
@@ -80,7 +87,7 @@ func (db *DB) Changes(ctx context.Context, hubID string, cursor int64) (*bridge.
 		var loc int64
 		if err := rows.Scan(&kind, &loc, &key); err != nil {
 			rows.Close()
-			return nil, err
+			return nil, 0, err
 		}
 		switch kind {
 		case "installation":
@@ -107,19 +114,19 @@ func (db *DB) Changes(ctx context.Context, hubID string, cursor int64) (*bridge.
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	r := feedReader{tx: tx, hubID: hubID, now: db.now(), seen: map[string]bool{}, seenTok: map[string]bool{}}
 	for _, l := range locs {
 		if err := r.location(ctx, b, l); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	b.Locations = locs
 	for _, m := range members {
 		uid, _ := strconv.ParseInt(m.user, 10, 64)
 		if err := r.installationsWhere(ctx, b, `i.user_id = ? AND i.location_id = ?`, uid, m.loc); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	for _, id := range installOrder {
@@ -128,7 +135,7 @@ func (db *DB) Changes(ctx context.Context, hubID string, cursor int64) (*bridge.
 		}
 		n := len(b.Installations)
 		if err := r.installationsWhere(ctx, b, `i.id = ?`, id); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if len(b.Installations) == n {
 			b.DeletedInstallations = append(b.DeletedInstallations, id)
@@ -141,13 +148,13 @@ func (db *DB) Changes(ctx context.Context, hubID string, cursor int64) (*bridge.
 		}
 		n := len(b.Tokens)
 		if err := r.tokensWhere(ctx, b, `t.hash = ?`, hash); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if len(b.Tokens) == n {
 			b.DeletedTokens = append(b.DeletedTokens, hash)
 		}
 	}
-	return b, nil
+	return b, r.reads, nil
 }
 
 // newestChange returns the sequence of the newest change, its tag, and
@@ -287,6 +294,7 @@ type feedReader struct {
 	now     time.Time
 	seen    map[string]bool // installation ids added
 	seenTok map[string]bool // token hashes added
+	reads   int             // queries run
 }
 
 // location adds every installation of a location and its live tokens.
@@ -300,6 +308,7 @@ func (r *feedReader) location(ctx context.Context, b *bridge.ChangeBatch, loc in
 // installationsWhere adds the installations in the hub's locations that
 // match cond (over installations i).
 func (r *feedReader) installationsWhere(ctx context.Context, b *bridge.ChangeBatch, cond string, args ...any) error {
+	r.reads++
 	rows, err := r.tx.QueryContext(ctx, `SELECT i.id, i.client_id, i.user_id, i.location_id, i.updated_at,
 			(SELECT a.legacy FROM apps a WHERE a.client_id = i.client_id),
 			EXISTS (SELECT 1 FROM user_locations m WHERE m.user_id = i.user_id AND m.location_id = i.location_id),
@@ -338,6 +347,7 @@ func (r *feedReader) installationsWhere(ctx context.Context, b *bridge.ChangeBat
 // tokensWhere adds the tokens of installations in the hub's locations that
 // match cond (over tokens t and installations i).
 func (r *feedReader) tokensWhere(ctx context.Context, b *bridge.ChangeBatch, cond string, args ...any) error {
+	r.reads++
 	rows, err := r.tx.QueryContext(ctx, `SELECT t.hash, t.installation_id, t.expires_at, t.revoked_at IS NOT NULL
 		FROM tokens t JOIN installations i ON i.id = t.installation_id
 		JOIN hub_locations l ON l.location_id = i.location_id AND l.hub_id = ?
