@@ -23,7 +23,7 @@ type feedFixture struct {
 	cursor1, cursor2 int64
 }
 
-func newFeedFixture(t *testing.T) *feedFixture {
+func newFeedFixture(t testing.TB) *feedFixture {
 	t.Helper()
 	ctx := context.Background()
 	db, err := OpenTest(t, t.TempDir()), error(nil)
