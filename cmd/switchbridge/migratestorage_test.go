@@ -110,8 +110,11 @@ func TestMigrateStorage(t *testing.T) {
 	if r := runCLI(t, "", "user", "list", "--config", sqliteCfg); r.code != 1 || !moved.MatchString(r.stderr) {
 		t.Errorf("user list on the moved SQLite database: %+v", r)
 	}
-	if code, out := serveRefuses(t, sqliteCfg); code != 1 || !moved.MatchString(out) {
-		t.Errorf("serve on the moved SQLite database: exit %d, want 1 with %s in\n%s", code, moved, out)
+	// serve as a process of its own: not under qemu-user (skipIfEmulated).
+	if os.Getenv("SWITCHBRIDGE_TEST_EMULATED") == "" {
+		if code, out := serveRefuses(t, sqliteCfg); code != 1 || !moved.MatchString(out) {
+			t.Errorf("serve on the moved SQLite database: exit %d, want 1 with %s in\n%s", code, moved, out)
+		}
 	}
 	if err := os.Remove(marker); err != nil {
 		t.Fatal(err)
