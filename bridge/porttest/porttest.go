@@ -11,9 +11,12 @@ package porttest
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"regexp"
+	"strings"
 	"sync"
+	"testing"
 )
 
 // Attempts is how many starts on fresh ports a helper makes before it
@@ -71,3 +74,50 @@ var inUse = regexp.MustCompile(`(?i)address already in use|\bEADDRINUSE\b|\bport
 // InUse reports whether a server's output (its stderr or log) says that
 // it could not listen because its address was taken.
 func InUse(output string) bool { return inUse.MatchString(output) }
+
+// Squat takes addr ("127.0.0.1:0" for any port), as another process may
+// between the pick of a port and a server's bind, with a listener that
+// accepts connections and drops them (so a start that only waited for a
+// connection to succeed would take it for its server), until the test
+// ends. It returns the address taken.
+func Squat(tb testing.TB, addr string) *net.TCPAddr {
+	tb.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return ln.Addr().(*net.TCPAddr)
+}
+
+// LogRecorder is a testing.TB that keeps what is logged to it, for a test
+// of what a helper says while it starts a server.
+type LogRecorder struct {
+	testing.TB
+	mu   sync.Mutex
+	logs []string
+}
+
+// Logf logs to the test and keeps the line.
+func (r *LogRecorder) Logf(format string, args ...any) {
+	r.mu.Lock()
+	r.logs = append(r.logs, fmt.Sprintf(format, args...))
+	r.mu.Unlock()
+	r.TB.Logf(format, args...)
+}
+
+// Text is every line kept so far.
+func (r *LogRecorder) Text() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.logs, "\n")
+}

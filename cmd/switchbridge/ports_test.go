@@ -1,58 +1,15 @@
 package main
 
 import (
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/porttest"
 )
-
-// squat takes addr, as another process may between the pick of a port
-// and the daemon's bind, with a listener that accepts connections and
-// drops them (so a start that only waited for a connection to succeed
-// would take it for the daemon), until the test ends.
-func squat(t *testing.T, addr string) {
-	t.Helper()
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-}
-
-// logRecorder is a testing.TB that keeps what is logged to it.
-type logRecorder struct {
-	testing.TB
-	mu   sync.Mutex
-	logs []string
-}
-
-func (r *logRecorder) Logf(format string, args ...any) {
-	r.mu.Lock()
-	r.logs = append(r.logs, fmt.Sprintf(format, args...))
-	r.mu.Unlock()
-	r.TB.Logf(format, args...)
-}
-
-func (r *logRecorder) text() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return strings.Join(r.logs, "\n")
-}
 
 // TestServeMovesOffATakenPort: both ports picked for a daemon are taken
 // before it binds them. It starts anyway, on other ports its config now
@@ -67,10 +24,10 @@ func TestServeMovesOffATakenPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, cfg, strings.Replace(string(body), `metrics_listen: "off"`, "metrics_listen: "+metrics, 1))
-	squat(t, addr)
-	squat(t, metrics)
+	porttest.Squat(t, addr)
+	porttest.Squat(t, metrics)
 
-	rec := &logRecorder{TB: t}
+	rec := &porttest.LogRecorder{TB: t}
 	var moved []string
 	p := startServe(rec, cfg, serveOptions{moved: func(key, from, to string) { moved = append(moved, key+" "+from+" "+to) }})
 	if p.addr == addr || p.metrics == metrics {
@@ -81,8 +38,8 @@ func TestServeMovesOffATakenPort(t *testing.T) {
 		t.Errorf("moved %q, want %q", moved, want)
 	}
 	for _, a := range []string{addr, metrics} {
-		if w := "serve could not listen on " + a; !strings.Contains(rec.text(), w) {
-			t.Errorf("the test log does not say %q:\n%s", w, rec.text())
+		if w := "serve could not listen on " + a; !strings.Contains(rec.Text(), w) {
+			t.Errorf("the test log does not say %q:\n%s", w, rec.Text())
 		}
 	}
 	body, _ = os.ReadFile(cfg)
@@ -110,7 +67,7 @@ func TestServeMovesOffATakenPort(t *testing.T) {
 
 	p.cmd.Process.Kill()
 	<-p.done
-	squat(t, p.metrics)
+	porttest.Squat(t, p.metrics)
 	again := startServe(rec, cfg, serveOptions{})
 	if again.addr != p.addr || again.metrics == p.metrics {
 		t.Errorf("after the restart: API on %s, metrics on %s; want the API on %s still and the metrics off %s, taken", again.addr, again.metrics, p.addr, p.metrics)
@@ -126,8 +83,8 @@ func TestHubMovesOffATakenPort(t *testing.T) {
 	m := startPlatform(t)
 	b := m.addHub("barn", barnLocation, "")
 	registered, addr, metrics := b.hubID, b.addr, b.metrics
-	squat(t, addr)
-	squat(t, metrics)
+	porttest.Squat(t, addr)
+	porttest.Squat(t, metrics)
 	b.start(t)
 	if b.addr == addr || b.metrics == metrics || b.hubID == registered {
 		t.Fatalf("hub %s on %s, metrics on %s; want it off %s and %s, registered anew (not as %s)", b.hubID, b.addr, b.metrics, addr, metrics, registered)

@@ -3,10 +3,11 @@ package pgtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/porttest"
 )
 
 // TestServerMovesOffATakenPort takes the port picked for a server before
@@ -19,26 +20,13 @@ func TestServerMovesOffATakenPort(t *testing.T) {
 	if err := Available(); err != nil {
 		unavailable(t, err)
 	}
-	squatter, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer squatter.Close()
-	go func() {
-		for {
-			c, err := squatter.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	squatter := porttest.Squat(t, "127.0.0.1:0")
 	other := Start(t)
 	for _, c := range []struct {
 		name string
 		port int
 	}{
-		{"a listener", squatter.Addr().(*net.TCPAddr).Port},
+		{"a listener", squatter.Port},
 		{"another PostgreSQL", other.Port()},
 	} {
 		t.Run(strings.ReplaceAll(c.name, " ", "_"), func(t *testing.T) {
