@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -37,11 +38,17 @@ func MarkMoved(dbPath, where string, at time.Time) error {
 // migrate-storage moved to PostgreSQL.
 func checkNotMoved(dataDir string) error {
 	path := filepath.Join(dataDir, MovedName)
-	body, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil
 	case err != nil:
+		return fmt.Errorf("data dir %s: reading %s: %w", dataDir, path, err)
+	}
+	defer f.Close()
+	// What the file says is only quoted: its first KiB is plenty.
+	body, err := io.ReadAll(io.LimitReader(f, 1<<10))
+	if err != nil {
 		return fmt.Errorf("data dir %s: reading %s: %w", dataDir, path, err)
 	}
 	// The file's first two lines say where to and when; they are ours
