@@ -79,7 +79,11 @@ type Service struct {
 	mu       sync.Mutex
 	routes   map[string][]string // switch id → webhook ids
 	routesAt time.Time
-	limits   Limits
+	// routesGen counts forgetRoutes: a map read from the store while a
+	// webhook was registered (or deleted) is not kept, as it may not
+	// know that webhook.
+	routesGen uint64
+	limits    Limits
 }
 
 // Limits are how long deliveries wait between attempts and may fail; the
@@ -138,6 +142,7 @@ func (s *Service) now() time.Time {
 func (s *Service) forgetRoutes() {
 	s.mu.Lock()
 	s.routes = nil
+	s.routesGen++
 	s.mu.Unlock()
 }
 
@@ -288,7 +293,7 @@ func (s *Service) queue(ctx context.Context, batch []bridge.Event) (int, error) 
 // deleted.
 func (s *Service) routing(ctx context.Context) (map[string][]string, error) {
 	s.mu.Lock()
-	r, at := s.routes, s.routesAt
+	r, at, gen := s.routes, s.routesAt, s.routesGen
 	s.mu.Unlock()
 	now := s.now()
 	if r != nil && now.Sub(at) < routesAge && now.Sub(at) >= 0 {
@@ -325,7 +330,9 @@ func (s *Service) routing(ctx context.Context) (map[string][]string, error) {
 		}
 	}
 	s.mu.Lock()
-	s.routes, s.routesAt = r, now
+	if s.routesGen == gen {
+		s.routes, s.routesAt = r, now
+	}
 	s.mu.Unlock()
 	return r, nil
 }
