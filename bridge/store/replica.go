@@ -53,38 +53,31 @@ func (db *DB) ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Tim
 			return err
 		}
 	}
-	for _, in := range b.Installations {
-		sw, err := json.Marshal(in.SwitchIDs)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO replica_installations (id, client_id, user_id, location_id, switch_ids, member, legacy, updated_at)
+	// A revoked grant or a refresh storm brings thousands of tokens: each
+	// statement is prepared once for the batch, not once a record.
+	if err := execEach(ctx, tx, `INSERT INTO replica_installations (id, client_id, user_id, location_id, switch_ids, member, legacy, updated_at)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET client_id = excluded.client_id, user_id = excluded.user_id,
 			location_id = excluded.location_id, switch_ids = excluded.switch_ids, member = excluded.member, legacy = excluded.legacy,
-			updated_at = excluded.updated_at`,
-			in.ID, in.ClientID, in.UserID, in.LocationID, string(sw), in.Member, in.Legacy, unix(in.UpdatedAt)); err != nil {
-			return err
-		}
+			updated_at = excluded.updated_at`, b.Installations, func(in bridge.ReplicaInstallation) ([]any, error) {
+		sw, err := json.Marshal(in.SwitchIDs)
+		return []any{in.ID, in.ClientID, in.UserID, in.LocationID, string(sw), in.Member, in.Legacy, unix(in.UpdatedAt)}, err
+	}); err != nil {
+		return err
 	}
-	for _, t := range b.Tokens {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO replica_tokens (hash, installation_id, expires_at, revoked) VALUES (?, ?, ?, ?)
+	if err := execEach(ctx, tx, `INSERT INTO replica_tokens (hash, installation_id, expires_at, revoked) VALUES (?, ?, ?, ?)
 			ON CONFLICT (hash) DO UPDATE SET installation_id = excluded.installation_id, expires_at = excluded.expires_at, revoked = excluded.revoked`,
-			t.Hash, t.InstallationID, unix(t.ExpiresAt), t.Revoked); err != nil {
+		b.Tokens, func(t bridge.ReplicaToken) ([]any, error) {
+			return []any{t.Hash, t.InstallationID, unix(t.ExpiresAt), t.Revoked}, nil
+		}); err != nil {
+		return err
+	}
+	for _, q := range []string{`DELETE FROM replica_installations WHERE id = ?`, `DELETE FROM replica_tokens WHERE installation_id = ?`} {
+		if err := execEach(ctx, tx, q, b.DeletedInstallations, func(id string) ([]any, error) { return []any{id}, nil }); err != nil {
 			return err
 		}
 	}
-	for _, id := range b.DeletedInstallations {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM replica_installations WHERE id = ?`, id); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM replica_tokens WHERE installation_id = ?`, id); err != nil {
-			return err
-		}
-	}
-	for _, h := range b.DeletedTokens {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM replica_tokens WHERE hash = ?`, h); err != nil {
-			return err
-		}
+	if err := execEach(ctx, tx, `DELETE FROM replica_tokens WHERE hash = ?`, b.DeletedTokens, func(h []byte) ([]any, error) { return []any{h}, nil }); err != nil {
+		return err
 	}
 	applied := 0
 	if !b.Empty() {
@@ -100,6 +93,33 @@ func (db *DB) ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Tim
 		return err
 	}
 	db.replicaGen.Add(1)
+	return nil
+}
+
+// execEach runs query in tx once for each record, with the arguments args
+// makes of it, preparing it once when there is more than one record.
+func execEach[T any](ctx context.Context, tx *sql.Tx, query string, records []T, args func(T) ([]any, error)) error {
+	if len(records) == 0 {
+		return nil
+	}
+	exec := func(a ...any) error { _, err := tx.ExecContext(ctx, query, a...); return err }
+	if len(records) > 1 {
+		st, err := tx.PrepareContext(ctx, query)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		exec = func(a ...any) error { _, err := st.ExecContext(ctx, a...); return err }
+	}
+	for _, r := range records {
+		a, err := args(r)
+		if err != nil {
+			return err
+		}
+		if err := exec(a...); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
