@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // templateDir is where a cluster fresh from initdb is kept for later test
@@ -49,6 +50,40 @@ func saveTemplate(data, tmpl string) {
 		return
 	}
 	_ = os.Rename(filepath.Join(staging, "data"), tmpl)
+}
+
+// Templates another installation of PostgreSQL made (an older version
+// after an upgrade, say) are removed once unused for templateUnused, and
+// copies a test process left behind when killed mid-save after
+// stagingLeft; each template's mtime is set at every use. A process that
+// was copying a template removed under it makes its cluster with initdb.
+const (
+	templateUnused = 7 * 24 * time.Hour
+	stagingLeft    = time.Hour
+)
+
+// pruneTemplates removes from tmpl's parent the templates other than tmpl
+// unused for templateUnused and the staging copies older than
+// stagingLeft, and notes that tmpl is in use. Nothing it fails at is
+// reported: the cache only saves time.
+func pruneTemplates(tmpl string, now time.Time) {
+	os.Chtimes(tmpl, now, now)
+	parent := filepath.Dir(tmpl)
+	entries, err := os.ReadDir(parent)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		path := filepath.Join(parent, e.Name())
+		info, err := e.Info()
+		if err != nil || path == tmpl || !e.IsDir() {
+			continue
+		}
+		age := now.Sub(info.ModTime())
+		if strings.HasPrefix(e.Name(), ".staging-") && age > stagingLeft || !strings.HasPrefix(e.Name(), ".") && age > templateUnused {
+			os.RemoveAll(path)
+		}
+	}
 }
 
 // copyTree copies the directory src to dst, which must not exist, keeping

@@ -135,3 +135,35 @@ func TestZombieIsNotAlive(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// The template cache keeps the template in use and those used lately,
+// and drops templates unused for a week and copies left half made.
+func TestPruneTemplates(t *testing.T) {
+	parent := t.TempDir()
+	now := time.Now()
+	mk := func(name string, age time.Duration) string {
+		p := filepath.Join(parent, name)
+		if err := os.MkdirAll(filepath.Join(p, "global"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, now.Add(-age), now.Add(-age)); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	current := mk("15.20-aaaa", 30*24*time.Hour) // made long ago, in use now
+	recent := mk("16.4-bbbb", 24*time.Hour)
+	old := mk("14.9-cccc", 8*24*time.Hour)
+	leftover := mk(".staging-123", 2*time.Hour)
+	saving := mk(".staging-456", time.Minute)
+	pruneTemplates(current, now)
+	for path, kept := range map[string]bool{current: true, recent: true, old: false, leftover: false, saving: true} {
+		_, err := os.Stat(path)
+		if kept != (err == nil) {
+			t.Errorf("%s: kept %v, want %v", filepath.Base(path), err == nil, kept)
+		}
+	}
+	if st, err := os.Stat(current); err != nil || now.Sub(st.ModTime()) > time.Minute {
+		t.Errorf("the template in use is not marked used: %v", err)
+	}
+}

@@ -325,6 +325,7 @@ func newServerOn(pick func() (int, error), logf func(format string, args ...any)
 func (s *Server) makeData() error {
 	tmpl := templateDir(s.bins)
 	if tmpl != "" && useTemplate {
+		pruneOnce.Do(func() { pruneTemplates(tmpl, time.Now()) })
 		if _, err := os.Stat(filepath.Join(tmpl, "global", "pg_control")); err == nil {
 			if err := copyTree(tmpl, s.data, s.cred); err == nil {
 				return nil
@@ -342,6 +343,9 @@ func (s *Server) makeData() error {
 	}
 	return nil
 }
+
+// pruneOnce prunes the template cache once a test process.
+var pruneOnce sync.Once
 
 // useTemplate is switched off by the test and the benchmark of initdb.
 var useTemplate = true
