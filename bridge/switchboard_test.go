@@ -48,7 +48,7 @@ type readOnly struct{}
 
 func (readOnly) State() bridge.State { return bridge.State{Value: bridge.On} }
 
-func newHub(t *testing.T, devs map[string]bridge.Device) *bridge.Switchboard {
+func newHub(t testing.TB, devs map[string]bridge.Device) *bridge.Switchboard {
 	t.Helper()
 	loc := bridge.Location{ID: 1, Name: "Home"}
 	var sws []*bridge.Switch
