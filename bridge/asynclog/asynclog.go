@@ -3,10 +3,6 @@
 // terminal; one goroutine writes them out within FlushEvery, and all of
 // them at Close. A line that finds the buffer full is dropped and counted,
 // never waited for.
-//
-// Through Handler a request does not even format its lines: it queues
-// the log/slog record, and the writer's goroutine formats it with the
-// lines around it.
 package asynclog
 
 import (
@@ -41,13 +37,6 @@ type Writer struct {
 	// Close.
 	outMu sync.Mutex
 
-	// fmtMu orders the formatting of queued records into pending (see
-	// Handler). Taken before outMu or mu, never while holding outMu.
-	fmtMu      sync.Mutex
-	records    []queued // under mu: records not yet formatted, in order
-	spareRecs  []queued
-	maxRecords int
-
 	wake     chan struct{} // pending went from empty to not, or filled up
 	stop     chan struct{}
 	stopped  chan struct{}
@@ -64,7 +53,7 @@ func New(out io.Writer, size int) *Writer {
 		size = DefaultSize
 	}
 	w := &Writer{
-		out: out, size: size, maxRecords: max(size/256, 16),
+		out: out, size: size,
 		pending: make([]byte, 0, 4096), spare: make([]byte, 0, 4096),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), stopped: make(chan struct{}),
 	}
@@ -78,28 +67,12 @@ func New(out io.Writer, size int) *Writer {
 // are kept.
 func (w *Writer) Write(p []byte) (int, error) {
 	w.mu.Lock()
-	switch {
-	case w.closed:
+	if w.closed {
 		w.mu.Unlock()
-		w.Flush() // what a racing Handle queued goes first
 		w.outMu.Lock()
 		defer w.outMu.Unlock()
 		return w.out.Write(p)
-	case len(w.records) > 0:
-		// Records queued before this line go out before it.
-		w.mu.Unlock()
-		w.fmtMu.Lock()
-		defer w.fmtMu.Unlock()
-		w.formatQueued()
-		return w.queue(p)
 	}
-	w.mu.Unlock()
-	return w.queue(p)
-}
-
-// queue adds p to the pending lines, or drops it when they are full.
-func (w *Writer) queue(p []byte) (int, error) {
-	w.mu.Lock()
 	if len(w.pending)+len(p) > w.size {
 		w.mu.Unlock()
 		w.dropped.Add(1)
@@ -111,22 +84,18 @@ func (w *Writer) queue(p []byte) (int, error) {
 	w.mu.Unlock()
 	w.lines.Add(1)
 	if first || full {
-		w.wakeDrainer()
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
 	}
 	return len(p), nil
 }
 
-func (w *Writer) wakeDrainer() {
-	select {
-	case w.wake <- struct{}{}:
-	default:
-	}
-}
-
-// Dropped is how many lines (or records) found the buffer full since New.
+// Dropped is how many lines found the buffer full since New.
 func (w *Writer) Dropped() uint64 { return w.dropped.Load() }
 
-// Lines is how many lines and records were queued since New.
+// Lines is how many lines were queued since New.
 func (w *Writer) Lines() uint64 { return w.lines.Load() }
 
 // drain writes the pending lines out: FlushEvery after the first of them
@@ -158,9 +127,6 @@ func (w *Writer) drain() {
 // Flush writes out every line queued so far and returns when they are
 // written.
 func (w *Writer) Flush() error {
-	w.fmtMu.Lock()
-	w.formatQueued()
-	w.fmtMu.Unlock()
 	w.outMu.Lock()
 	defer w.outMu.Unlock()
 	w.mu.Lock()

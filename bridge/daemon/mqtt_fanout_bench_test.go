@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -543,9 +542,7 @@ func fanoutTargets(b *testing.B, n int, redJS string) []*fanoutTarget {
 			// As serve logs: through the log buffer (asynclog).
 			w := asynclog.New(f, 0)
 			b.Cleanup(func() { w.Close(); f.Close() })
-			logger = slog.New(w.Handler(func(out io.Writer) slog.Handler {
-				return slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelInfo})
-			}))
+			logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
 		}
 		h := startE2ELogged(b, logger, "broker: "+broker+"\nclient_id: bench-hub", sws...)
 		hub := daemontest.NewBareClient(b, h.grant(b, ids...))

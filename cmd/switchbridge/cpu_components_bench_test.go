@@ -51,7 +51,7 @@ var hubVariants = []struct{ name, without string }{
 	{"full", "nothing: the hub as serve runs it"},
 	{"daemon", "nothing, served by Daemon.Serve (the daemon's own listener, connection limit and mux)"},
 	{"no-log", "the two info lines per command (slog.DiscardHandler: neither formatted nor written)"},
-	{"log-unwritten", "writing the log lines (formatted at once by the text handler into io.Discard, not queued for the log buffer's goroutine)"},
+	{"log-unwritten", "writing the log lines (formatted by the text handler into io.Discard, not handed to the log buffer)"},
 	{"no-access", "the access check (the token's grant is read once and then served without the access generation, the grant cache or the usage note)"},
 	{"no-journal", "the journal append before the 204 (Switchboard.Persist nil)"},
 	{"no-metrics", "the metrics (no Metrics.Instrument around the mux, Switchboard.Observe nil)"},
@@ -624,9 +624,7 @@ func serveHubVariant(ctx context.Context, cfgPath, variant, listen, profile stri
 	case "no-log":
 		logger = slog.New(slog.DiscardHandler)
 	case "log-unwritten":
-		var level slog.Level
-		level.UnmarshalText([]byte(cfg.Log.Level))
-		logger = slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: level}))
+		logger = newLogger(cfg, io.Discard)
 	}
 	d, err := daemon.Open(ctx, cfg, builtin.Registry(), logger)
 	if err != nil {

@@ -101,18 +101,14 @@ func applyMemoryLimit(cfg *config.Config) (config.ByteSize, string) {
 	return cfg.Server.MemoryLimit, "server.memory_limit"
 }
 
-// newLogger returns the daemon's logger, in the configured format and
-// level, formatting its lines on w's goroutine.
-func newLogger(cfg *config.Config, w *asynclog.Writer) *slog.Logger {
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	var level slog.Level
 	level.UnmarshalText([]byte(cfg.Log.Level)) // checked by config
 	opts := &slog.HandlerOptions{Level: level}
-	return slog.New(w.Handler(func(out io.Writer) slog.Handler {
-		if cfg.Log.Format == "json" {
-			return slog.NewJSONHandler(out, opts)
-		}
-		return slog.NewTextHandler(out, opts)
-	}))
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
 }
 
 // watchdog pings systemd's watchdog at half its interval, but only while
