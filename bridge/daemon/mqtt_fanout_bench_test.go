@@ -139,6 +139,18 @@ var (
 // handler): in this closed loop that delays the next request when its
 // client is quicker.
 //
+// That cut was built and measured (2026-11-25, late night, an Oxide
+// 2-vCPU VM, load average below 1): the lines' records queued as they
+// were logged and formatted by the log buffer's goroutine every 50 ms,
+// beside the same hub formatting at once, both in one BenchmarkFanout
+// (three interleaved runs, 1,600 requests a cell; p50 µs, queued /
+// at once): N = 1 397/379, 404/382, 476/472; N = 10 1582/1512,
+// 1476/1440, 1720/1697. Queued was 1–5 % slower every time: the client
+// takes longer to turn round than the formatting does, so the next
+// request found the connection's goroutine reading already, and the
+// formatting moved to another goroutine competed with the requests for
+// the two CPUs instead of filling the client's turn. Not kept.
+//
 // Measured on 2026-11-25, evening, after issue 23's cuts and with a
 // Mosquitto per target, `make bench BENCH_REQUESTS=400`, the 2-vCPU AMD
 // EPYC VM of the CPU section below (load average 3–4 from other work),
@@ -400,7 +412,7 @@ var (
 //	| the command's token (in sched.)   | not waking the command for its publish token (drivers/mqtt) | 4.0, 4.8, 3.6 / ≤ 0               | a late publish failure would be reported as the connection's loss; ≤ 5 µs |
 //	| feed, webhooks (1.6, 0)           | no webhook subscription while none is registered (bridge/webhook) | 3.4, 1.7, 1.6 / ≤ 0         | ≤ 3 µs                                      |
 //	| garbage collector (2.8, –)        | GOGC=200                                                   | 11.4, 8.3, 17.2 / 3.6, 2.1, 2.1     | the heap grows twice as far between collections (the least goal 4 → 8 MB): the idle anonymous target (8 MB; 5.9 MB today) would likely be missed; not measured |
-//	| switchboard (3.2, –)              | no context and confirmation map per command (bridge)       | not built                           | –                                           |
+//	| switchboard (3.2, –)              | no context and confirmation map per command (bridge)       | ≤ 1 (BenchmarkCommandIn, bridge: the whole switchboard part 1.2–1.9 µs and 12 allocations a command, 0.46–0.71 µs and 5 without the deadline's context and the map) | the deadline cannot go; the map is Persist's argument |
 //	| routing, API, metrics, rate limit (5.4, 2.5) | –                                              | each ≤ 2 after the cuts below        | –                                           |
 //	| HTTP server I/O (+6.7, –)         | none found: net/http's own reading and writing; the hub's answer carries five more headers | –          | –                                           |
 //	| the make dist binary (+4 to +29 over the test binary's hub, same code) | profile-guided build (-pgo, a profile of this load) | −3.1, −8.7, −1.3 / worse | did not pay; the gap is spread over all user code (perf: user time +17 %, kernel equal); narrowed above (not the build, GC, layout or serve's own additions), not explained |
