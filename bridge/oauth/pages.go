@@ -5,6 +5,7 @@ import (
 	"embed"
 	"html/template"
 	"net/http"
+	"sync"
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/wire"
@@ -13,7 +14,12 @@ import (
 //go:embed pages/*.html
 var pageFiles embed.FS
 
-var pages = template.Must(template.ParseFS(pageFiles, "pages/*.html"))
+// pages is parsed at the first page served, not at start: a hub whose
+// users never open a login page (one of a platform's, or one only apps
+// talk to) neither spends the time nor keeps the parsed templates.
+var pages = sync.OnceValue(func() *template.Template {
+	return template.Must(template.ParseFS(pageFiles, "pages/*.html"))
+})
 
 type pageData struct {
 	App       *bridge.App
@@ -40,7 +46,7 @@ func pageHeaders(w http.ResponseWriter) { wire.PageHeaders(w) }
 
 func (s *Server) render(w http.ResponseWriter, status int, name string, d pageData) {
 	var buf bytes.Buffer
-	if err := pages.ExecuteTemplate(&buf, name+".html", d); err != nil {
+	if err := pages().ExecuteTemplate(&buf, name+".html", d); err != nil {
 		s.logger.Error("rendering page", "page", name, "err", err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
