@@ -101,6 +101,16 @@ var (
 // most at N = 100, where a reply is read in one system call instead of
 // three.
 //
+// Again late that night on a 2-vCPU Oxide VM (about twice as slow in
+// absolute terms; load average 1.5–3.9, other benchmarks running), the
+// same command, three runs (p50, ms, floor / bare-HTTP / hub / Node-RED;
+// hub/bare-HTTP, hub/Node-RED): N = 1 0.35/0.47/0.58/2.15, 0.33/0.47/0.62/2.25,
+// 0.33/0.46/0.59/1.82 (1.24, 1.33, 1.30; 0.27, 0.27, 0.33); N = 10
+// 1.62/1.75/2.23/4.57, 1.43/1.50/1.94/3.71, 1.37/1.51/1.87/3.59 (1.27,
+// 1.30, 1.24; 0.49, 0.52, 0.52); N = 100 12.0/12.1/15.9/17.4,
+// 11.0/11.7/14.2/16.5, 11.6/11.7/14.9/17.5 (1.31, 1.22, 1.27; 0.91,
+// 0.86, 0.85). The ratios hold across the two machines.
+//
 // # Latency at N = 1, by segment (issue 23)
 //
 // Where the hub's request spends the time the bare handler does not,
