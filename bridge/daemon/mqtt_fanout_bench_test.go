@@ -346,6 +346,34 @@ var (
 // daemon variant, 20 s of the same commands) the two spent 2.68 and
 // 2.72 s of CPU: there the gap did not show at all.
 //
+// Found later that night: the gap was the benchmark's, not serve's. The
+// bare handler and every variant ran from one file, the test binary,
+// and processes of one file share its pages in the page cache, so its
+// code and read-only data in the CPU's caches: a variant whose block
+// followed another variant's found the hub's code cached; serve, and
+// every -components.baseline binary, each a file of its own, did not.
+// Under perf both sides ran from the test binary; the test binary running
+// main had measured as serve because it ran as a baseline, a file apart.
+// BenchmarkCPUComponents, 5,000 commands, three runs each, side − full
+// in µs a command (±12 to ±16). All sides on the test binary, as before:
+// serve +42.4, +49.1, +38.8; +30.4, +34.3, +45.9; +32.9, +16.8, +47.7;
+// beside it the test binary running main (SWITCHBRIDGE_RUN_MAIN=1) came
+// out as full (+0.2, +4.9, +4.6), and so did main's run called directly
+// and the daemon variant with main's signal set-up and relay. The last
+// two run from copies of the test binary of their own rose towards serve
+// (+9.8, +24.5, +12.0 and +2.6, +29.5, +6.6; serve +12.7, +39.6, +22.7;
+// the daemon variant, still on the shared file, −11.2, +2.7, −6.8). The
+// gap moves with the file, not the code: full and two variants on one
+// file (hard links), the daemon variant on a copy of its own, serve
+// +28.1, +25.7, +25.1, daemon +21.0, +9.9, +31.2, the linked ones −1.7,
+// +10.1, +0.1 and −9.7, −2.9, +2.4. Every side from a file of its own
+// (ownCopy, since): serve −2.1, −1.5, +1.0 and +6.5, −15.2, −20.7, the
+// daemon variant −5.3, −2.9, −7.2 and +6.4, −9.8, +3.6, a build of the
+// same code as serve (-components.baseline=main) +3.1, −1.5, +5.3
+// against serve. The ablation below is from before: its sides all shared
+// the file, so its differences hold as far as each gained alike, and its
+// figures for full and the variants are low by about serve's old gap.
+//
 // Ablation, three runs (µs per command: the side's, then full − side
 // ± 95 %: what leaving the part out saved), `make bench-components`:
 //
@@ -425,7 +453,7 @@ var (
 //	| switchboard (3.2, –)              | no context and confirmation map per command (bridge)       | ≤ 1 (BenchmarkCommandIn, bridge: the whole switchboard part 1.2–1.9 µs and 12 allocations a command, 0.46–0.71 µs and 5 without the deadline's context and the map) | the deadline cannot go; the map is Persist's argument |
 //	| routing, API, metrics, rate limit (5.4, 2.5) | –                                              | each ≤ 2 after the cuts below        | –                                           |
 //	| HTTP server I/O (+6.7, –)         | none found: net/http's own reading and writing; the hub's answer carries five more headers | –          | –                                           |
-//	| the make dist binary (+4 to +29 over the test binary's hub, same code) | profile-guided build (-pgo, a profile of this load) | −3.1, −8.7, −1.3 / worse | did not pay; the gap is spread over all user code (perf: user time +17 %, kernel equal); narrowed above (not the build, GC, layout or serve's own additions), not explained |
+//	| the make dist binary (+4 to +29 over the test binary's hub, same code) | profile-guided build (-pgo, a profile of this load) | −3.1, −8.7, −1.3 / worse | did not pay; the gap is spread over all user code (perf: user time +17 %, kernel equal); narrowed above (not the build, GC, layout or serve's own additions); found later: the benchmark's variants shared one file's cached code, serve did not (above) |
 //
 // Cuts made in this issue (measured against 2a9e087, the revision before
 // them, as a baseline in the same runs: it spent 6.6, 9.4, 4.9 µs a

@@ -50,9 +50,11 @@ func BenchmarkCPUPerCommand(b *testing.B) {
 	broker := mqtttest.StartMosquitto(b)
 	_, _, hubSwitches := mqtttest.Fleet(b, broker.URL, "hub", 1)
 
-	// The bare handler: this test binary again, serving only that.
+	// The bare handler: this test binary again, serving only that, from a
+	// copy of its own (ownCopy: not sharing its cached code with this
+	// process's).
 	barePort := mqtttest.FreePort(b)
-	bare := exec.Command(os.Args[0])
+	bare := exec.Command(ownCopy(b, os.Args[0], filepath.Join(dir, "bare-HTTP")))
 	bare.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|127.0.0.1:%d", bareHTTPEnv, bareBroker.URL, bareTopics[0], barePort))
 	var bareLog bytes.Buffer
 	bare.Stderr = &bareLog

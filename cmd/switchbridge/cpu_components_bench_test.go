@@ -81,15 +81,17 @@ func hubVariantNames() []string {
 // hubVariants lists (ablation: full's CPU per command less a variant's
 // is what the component costs, knock-on effects included);
 // -components.baseline adds the binaries of other revisions (before and
-// after in one run). Every run starts all of them afresh, so that a
-// process's own luck (where its memory and threads landed) does not
-// carry from run to run. In each round every side sends one block of
-// mqtttest.BenchBlock commands, in an order drawn anew every round; a
-// side's CPU is read from /proc/PID/task/*/schedstat before and after
-// every round, so it counts what its commands left for later (the log
-// buffer's write, the values' write-behind) too, and the rounds'
-// differences between two sides, which shared the machine's moment, give
-// the difference and its spread.
+// after in one run). Each side runs from an executable file of its own,
+// the test binary's sides from copies of it (ownCopy), so that no side
+// finds its code in the CPU's caches because another ran it. Every run
+// starts all of them afresh, so that a process's own luck (where its
+// memory and threads landed) does not carry from run to run. In each
+// round every side sends one block of mqtttest.BenchBlock commands, in
+// an order drawn anew every round; a side's CPU is read from
+// /proc/PID/task/*/schedstat before and after every round, so it counts
+// what its commands left for later (the log buffer's write, the values'
+// write-behind) too, and the rounds' differences between two sides,
+// which shared the machine's moment, give the difference and its spread.
 //
 // -components.cpuprofile=DIR writes the last run's CPU profiles of the
 // bare handler and of each variant (DIR/<side>.pprof) and prints the CPU
@@ -147,18 +149,23 @@ func BenchmarkCPUComponents(b *testing.B) {
 	bareBroker := mqtttest.StartMosquitto(b)
 	bareTopics, _, _ := mqtttest.Fleet(b, bareBroker.URL, "bare", 1)
 	bareAddr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(b))
+	bareExe := ownCopy(b, os.Args[0], filepath.Join(dir, "bare-HTTP"))
 	specs = append(specs, sideSpec{name: "bare-HTTP", run: func(_ slot, profile string) (*exec.Cmd, string, string, string) {
-		c := exec.Command(os.Args[0])
+		c := exec.Command(bareExe)
 		c.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%s", bareHTTPEnv, bareBroker.URL, bareTopics[0], bareAddr, profile))
 		return c, bareAddr, "http://" + bareAddr, ""
 	}})
+	variantExes := map[string]string{} // side name: its copy of this test binary
 	variant := func(name string, sl slot, profile, addr string) *exec.Cmd {
-		c := exec.Command(os.Args[0])
+		c := exec.Command(variantExes[name])
 		c.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%s|%s|%s", hubVariantEnv, sl.cfg, name, addr, profile))
 		return c
 	}
 	for _, name := range append(baselineNames, append([]string{"serve"}, names...)...) {
 		spec := sideSpec{name: name}
+		if _, baseline := baselines[name]; !baseline && name != "serve" {
+			variantExes[name] = ownCopy(b, os.Args[0], filepath.Join(dir, "variant-"+name))
+		}
 		switch bin, baseline := baselines[name]; {
 		case name == "serve" || baseline:
 			if !baseline {
@@ -380,6 +387,38 @@ func BenchmarkCPUComponents(b *testing.B) {
 	b.ReportMetric(mean(last["full"].whole), "full-cpu-µs/cmd")
 	b.ReportMetric(mean(last["serve"].whole), "serve-cpu-µs/cmd")
 	b.ReportMetric(mean(last["bare-HTTP"].whole), "bare-cpu-µs/cmd")
+}
+
+// ownCopy copies the executable exe to path, for one side of a CPU
+// benchmark alone, and returns path. Processes started from
+// the same file share its pages in the page cache, and so its code and
+// read-only data in the CPU's caches: the sides run by turns on two
+// cores, and a side started from the test binary, as every variant and
+// the bare handler once were, found much of its code still cached by the
+// side before it, while serve, from a binary of its own, did not. That
+// was serve's whole extra cost over full (7–49 µs a command; see the doc
+// comment of BenchmarkFanout, bridge/daemon). A copy is a file of its own
+// (a link would share the pages), so every side runs code no other side
+// touches, as a hub does.
+func ownCopy(b *testing.B, exe, path string) string {
+	b.Helper()
+	src, err := os.Open(exe)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		b.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return path
 }
 
 // benchPut sends one command and fails the benchmark unless it is
