@@ -374,7 +374,43 @@ var (
 // the file, so its differences hold as far as each gained alike, and its
 // figures for full and the variants are low by about serve's old gap.
 //
-// Ablation, three runs (µs per command: the side's, then full − side
+// Ablation with every side from a file of its own (late that night, the
+// 2-vCPU Oxide VM of the second fan-out table, where everything costs
+// about 3.3 times what it did on the first VM; 10,000 commands a side and
+// run, three runs; the side's µs a command [of which sysmon] and threads
+// put on a CPU a command, then full − side ± 95 %: what leaving the part
+// out saved):
+//
+//	| side          | run 1                          | run 2                          | run 3                           |
+//	| bare-HTTP     | 334.7 [60.2] 10.2: 209.4 ± 10.8 | 352.7 [62.6] 10.4: 210.5 ± 11.4 | 402.8 [72.8] 10.8: 265.2 ± 13.7 |
+//	| serve         | 543.2 [88.8] 13.8: −0.9 ± 10.6  | 568.2 [92.0] 14.1: 5.0 ± 11.5   | 662.6 [110.1] 14.9: −5.4 ± 13.6 |
+//	| full          | 544.1 [88.0] 13.6               | 563.2 [92.5] 13.8               | 668.0 [110.1] 14.9              |
+//	| daemon        | 535.9 [87.4] 13.5: 8.2 ± 11.2   | 555.6 [90.7] 13.8: 7.6 ± 12.7   | 655.9 [108.3] 14.7: 12.1 ± 13.7 |
+//	| no-log        | 505.5 [75.4] 12.8: 38.6 ± 11.0  | 527.3 [79.6] 13.0: 35.9 ± 11.9  | 601.0 [91.9] 13.7: 67.0 ± 14.6  |
+//	| log-unwritten | 513.5 [77.7] 12.7: 30.6 ± 10.8  | 530.9 [78.7] 12.9: 32.4 ± 12.1  | 621.8 [95.5] 13.7: 46.2 ± 13.4  |
+//	| no-access     | 514.0 [85.6] 13.2: 30.1 ± 11.0  | 538.9 [89.8] 13.5: 24.3 ± 13.0  | 627.0 [105.0] 14.3: 41.0 ± 14.3 |
+//	| no-journal    | 514.1 [85.3] 13.2: 30.0 ± 10.3  | 543.4 [90.6] 13.6: 19.9 ± 13.1  | 636.2 [106.7] 14.5: 31.8 ± 14.4 |
+//	| no-metrics    | 535.8 [88.6] 13.6: 8.2 ± 11.9   | 550.6 [90.1] 13.8: 12.6 ± 11.4  | 650.2 [108.3] 14.6: 17.8 ± 14.2 |
+//	| no-ratelimit  | 536.3 [91.0] 13.6: 7.8 ± 12.9   | 560.7 [92.3] 13.7: 2.5 ± 12.5   | 655.7 [109.5] 14.8: 12.3 ± 14.0 |
+//	| no-feed       | 534.4 [87.4] 13.5: 9.7 ± 11.6   | 552.4 [90.7] 13.8: 10.8 ± 12.1  | 660.4 [109.9] 14.8: 7.5 ± 14.3  |
+//
+// serve now measures as full. Scaled by this machine's 3.3, the parts
+// keep their proportions from the table below but for the log lines,
+// whose writing (full − log-unwritten) costs more here: handing the
+// lines to the log buffer wakes its goroutine for the first line after
+// each write-out, and in this benchmark a side's block of commands is
+// over before the 50 ms are, so every block pays one wake-up, one timer
+// and one write(2), with the sysmon polling a thread woken from idle
+// brings (sysmon 88.0 against 77.7 µs a command, threads 13.6 against
+// 12.7 in run 1). A hub commanded now and then pays the same once a
+// command; one under steady load, once in 50 ms. Waiting for it on the
+// request's goroutine instead is what the issue rules out. Together the
+// parts that can be left out come to 120–170 µs of full − bare-HTTP's
+// 210–265; the rest is what every command needs (the profile split
+// below).
+//
+// The earlier ablation, its sides sharing the test binary's file (above),
+// three runs (µs per command: the side's, then full − side
 // ± 95 %: what leaving the part out saved), `make bench-components`:
 //
 //	| side          | left out                                                      | run 1               | run 2               | run 3               |
