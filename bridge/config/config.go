@@ -58,6 +58,9 @@ type Config struct {
 	// TLSLine is the line of server.tls, for problems found with its files
 	// after the config is read (check-config).
 	TLSLine int `yaml:"-"`
+	// ListenLine is the line of server.listen (0 when it is left out),
+	// for warnings about where it listens (PlainHTTPOnNetwork).
+	ListenLine int `yaml:"-"`
 	// secretLines are the lines of the keys naming secret files, for
 	// warnings about their modes (SecretFiles).
 	secretLines map[string]int

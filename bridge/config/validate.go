@@ -25,6 +25,9 @@ var SwitchIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 	line := func(path ...string) *yaml.Node { return find(doc, path...) }
+	if n := line("server", "listen"); n != nil {
+		c.ListenLine = n.Line
+	}
 	if err := CheckListenSyntax(c.Server.Listen); err != nil {
 		ps.Add(line("server", "listen"), "server.listen %q %v", c.Server.Listen, err)
 	}

@@ -170,6 +170,9 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		return nil, err
 	}
 	d.warnExposedSecrets(cfg, d.drivers)
+	for _, p := range cfg.PlainHTTPOnNetwork() {
+		logger.Warn(p.Msg, "config", cfg.File, "line", p.Line)
+	}
 	// A driver's own listener (the embedded broker) is checked against
 	// this machine as server.listen is, before anything binds.
 	if err := d.drivers.CheckListens(cfg.File); err != nil {

@@ -305,3 +305,25 @@ func TestCheckConfigWarnsOfAPortInUse(t *testing.T) {
 		t.Errorf("port in use: %+v", r)
 	}
 }
+
+// check-config warns of a listener the network reaches over plain HTTP,
+// at server.listen's line, and still says ok; on loopback it says nothing.
+func TestCheckConfigWarnsOfPlainHTTPOnTheNetwork(t *testing.T) {
+	dir := t.TempDir()
+	cfg, addr := writeConfig(t, dir)
+	if r := runCLI(t, "", "check-config", "--config", cfg); r.code != 0 || strings.Contains(r.stderr, "plain HTTP") {
+		t.Fatalf("loopback: %+v", r)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	body, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte(strings.Replace(string(body), addr, "0.0.0.0:"+port, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "", "check-config", "--config", cfg)
+	if want := cfg + ":2: warning: server.listen 0.0.0.0:" + port + " reaches the network over plain HTTP"; r.code != 0 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stdout, "ok") {
+		t.Errorf("0.0.0.0 without tls: %+v, want %q", r, want)
+	}
+}

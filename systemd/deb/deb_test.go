@@ -424,7 +424,7 @@ func TestInstallUpgradeRemovePurge(t *testing.T) {
 		}
 	}
 	// apt runs apt-get as if systemd were running.
-	apt := func(args ...string) {
+	apt := func(args ...string) string {
 		t.Helper()
 		booted := filepath.Join(root, "run/systemd/system")
 		if err := os.MkdirAll(booted, 0o755); err != nil {
@@ -435,6 +435,7 @@ func TestInstallUpgradeRemovePurge(t *testing.T) {
 		if err != nil {
 			t.Fatalf("apt-get %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
+		return out
 	}
 	// in runs a command that must succeed; fails runs one that must fail.
 	in := func(stdin string, args ...string) string {
@@ -464,7 +465,17 @@ func TestInstallUpgradeRemovePurge(t *testing.T) {
 	)
 
 	// Install.
-	apt("install", "/tmp/switchbridge_"+deb1+"_amd64.deb")
+	out := apt("install", "/tmp/switchbridge_"+deb1+"_amd64.deb")
+	// The first install says where the hub listens (loopback only, as
+	// installed) and how to open it, TLS first.
+	for _, want := range []string{"listens on 127.0.0.1:8080", "server.tls (HTTPS, recommended)", "switchbridge user add"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the first install's output lacks %q:\n%s", want, out)
+		}
+	}
+	if out := in("", "switchbridge", "check-config"); strings.Contains(out, "warning") {
+		t.Errorf("the installed config is warned of: %s", out)
+	}
 	if out := in("", "getent", "passwd", "switchbridge"); !strings.Contains(out, ":/var/lib/switchbridge:/usr/sbin/nologin") {
 		t.Errorf("the service's user: %q", out)
 	}
@@ -496,7 +507,7 @@ func TestInstallUpgradeRemovePurge(t *testing.T) {
 
 	// An admin command without sudo says what to do.
 	in("", "useradd", "--create-home", "owner")
-	out := fails("runuser", "-u", "owner", "--", "switchbridge", "user", "list")
+	out = fails("runuser", "-u", "owner", "--", "switchbridge", "user", "list")
 	if !strings.Contains(out, "permission denied: "+config) || !strings.Contains(out, "sudo") {
 		t.Errorf("user list as a user outside the group: %q", out)
 	}
@@ -511,7 +522,9 @@ func TestInstallUpgradeRemovePurge(t *testing.T) {
 	const edit = "\n# edited by the owner\n"
 	in("", "sh", "-c", "sed -i 's/^  level: info/  level: debug/' "+config+" && printf '"+strings.ReplaceAll(edit, "\n", `\n`)+"' >>"+config)
 	edited := readFile(t, filepath.Join(root, config))
-	apt("install", "/tmp/switchbridge_"+deb2+"_amd64.deb")
+	if out := apt("install", "/tmp/switchbridge_"+deb2+"_amd64.deb"); strings.Contains(out, "listens on 127.0.0.1") {
+		t.Errorf("an upgrade repeats the first install's message:\n%s", out)
+	}
 	if out := in("", "dpkg-query", "--show", "--showformat", "${Version} ${db:Status-Status}", "switchbridge"); out != deb2+" installed" {
 		t.Errorf("after the upgrade: %q", out)
 	}
