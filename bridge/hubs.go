@@ -62,6 +62,12 @@ type ReplicaInstallation struct {
 	// query string.
 	Legacy    bool      `json:"legacy,omitempty"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// RefreshUntil is when the installation's last live refresh token
+	// (neither spent nor revoked) expires, the zero time when it has
+	// none: with the access tokens, whether anyone still holds the
+	// grant, which the hub's webhooks follow. nil from a platform older
+	// than the field: the hub then takes the grant to be held.
+	RefreshUntil *time.Time `json:"refresh_until,omitempty"`
 }
 
 // ReplicaToken is an access token as a hub's replica holds it: its hash

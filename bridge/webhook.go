@@ -18,10 +18,16 @@ type Webhook struct {
 	// for too long; nothing is sent to it then.
 	Disabled       bool
 	DisabledReason string
-	CreatedAt      time.Time
-	LastSuccessAt  time.Time
-	LastFailureAt  time.Time
-	LastError      string
+	// Suspended while no one holds a live token of its installation's
+	// grant (all revoked, or expired): nothing is sent to it, and what
+	// waited was dropped, until a new authorization of the same app for
+	// the same installation issues a token. Not stored: the hub judges it
+	// from the grant's tokens as it reads them.
+	Suspended     bool
+	CreatedAt     time.Time
+	LastSuccessAt time.Time
+	LastFailureAt time.Time
+	LastError     string
 	// FailingSince is the first failure since the last success; zero while
 	// deliveries succeed.
 	FailingSince time.Time
@@ -30,11 +36,13 @@ type Webhook struct {
 }
 
 // Status says in a few words how the webhook fares, for its owner:
-// delivering, failing since when and why, or disabled and why.
+// delivering, failing since when and why, suspended, or disabled and why.
 func (w *Webhook) Status() string {
 	switch {
 	case w.Disabled:
 		return "disabled: " + w.DisabledReason
+	case w.Suspended:
+		return "suspended: " + SuspendedReason
 	case !w.FailingSince.IsZero():
 		s := "failing since " + w.FailingSince.Local().Format("2006-01-02 15:04")
 		if w.LastError != "" {
@@ -44,6 +52,9 @@ func (w *Webhook) Status() string {
 	}
 	return "delivering"
 }
+
+// SuspendedReason says why a webhook is suspended.
+const SuspendedReason = "the app's authorization ended (no live token); it resumes when the app is authorized again"
 
 // WebhookDelivery is one message in the outbox: the latest change of one
 // switch for one webhook. A newer change of the same switch replaces it

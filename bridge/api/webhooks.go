@@ -38,7 +38,7 @@ type Webhook struct {
 	ID             string     `json:"id"`
 	URL            string     `json:"url"`
 	Secret         string     `json:"secret,omitempty"`
-	State          string     `json:"state"` // active or disabled
+	State          string     `json:"state"` // active, suspended or disabled
 	DisabledReason string     `json:"disabled_reason,omitempty"`
 	CreatedAt      time.Time  `json:"created_at"`
 	LastSuccessAt  *time.Time `json:"last_success_at"`
@@ -50,8 +50,13 @@ type Webhook struct {
 func webhookOf(w *bridge.Webhook) Webhook {
 	out := Webhook{ID: w.ID, URL: w.URL, State: "active", DisabledReason: w.DisabledReason, CreatedAt: w.CreatedAt.UTC(),
 		LastError: w.LastError, Pending: w.Pending}
-	if w.Disabled {
+	switch {
+	case w.Disabled:
 		out.State = "disabled"
+	case w.Suspended:
+		// No one holds a live token of the grant: nothing is sent until
+		// the app is authorized again.
+		out.State = "suspended"
 	}
 	opt := func(t time.Time) *time.Time {
 		if t.IsZero() {

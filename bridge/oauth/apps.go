@@ -48,10 +48,13 @@ type webhookView struct {
 }
 
 // webhookLister is the store of a daemon that delivers webhooks: the
-// installations it serves itself. (A platform's page cannot list the
-// webhooks of installations its hubs serve: they live on those hubs.)
+// installations it serves itself, and whether anyone holds a live token
+// of their grants (their webhooks are suspended otherwise). (A platform's
+// page cannot list the webhooks of installations its hubs serve: they
+// live on those hubs.)
 type webhookLister interface {
 	Webhooks(ctx context.Context, installationID string) ([]*bridge.Webhook, error)
+	GrantLive(ctx context.Context, installationID string, now time.Time) (bool, error)
 }
 
 // registerApps adds the connected apps page's routes.
@@ -122,11 +125,16 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 		}
 		if wl, ok := s.connected.(webhookLister); ok {
 			ws, err := wl.Webhooks(ctx, in.ID)
+			live := true
+			if err == nil && len(ws) > 0 {
+				live, err = wl.GrantLive(ctx, in.ID, s.now())
+			}
 			if err != nil {
 				s.internal(w, r, err)
 				return
 			}
 			for _, hook := range ws {
+				hook.Suspended = !live
 				v.Webhooks = append(v.Webhooks, webhookView{URL: hook.URL, Status: hook.Status(), Pending: hook.Pending})
 			}
 		}

@@ -351,7 +351,8 @@ const installationColumns = `i.id, i.client_id, i.user_id, i.location_id, i.upda
 	(SELECT a.legacy FROM apps a WHERE a.client_id = i.client_id),
 	EXISTS (SELECT 1 FROM user_locations m WHERE m.user_id = i.user_id AND m.location_id = i.location_id),
 	(SELECT string_agg(s.switch_id, '
-' ORDER BY s.pos) FROM installation_switches s WHERE s.installation_id = i.id)`
+' ORDER BY s.pos) FROM installation_switches s WHERE s.installation_id = i.id),
+	(SELECT max(r.expires_at) FROM refresh_tokens r WHERE r.installation_id = i.id AND r.used_at IS NULL AND r.revoked_at IS NULL)`
 
 // readInstallations runs q, which selects installationColumns, and calls
 // add with each installation it returns.
@@ -367,9 +368,17 @@ func (r *feedReader) readInstallations(ctx context.Context, q string, args []any
 		var updated int64
 		var legacy sql.NullBool
 		var switches sql.NullString
-		if err := rows.Scan(&in.ID, &in.ClientID, &in.UserID, &in.LocationID, &updated, &legacy, &in.Member, &switches); err != nil {
+		var refresh sql.NullInt64
+		if err := rows.Scan(&in.ID, &in.ClientID, &in.UserID, &in.LocationID, &updated, &legacy, &in.Member, &switches, &refresh); err != nil {
 			return err
 		}
+		// The zero time when no refresh token is live; an expired one
+		// is compared with the hub's clock there.
+		until := time.Time{}
+		if refresh.Valid {
+			until = fromUnix(refresh.Int64)
+		}
+		in.RefreshUntil = &until
 		in.SwitchIDs = []string{}
 		if switches.String != "" {
 			// Switch ids hold no newline (config.SwitchIDPattern).

@@ -282,3 +282,17 @@ func (db *DB) Prune(ctx context.Context, now time.Time) error {
 	_, err := db.db.ExecContext(ctx, `DELETE FROM refresh_tokens WHERE expires_at < ?`, cutoff)
 	return err
 }
+
+// GrantLive reports whether anyone holds a live token of an installation's
+// grant at now: an access token neither revoked nor expired, or a refresh
+// token neither spent, revoked nor expired. A grant without one was taken
+// back (a reused code or refresh token, a revocation) or let lapse; only
+// a new authorization issues a token for it again. False for an
+// installation that is gone.
+func (db *DB) GrantLive(ctx context.Context, installationID string, now time.Time) (bool, error) {
+	var live bool
+	err := db.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM tokens WHERE installation_id = ?1 AND revoked_at IS NULL AND expires_at > ?2)
+		OR EXISTS (SELECT 1 FROM refresh_tokens WHERE installation_id = ?1 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > ?2)`,
+		installationID, unix(now)).Scan(&live)
+	return live, db.note(err)
+}

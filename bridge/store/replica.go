@@ -55,12 +55,16 @@ func (db *DB) ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Tim
 	}
 	// A revoked grant or a refresh storm brings thousands of tokens: each
 	// statement is prepared once for the batch, not once a record.
-	if err := execEach(ctx, tx, `INSERT INTO replica_installations (id, client_id, user_id, location_id, switch_ids, member, legacy, updated_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET client_id = excluded.client_id, user_id = excluded.user_id,
+	if err := execEach(ctx, tx, `INSERT INTO replica_installations (id, client_id, user_id, location_id, switch_ids, member, legacy, updated_at, refresh_until)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET client_id = excluded.client_id, user_id = excluded.user_id,
 			location_id = excluded.location_id, switch_ids = excluded.switch_ids, member = excluded.member, legacy = excluded.legacy,
-			updated_at = excluded.updated_at`, b.Installations, func(in bridge.ReplicaInstallation) ([]any, error) {
+			updated_at = excluded.updated_at, refresh_until = excluded.refresh_until`, b.Installations, func(in bridge.ReplicaInstallation) ([]any, error) {
 		sw, err := json.Marshal(in.SwitchIDs)
-		return []any{in.ID, in.ClientID, in.UserID, in.LocationID, string(sw), in.Member, in.Legacy, unix(in.UpdatedAt)}, err
+		var refresh sql.NullInt64 // NULL: the platform did not say (an older one)
+		if in.RefreshUntil != nil {
+			refresh = sql.NullInt64{Int64: optUnix(*in.RefreshUntil), Valid: true}
+		}
+		return []any{in.ID, in.ClientID, in.UserID, in.LocationID, string(sw), in.Member, in.Legacy, unix(in.UpdatedAt), refresh}, err
 	}); err != nil {
 		return err
 	}
@@ -248,6 +252,22 @@ func (r *Replica) Installation(ctx context.Context, id string) (*bridge.Installa
 	in.UpdatedAt = fromUnix(updated)
 	in.CreatedAt = in.UpdatedAt
 	return in, json.Unmarshal([]byte(switches), &in.SwitchIDs)
+}
+
+// GrantLive reports whether anyone holds a live token of a replicated
+// installation's grant at now: an access token neither revoked nor
+// expired, or a refresh token the platform said is live until after now
+// (or, from an older platform that does not say, the grant is taken to be
+// held). False when the hub holds no such installation.
+func (r *Replica) GrantLive(ctx context.Context, installationID string, now time.Time) (bool, error) {
+	var live bool
+	err := r.db.db.QueryRowContext(ctx, `SELECT i.refresh_until IS NULL OR i.refresh_until > ?1
+			OR EXISTS (SELECT 1 FROM replica_tokens t WHERE t.installation_id = i.id AND t.revoked = 0 AND t.expires_at > ?1)
+		FROM replica_installations i WHERE i.id = ?2`, unix(now), installationID).Scan(&live)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return live, r.db.note(err)
 }
 
 // ReplicaCounts returns how many installations and tokens the replica holds.

@@ -35,6 +35,14 @@ func optTime(ms int64) time.Time {
 	return fromUnix(ms)
 }
 
+// optUnix is optTime's inverse: 0 for the zero time.
+func optUnix(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return unix(t)
+}
+
 // AddWebhook registers w (ID, InstallationID, URL, Secret set) unless its
 // installation already has max webhooks (ETOOMANY) or one with that URL
 // (ECONFLICT). It fills in CreatedAt.
@@ -244,6 +252,18 @@ func (db *DB) DisableWebhook(ctx context.Context, id, reason string) error {
 		return db.note(err)
 	}
 	return db.note(tx.Commit())
+}
+
+// DropWebhookDeliveries empties the outbox of an installation's webhooks
+// and returns how many deliveries it dropped: its grant has no live token,
+// and what waited is not sent once it has one again.
+func (db *DB) DropWebhookDeliveries(ctx context.Context, installationID string) (int, error) {
+	res, err := db.db.ExecContext(ctx, `DELETE FROM webhook_outbox WHERE webhook_id IN (SELECT id FROM webhooks WHERE installation_id = ?)`, installationID)
+	if err != nil {
+		return 0, db.note(err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), db.note(err)
 }
 
 // WebhookOutbox reports how many deliveries wait and since when the

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"log/slog"
 	mrand "math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -30,12 +32,20 @@ type Store interface {
 	WebhookDelivered(ctx context.Context, d bridge.WebhookDelivery, at time.Time) error
 	WebhookFailed(ctx context.Context, d bridge.WebhookDelivery, at, next time.Time, why string) (time.Time, error)
 	DisableWebhook(ctx context.Context, id, reason string) error
+	// DropWebhookDeliveries empties the outbox of an installation's
+	// webhooks (its grant has no live token).
+	DropWebhookDeliveries(ctx context.Context, installationID string) (int, error)
 }
 
-// Installations tells which switches an installation grants.
+// Installations tells which switches an installation grants, and whether
+// anyone still holds its grant.
 type Installations interface {
 	// Installation returns ENOTFOUND for one that is gone.
 	Installation(ctx context.Context, id string) (*bridge.Installation, error)
+	// GrantLive reports whether a token of the installation's grant is
+	// live at now (neither revoked nor expired, nor spent for a refresh
+	// token); false for one that is gone.
+	GrantLive(ctx context.Context, installationID string, now time.Time) (bool, error)
 }
 
 // Delivery defaults.
@@ -64,8 +74,6 @@ type Service struct {
 	// Client sends to receivers.
 	Client *Client
 	Logger *slog.Logger
-	// Now is the clock; time.Now when nil.
-	Now func() time.Time
 	// Concurrency is how many deliveries run at once;
 	// DefaultConcurrency when 0. Set it before Run.
 	Concurrency int
@@ -75,6 +83,8 @@ type Service struct {
 
 	sub  *bridge.Subscription
 	wake chan struct{}
+	// clock, when set (SetClock), replaces time.Now.
+	clock atomic.Pointer[func() time.Time]
 
 	mu       sync.Mutex
 	routes   map[string][]string // switch id → webhook ids
@@ -84,6 +94,12 @@ type Service struct {
 	// know that webhook.
 	routesGen uint64
 	limits    Limits
+	// suspended holds the installations whose webhooks routing last
+	// found without a live grant, with their switches: a change of one
+	// of those asks again at once (resumed), so a new authorization is
+	// not left out of the routes for routesAge; and each suspension and
+	// resumption is logged once.
+	suspended map[string][]string
 }
 
 // Limits are how long deliveries wait between attempts and may fail; the
@@ -132,9 +148,13 @@ func New(store Store, inst Installations, feed *bridge.Feed, hub *bridge.Switchb
 // once it is built.
 func (s *Service) SetSwitchboard(h *bridge.Switchboard) { s.hub = h }
 
+// SetClock replaces the service's clock, also while it runs: tests move
+// it past a token's expiry.
+func (s *Service) SetClock(now func() time.Time) { s.clock.Store(&now) }
+
 func (s *Service) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
+	if c := s.clock.Load(); c != nil {
+		return (*c)()
 	}
 	return time.Now()
 }
@@ -180,9 +200,21 @@ func (s *Service) Register(ctx context.Context, g *bridge.Grant, raw string) (*b
 	return w, nil
 }
 
-// List returns an installation's webhooks.
+// List returns an installation's webhooks, each Suspended when no one
+// holds a live token of its grant.
 func (s *Service) List(ctx context.Context, installationID string) ([]*bridge.Webhook, error) {
-	return s.store.Webhooks(ctx, installationID)
+	ws, err := s.store.Webhooks(ctx, installationID)
+	if err != nil || len(ws) == 0 {
+		return ws, err
+	}
+	live, err := s.inst.GrantLive(ctx, installationID, s.now())
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range ws {
+		w.Suspended = !live
+	}
+	return ws, nil
 }
 
 // Delete removes an installation's webhook.
@@ -264,6 +296,12 @@ func (s *Service) queue(ctx context.Context, batch []bridge.Event) (int, error) 
 	if err != nil {
 		return 0, err
 	}
+	if s.resumed(ctx, batch) {
+		s.forgetRoutes()
+		if routes, err = s.routing(ctx); err != nil {
+			return 0, err
+		}
+	}
 	now := s.now()
 	var ds []bridge.WebhookDelivery
 	for _, e := range batch {
@@ -290,7 +328,8 @@ func (s *Service) queue(ctx context.Context, batch []bridge.Event) (int, error) 
 
 // routing returns which webhooks want each switch's changes, read again
 // when older than routesAge. Webhooks of an installation that is gone are
-// deleted.
+// deleted; those of one whose grant has no live token get nothing, and
+// their outbox is emptied (see suspend).
 func (s *Service) routing(ctx context.Context) (map[string][]string, error) {
 	s.mu.Lock()
 	r, at, gen := s.routes, s.routesAt, s.routesGen
@@ -305,6 +344,8 @@ func (s *Service) routing(ctx context.Context) (map[string][]string, error) {
 	}
 	r = map[string][]string{}
 	grants := map[string]*bridge.Installation{}
+	suspended := map[string][]string{}
+	pending := map[string]int{} // outbox of suspended installations
 	for _, w := range hooks {
 		if w.Disabled {
 			continue
@@ -320,7 +361,20 @@ func (s *Service) routing(ctx context.Context) (map[string][]string, error) {
 			} else if err != nil {
 				return nil, err
 			}
+			if in != nil {
+				live, err := s.inst.GrantLive(ctx, in.ID, now)
+				if err != nil {
+					return nil, err
+				}
+				if !live {
+					suspended[in.ID] = in.SwitchIDs
+					in = nil
+				}
+			}
 			grants[w.InstallationID] = in
+		}
+		if _, ok := suspended[w.InstallationID]; ok {
+			pending[w.InstallationID] += w.Pending
 		}
 		if in == nil {
 			continue
@@ -329,12 +383,77 @@ func (s *Service) routing(ctx context.Context) (map[string][]string, error) {
 			r[id] = append(r[id], w.ID)
 		}
 	}
+	for id, n := range pending {
+		if n > 0 {
+			s.suspend(ctx, id)
+		}
+	}
 	s.mu.Lock()
 	if s.routesGen == gen {
 		s.routes, s.routesAt = r, now
 	}
+	was := s.suspended
+	s.suspended = suspended
 	s.mu.Unlock()
+	for id := range suspended {
+		if _, ok := was[id]; !ok {
+			s.Logger.Info("webhooks suspended: no one holds a live token of the installation's grant", "installation", id)
+		}
+	}
+	for id := range was {
+		if grants[id] != nil { // still there, and live again
+			s.Logger.Info("webhooks resumed: the installation was authorized again", "installation", id)
+		}
+	}
 	return r, nil
+}
+
+// resumed reports whether an installation the routes hold suspended,
+// whose switches the batch changes, has a live token again: a new
+// authorization is then routed this batch, not up to routesAge later. It
+// asks once per such installation, and only when its switches change.
+func (s *Service) resumed(ctx context.Context, batch []bridge.Event) bool {
+	s.mu.Lock()
+	suspended := s.suspended
+	s.mu.Unlock()
+	if len(suspended) == 0 {
+		return false
+	}
+	changed := map[string]bool{}
+	for _, e := range batch {
+		changed[e.SwitchID] = true
+	}
+	now := s.now()
+	for id, switches := range suspended {
+		if !slices.ContainsFunc(switches, func(sw string) bool { return changed[sw] }) {
+			continue
+		}
+		if live, err := s.inst.GrantLive(ctx, id, now); err == nil && live {
+			return true
+		}
+	}
+	return false
+}
+
+// suspend empties the outbox of an installation whose grant has no live
+// token. Nothing that waited is sent later, when a new authorization
+// resumes its webhooks: the app behind them may be the one the grant was
+// taken from (a reused refresh token is the sign of a stolen one), and a
+// receiver that gets only what happens while its app is authorized learns
+// nothing of the time no one was; the app reads the current state when it
+// is authorized again.
+func (s *Service) suspend(ctx context.Context, installationID string) {
+	n, err := s.store.DropWebhookDeliveries(ctx, installationID)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.Logger.Warn("webhooks: dropping the deliveries of a suspended installation", "installation", installationID, "err", err)
+		}
+		return
+	}
+	if n > 0 {
+		s.Logger.Info("webhooks: deliveries dropped: no one holds a live token of the installation's grant",
+			"installation", installationID, "deliveries", n)
+	}
 }
 
 // deliver sends what is due, at most Concurrency at once and one at a time
@@ -422,7 +541,18 @@ func (s *Service) attempt(ctx context.Context, d bridge.WebhookDelivery) {
 		s.forgetRoutes()
 		return
 	}
+	// Nor does one whose grant lost its last live token since: routing
+	// may have queued for it up to routesAge after that.
 	now := s.now()
+	if live, err := s.inst.GrantLive(ctx, w.InstallationID, now); err != nil || !live {
+		if err == nil {
+			s.suspend(ctx, w.InstallationID)
+			s.forgetRoutes()
+		} else if ctx.Err() == nil {
+			s.Logger.Warn("webhooks: checking the installation's grant", "installation", w.InstallationID, "err", err)
+		}
+		return
+	}
 	a, err := s.Client.post(ctx, w, d.MsgID, d.Payload, now)
 	if ctx.Err() != nil {
 		return // shutting down: the delivery stays in the outbox

@@ -119,11 +119,13 @@ func (c *invocation) installationList(userName, clientID string) error {
 }
 
 // webhooksOf sums up an installation's webhooks for the list: how many
-// deliver, and why each disabled one stopped. Webhooks live in the store of
+// deliver, how many are suspended (no one holds a live token of the
+// grant), and why each disabled one stopped. Webhooks live in the store of
 // the hub that serves the installation.
 func webhooksOf(ctx context.Context, db any, id string) string {
 	src, ok := db.(interface {
 		Webhooks(ctx context.Context, installationID string) ([]*bridge.Webhook, error)
+		GrantLive(ctx context.Context, installationID string, now time.Time) (bool, error)
 	})
 	if !ok {
 		return "-"
@@ -132,12 +134,18 @@ func webhooksOf(ctx context.Context, db any, id string) string {
 	if err != nil || len(ws) == 0 {
 		return "none"
 	}
-	active, failing := 0, 0
+	live, err := src.GrantLive(ctx, id, time.Now())
+	if err != nil {
+		return "?"
+	}
+	active, failing, suspended := 0, 0, 0
 	var disabled []string
 	for _, w := range ws {
 		switch {
 		case w.Disabled:
 			disabled = append(disabled, "disabled: "+w.DisabledReason)
+		case !live:
+			suspended++
 		case !w.FailingSince.IsZero():
 			failing++
 		default:
@@ -145,6 +153,12 @@ func webhooksOf(ctx context.Context, db any, id string) string {
 		}
 	}
 	out := fmt.Sprintf("%d active", active)
+	if suspended > 0 {
+		out = fmt.Sprintf("%d suspended (no live token: the app must be authorized again)", suspended)
+		if active > 0 {
+			out = fmt.Sprintf("%d active, ", active) + out
+		}
+	}
 	if failing > 0 {
 		out += fmt.Sprintf(", %d failing", failing)
 	}
