@@ -408,7 +408,18 @@ func TestEventStreamRefusals(t *testing.T) {
 	h := f.hub
 	g := h.Authorize(t, f.app, "alice", "alice-pw", 1, "kitchen")
 	g2 := h.Authorize(t, f.app, "bob", "bob-pw", 2, "garage-light")
+	// A legacy app may send its token in the query string elsewhere, not
+	// to a stream.
+	legacy := h.AddApp(t, f.alice, true, redirect)
+	if err := h.Store.SetAppLegacy(context.Background(), legacy.ClientID, true); err != nil {
+		t.Fatal(err)
+	}
+	lg := h.Authorize(t, legacy, "alice", "alice-pw", 1, "kitchen")
+	if p := h.Call(t, http.MethodGet, lg.URI+"/switches?access_token="+lg.Token.AccessToken, ""); p.StatusCode != http.StatusOK {
+		t.Fatalf("legacy app's list with the token in the query string: %d", p.StatusCode)
+	}
 	u := g.URI + "/events"
+	lu := lg.URI + "/events"
 	for _, c := range []struct {
 		name, url, auth string
 		status          int
@@ -417,6 +428,9 @@ func TestEventStreamRefusals(t *testing.T) {
 		{"bad token", u, "Bearer nope", http.StatusUnauthorized},
 		{"token in the query string", u + "?access_token=" + g.Token.AccessToken, "", http.StatusBadRequest},
 		{"another installation's token", u, "Bearer " + g2.Token.AccessToken, http.StatusForbidden},
+		{"legacy app's token in the query string", lu + "?access_token=" + lg.Token.AccessToken, "", http.StatusBadRequest},
+		{"legacy app's token in the query string, legacy path", strings.Replace(lu, "/api/apps/", "/api/smartapps/", 1) + "?access_token=" + lg.Token.AccessToken, "", http.StatusBadRequest},
+		{"unknown token in the query string", lu + "?access_token=nope", "", http.StatusBadRequest},
 	} {
 		s, resp := tryStream(t, h, c.url, c.auth, "")
 		if s != nil {
@@ -427,6 +441,8 @@ func TestEventStreamRefusals(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", c.name, resp.StatusCode, readAll(resp), c.status)
 		}
 	}
+	// The legacy app's token in the header opens its stream.
+	openStream(t, h, lg, "").next()
 	var open []*sseStream
 	for range 4 {
 		s := openStream(t, h, g, "")
