@@ -1,6 +1,12 @@
 package bridge
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,7 +33,8 @@ const (
 // Event is one change of one switch, as the feed hands it out.
 type Event struct {
 	// Seq orders the events of one run of the hub: it grows by one per
-	// event, starting at 1.
+	// event, starting at 1. It is the hub's own: a client sees an event's
+	// position in its View, never this.
 	Seq       uint64
 	SwitchID  string
 	Value     Value // "" when not known
@@ -57,9 +64,9 @@ const (
 // its buffer behind is dropped (its channel closed) rather than holding up
 // a driver; it may resume from the kept events.
 type Feed struct {
-	// Epoch names this run of the hub: an event id from another run
-	// (before a restart) is not one of this feed's.
-	epoch string
+	// key is this run's secret for views' ids: an id from another run
+	// (before a restart), or another view, is not one of a view's.
+	key []byte
 	// Buffer and MaxAge bound the kept events.
 	buffer int
 	maxAge time.Duration
@@ -67,7 +74,8 @@ type Feed struct {
 
 	mu      sync.Mutex
 	seq     uint64
-	ring    []Event // the kept events, oldest first
+	counts  map[string]uint64 // events per switch: views' positions
+	ring    []Event           // the kept events, oldest first
 	last    map[string]feedState
 	pending map[string]*[2]int // commands in flight per switch: [off, on]
 	started bool
@@ -100,10 +108,15 @@ func NewFeed(o FeedOptions) *Feed {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	// Not kept anywhere: ids are only ever taken back within one run of
+	// the hub (the kept events are in memory), so a key that dies with
+	// the run ends the ids of the run with it.
+	key := make([]byte, 32)
+	rand.Read(key)
 	return &Feed{
-		epoch:  strconv.FormatInt(time.Now().UnixNano(), 36),
+		key:    key,
 		buffer: o.Buffer, maxAge: o.MaxAge, now: o.Now,
-		last: map[string]feedState{}, pending: map[string]*[2]int{}, subs: map[*Subscription]struct{}{},
+		last: map[string]feedState{}, counts: map[string]uint64{}, pending: map[string]*[2]int{}, subs: map[*Subscription]struct{}{},
 	}
 }
 
@@ -214,6 +227,7 @@ func (f *Feed) notify(id string, st State, cause Cause) {
 		at = f.now()
 	}
 	f.seq++
+	f.counts[id]++
 	e := Event{Seq: f.seq, SwitchID: id, Value: next.value, Previous: prev.value, Available: next.available, At: at, Cause: cause, kept: f.now()}
 	if len(f.ring) >= 2*f.buffer {
 		// Keep the newest buffer events, copying them down once per
@@ -242,23 +256,6 @@ func (f *Feed) pendingTo(id string, v Value) bool {
 	return p[0] > 0
 }
 
-// EventID is the id of the event (or snapshot) at seq: the feed's epoch
-// and the sequence number, so that an id from before a restart is told
-// apart from one of this run.
-func (f *Feed) EventID(seq uint64) string {
-	return f.epoch + "-" + strconv.FormatUint(seq, 10)
-}
-
-// parseEventID returns the sequence number of an id of this feed.
-func (f *Feed) parseEventID(id string) (uint64, bool) {
-	epoch, seq, ok := strings.Cut(id, "-")
-	if !ok || epoch != f.epoch {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(seq, 10, 64)
-	return n, err == nil
-}
-
 // Subscription is one subscriber's share of the feed: the events of the
 // switches it asked for, from when it subscribed.
 type Subscription struct {
@@ -270,6 +267,10 @@ type Subscription struct {
 	// taken after Subscribe returns reflects at least every event up to
 	// it.
 	Seq uint64
+	// Pos is the view's position at Seq: the snapshot's. The events that
+	// follow on Events are at Pos+1, Pos+2, …; the missed events
+	// Subscribe returned end at Pos.
+	Pos uint64
 }
 
 // Events delivers the subscription's events in order; the events are
@@ -311,42 +312,145 @@ func (s *Subscription) Close() {
 
 // Subscribe starts a subscription to the events of the switches ids (of
 // every switch when ids is nil), with room for buffer events
-// (DefaultSubscriptionBuffer when 0).
+// (DefaultSubscriptionBuffer when 0): the hub's own subscribers' (webhooks,
+// the streams' writer), through a view of no installation. lastID is as
+// for View.Subscribe.
+func (f *Feed) Subscribe(ids []string, buffer int, lastID string) (s *Subscription, missed []Event, resumed bool) {
+	return f.View("", ids).Subscribe(buffer, lastID)
+}
+
+// A View is the feed as one installation's event streams see it: the
+// events of its switches, numbered among themselves (each one more than
+// the last), in ids no other view takes back. Ids of the whole feed's
+// sequence would tell an installation, by their gaps, how many times
+// switches it may not see changed, and when; a view's ids tell nothing of
+// those, nor (their numbers start at an offset of the view's own) how
+// many changes its switches had before its client first looked.
+type View struct {
+	f        *Feed
+	switches map[string]bool // nil: every switch
+	// prefix starts each id: a MAC of the installation and its switches
+	// under the run's key, so that an id is taken back only by the view
+	// that gave it out, in the run that gave it out.
+	prefix string
+	offset uint64
+}
+
+// View is the feed as installation sees it when granted the switches ids
+// (every switch when ids is nil). A view is the same, ids and all, for
+// the same installation and switches within one run of the hub; a grant
+// with other switches has ids of its own, so a client resuming across
+// that change is given a snapshot of what it now may see.
+func (f *Feed) View(installation string, ids []string) *View {
+	v := &View{f: f}
+	// Each field length first: no two views' fields run together alike.
+	var msg []byte
+	field := func(s string) {
+		msg = binary.AppendUvarint(msg, uint64(len(s)))
+		msg = append(msg, s...)
+	}
+	field("switchbridge event ids")
+	field(installation)
+	if ids == nil {
+		field("*") // every switch, unlike an empty grant
+	} else {
+		v.switches = make(map[string]bool, len(ids))
+		sorted := slices.Clone(ids)
+		slices.Sort(sorted)
+		sorted = slices.Compact(sorted)
+		msg = append(msg, '[')
+		for _, id := range sorted {
+			v.switches[id] = true
+			field(id)
+		}
+	}
+	m := hmac.New(sha256.New, f.key)
+	m.Write(msg)
+	sum := m.Sum(nil)
+	v.prefix = hex.EncodeToString(sum[:8]) + "-"
+	// Below 2^53, so that a client that reads the number as a
+	// JavaScript number reads it whole.
+	v.offset = binary.BigEndian.Uint64(sum[16:24]) >> 11
+	return v
+}
+
+// EventID is the id of the event (or snapshot) at the view's position
+// pos.
+func (v *View) EventID(pos uint64) string {
+	return string(v.AppendEventID(nil, pos))
+}
+
+// AppendEventID appends EventID(pos) to b: a stream's writer numbers each
+// event for each stream without allocating.
+func (v *View) AppendEventID(b []byte, pos uint64) []byte {
+	b = append(b, v.prefix...)
+	return strconv.AppendUint(b, v.offset+pos, 10)
+}
+
+// position returns the position of an id of this view.
+func (v *View) position(id string) (uint64, bool) {
+	num, ok := strings.CutPrefix(id, v.prefix)
+	if !ok || num == "" || num[0] < '0' || num[0] > '9' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(num, 10, 64)
+	// Wrapping: an offset near the top and a position past it.
+	return n - v.offset, err == nil
+}
+
+// pos is the view's position now: how many events of its switches the
+// feed has had. Under f.mu.
+func (v *View) pos() uint64 {
+	if v.switches == nil {
+		return v.f.seq
+	}
+	var n uint64
+	for id := range v.switches {
+		n += v.f.counts[id]
+	}
+	return n
+}
+
+// Subscribe starts a subscription to the view's events, with room for
+// buffer events (DefaultSubscriptionBuffer when 0).
 //
 // With lastID, the id of the last event a client saw (Last-Event-ID), it
-// also returns the kept events of those switches after it, and resumed
-// true, so the client misses none; resumed is false when lastID is not
-// one of this run's ids, or older than the kept events: the client needs a
-// snapshot.
-func (f *Feed) Subscribe(ids []string, buffer int, lastID string) (s *Subscription, missed []Event, resumed bool) {
+// also returns the kept events of the view after it, and resumed true, so
+// the client misses none; resumed is false when lastID is not an id of
+// this view in this run, or older than the kept events: the client needs
+// a snapshot.
+func (v *View) Subscribe(buffer int, lastID string) (s *Subscription, missed []Event, resumed bool) {
+	f := v.f
 	if buffer <= 0 {
 		buffer = DefaultSubscriptionBuffer
 	}
-	s = &Subscription{f: f, c: make(chan *Event, buffer)}
-	if ids != nil {
-		s.switches = make(map[string]bool, len(ids))
-		for _, id := range ids {
-			s.switches[id] = true
-		}
-	}
+	s = &Subscription{f: f, switches: v.switches, c: make(chan *Event, buffer)}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.trim()
-	s.Seq = f.seq
+	s.Seq, s.Pos = f.seq, v.pos()
 	f.subs[s] = struct{}{}
 	if lastID == "" {
 		return s, nil, false
 	}
-	after, ok := f.parseEventID(lastID)
-	first := f.seq + 1 // the oldest kept event
-	if n := len(f.ring); n > 0 {
-		first = f.ring[max(0, n-f.buffer)].Seq
-	}
-	if !ok || after > f.seq || after+1 < first {
+	after, ok := v.position(lastID)
+	if !ok || after > s.Pos {
 		return s, nil, false
 	}
-	for _, e := range f.ring[max(0, len(f.ring)-f.buffer):] {
-		if e.Seq > after && (s.switches == nil || s.switches[e.SwitchID]) {
+	// The events after it are the view's last s.Pos-after: all kept, or
+	// the client has missed some for good.
+	kept := f.ring[max(0, len(f.ring)-f.buffer):]
+	want, i := s.Pos-after, len(kept)
+	for ; want > 0 && i > 0; i-- {
+		if v.switches == nil || v.switches[kept[i-1].SwitchID] {
+			want--
+		}
+	}
+	if want > 0 {
+		return s, nil, false
+	}
+	for _, e := range kept[i:] {
+		if v.switches == nil || v.switches[e.SwitchID] {
 			missed = append(missed, e)
 		}
 	}

@@ -326,6 +326,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id, path string)
 	}
 	ctx := r.Context()
 	if inQuery {
+		if h.isStream(r.Method, path) {
+			// A stream takes its token in the header only, a legacy
+			// app's too: a token in a URL is written down by every
+			// proxy and browser history on the way, and a stream's URL
+			// lives on in an EventSource's reconnections. Refused
+			// before the token is looked at, so the answer tells
+			// nothing of the token and counts no use of the app.
+			h.tokenFailed("missing")
+			bearer.QueryRefused.Write(w)
+			return bearer.QueryRefused.Status
+		}
 		ctx = bearer.FromQuery(ctx)
 	}
 	g, err := h.auth.Authorize(ctx, tok, id)
@@ -406,6 +417,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id, path string)
 		return wire.WriteJSON(w, a.Status, a.Body)
 	}
 	return wire.WriteJSON(w, http.StatusOK, out)
+}
+
+// isStream reports whether method and path name a streaming route (HEAD as
+// GET).
+func (h *Handler) isStream(method, path string) bool {
+	if method == http.MethodHead {
+		method = http.MethodGet
+	}
+	rt, _, _ := h.router.Match(method, path)
+	return rt != nil && rt.Stream != nil
 }
 
 // appPath is the request's path below the installation URI, still

@@ -147,7 +147,12 @@ func EventOf(e bridge.Event, name string) Event {
 
 // streamEvents is GET /events.
 func streamEvents(c *Call, s *Stream) error {
-	sub, missed, resumed := s.Feed.Subscribe(c.Grant.SwitchIDs, streamBuffer, s.LastEventID)
+	ids := c.Grant.SwitchIDs
+	if ids == nil {
+		ids = []string{} // a view of no switches, never of all of them
+	}
+	view := s.Feed.View(c.Grant.InstallationID, ids)
+	sub, missed, resumed := view.Subscribe(streamBuffer, s.LastEventID)
 	defer func() {
 		if !s.handedOff {
 			sub.Close()
@@ -164,28 +169,32 @@ func streamEvents(c *Call, s *Stream) error {
 			return err
 		}
 	}
-	var first []sseChunk
-	last := sub.Seq
+	// The missed events end at the subscription's position.
+	first := sub.Pos - uint64(len(missed))
+	var chunks []sseChunk
 	if !resumed {
-		first = append(first, sseChunk{"snapshot", sseEvent("snapshot", s.Feed.EventID(sub.Seq), snapshot)})
+		chunks = append(chunks, sseChunk{"snapshot", sseEvent("snapshot", view.EventID(sub.Pos), snapshot)})
 	}
-	for _, e := range missed {
-		first = append(first, sseChunk{"switch", c.handler.encode(&e)})
-		last = e.Seq
+	last := sub.Seq
+	for i := range missed {
+		chunks = append(chunks, sseChunk{"switch", appendSwitchEvent(nil, view, first+1+uint64(i), c.handler.eventData(&missed[i]))})
+		last = missed[i].Seq
 	}
-	if s.handOff(c.Grant.SwitchIDs, sub, first, last) {
+	if s.handOff(ids, view, sub, chunks, last) {
 		return nil
 	}
 	if err := s.Start(); err != nil {
 		return nil
 	}
 	if !resumed {
-		if s.Event("snapshot", s.Feed.EventID(sub.Seq), snapshot) != nil {
+		if s.Event("snapshot", view.EventID(sub.Pos), snapshot) != nil {
 			return nil
 		}
 	}
+	pos := first
 	for _, e := range missed {
-		if sendEvent(c, s, e) != nil {
+		pos++
+		if sendEvent(c, s, view.EventID(pos), e) != nil {
 			return nil
 		}
 	}
@@ -199,7 +208,8 @@ func streamEvents(c *Call, s *Stream) error {
 				c.log().Info("event stream dropped: the client does not keep up")
 				return nil
 			}
-			if sendEvent(c, s, *e) != nil {
+			pos++
+			if sendEvent(c, s, view.EventID(pos), *e) != nil {
 				return nil
 			}
 		case <-heartbeat.C:
@@ -214,7 +224,7 @@ func streamEvents(c *Call, s *Stream) error {
 	}
 }
 
-func sendEvent(c *Call, s *Stream, e bridge.Event) error {
+func sendEvent(c *Call, s *Stream, id string, e bridge.Event) error {
 	name := e.SwitchID
 	if sw, ok := c.Switchboard.Switch(e.SwitchID); ok {
 		name = sw.Name
@@ -223,7 +233,7 @@ func sendEvent(c *Call, s *Stream, e bridge.Event) error {
 	if err != nil {
 		return err
 	}
-	return s.Event("switch", s.Feed.EventID(e.Seq), b)
+	return s.Event("switch", id, b)
 }
 
 // streams holds the open streams: how many each installation has, and what

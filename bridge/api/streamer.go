@@ -5,8 +5,10 @@ package api
 // background reader goroutine and buffers, some 40 KB; a thousand streams
 // would be 40 MB of a Pi's memory. Once a stream has sent its snapshot,
 // its connection is taken over (hijacked) and handed to the streamer,
-// which keeps only the connection and the set of switches it may see:
-// each change is encoded once and written to every stream that wants it.
+// which keeps only the connection, the set of switches it may see and its
+// place in its installation's view of the feed: each change is encoded
+// once and written, under each stream's own id, to every stream that
+// wants it.
 
 import (
 	"encoding/json"
@@ -34,8 +36,10 @@ type handedOff struct {
 	conn     net.Conn
 	o        *openStream
 	switches map[string]bool
+	view     *bridge.View
 	sub      *bridge.Subscription // its own, until the streamer adopts it
-	last     uint64               // the last event written
+	last     uint64               // the last event written (bridge.Event.Seq)
+	pos      uint64               // its position in view
 }
 
 type streamer struct {
@@ -44,6 +48,7 @@ type streamer struct {
 	add  chan *handedOff
 	quit chan struct{}           // closed by CloseStreams
 	live map[*handedOff]struct{} // owned by run
+	buf  []byte                  // owned by run: one stream's event
 
 	// done is the last event of the feed written to every stream that
 	// wants it; wake is closed, and replaced, each time it moves.
@@ -107,7 +112,7 @@ type sseChunk struct {
 // reports false, having written nothing, when the connection cannot be
 // taken over (HTTP/2, a test's recorder); the caller then serves the
 // stream itself.
-func (s *Stream) handOff(switches []string, sub *bridge.Subscription, first []sseChunk, last uint64) bool {
+func (s *Stream) handOff(switches []string, view *bridge.View, sub *bridge.Subscription, first []sseChunk, last uint64) bool {
 	if s.h == nil || s.o == nil {
 		return false
 	}
@@ -125,7 +130,7 @@ func (s *Stream) handOff(switches []string, sub *bridge.Subscription, first []ss
 	for _, c := range first {
 		buf = append(buf, c.b...)
 	}
-	ho := &handedOff{conn: conn, o: s.o, switches: make(map[string]bool, len(switches)), sub: sub, last: last}
+	ho := &handedOff{conn: conn, o: s.o, switches: make(map[string]bool, len(switches)), view: view, sub: sub, last: last, pos: sub.Pos}
 	for _, id := range switches {
 		ho.switches[id] = true
 	}
@@ -210,10 +215,9 @@ func (st *streamer) adopt(ho *handedOff) {
 				return
 			}
 			if e.Seq > ho.last {
-				if !st.write(ho, st.h.encode(e), "switch") {
+				if !st.sendTo(ho, e, st.h.eventData(e)) {
 					return
 				}
-				ho.last = e.Seq
 			}
 			continue
 		default:
@@ -225,18 +229,27 @@ func (st *streamer) adopt(ho *handedOff) {
 }
 
 func (st *streamer) send(e *bridge.Event) {
-	var b []byte
+	var data []byte
 	for ho := range st.live {
 		if !ho.switches[e.SwitchID] || e.Seq <= ho.last {
 			continue
 		}
-		if b == nil {
-			b = st.h.encode(e)
+		if data == nil {
+			data = st.h.eventData(e)
 		}
-		if st.write(ho, b, "switch") {
-			ho.last = e.Seq
-		}
+		st.sendTo(ho, e, data)
 	}
+}
+
+// sendTo writes event e, its data encoded, to one stream under the
+// stream's next id.
+func (st *streamer) sendTo(ho *handedOff, e *bridge.Event, data []byte) bool {
+	st.buf = appendSwitchEvent(st.buf[:0], ho.view, ho.pos+1, data)
+	if !st.write(ho, st.buf, "switch") {
+		return false
+	}
+	ho.last, ho.pos = e.Seq, ho.pos+1
+	return true
 }
 
 // write sends b to a stream, dropping the stream when it cannot take it.
@@ -257,14 +270,24 @@ func (st *streamer) drop(ho *handedOff) {
 	ho.o.stop()
 }
 
-// encode is one event as a stream sends it.
-func (h *Handler) encode(e *bridge.Event) []byte {
+// eventData is one event's data as a stream sends it.
+func (h *Handler) eventData(e *bridge.Event) []byte {
 	name := e.SwitchID
 	if sw, ok := h.hub.Switch(e.SwitchID); ok {
 		name = sw.Name
 	}
 	data, _ := json.Marshal(EventOf(*e, name))
-	return sseEvent("switch", h.Feed.EventID(e.Seq), data)
+	return data
+}
+
+// appendSwitchEvent appends a switch event in the SSE format, at position
+// pos of view, to b.
+func appendSwitchEvent(b []byte, view *bridge.View, pos uint64, data []byte) []byte {
+	b = append(b, "id: "...)
+	b = view.AppendEventID(b, pos)
+	b = append(b, "\nevent: switch\ndata: "...)
+	b = append(b, data...)
+	return append(b, "\n\n"...)
 }
 
 // sseEvent is one event in the SSE format; data is JSON, on one line.

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,11 +11,13 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/certs/certstest"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
 	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
@@ -70,6 +73,14 @@ func readAll(resp *http.Response) string {
 // 200.
 func tryStream(t *testing.T, h *daemontest.Harness, u, authorization, lastID string) (*sseStream, *http.Response) {
 	t.Helper()
+	// A client of its own: streams must not wait on each other's
+	// connections, nor be cut by a client timeout.
+	return tryStreamWith(t, &http.Client{Transport: &http.Transport{}}, u, authorization, lastID)
+}
+
+// tryStreamWith is tryStream through client c.
+func tryStreamWith(t *testing.T, c *http.Client, u, authorization, lastID string) (*sseStream, *http.Response) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
@@ -81,9 +92,7 @@ func tryStream(t *testing.T, h *daemontest.Harness, u, authorization, lastID str
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}
-	// A client of its own: streams must not wait on each other's
-	// connections, nor be cut by a client timeout.
-	resp, err := (&http.Client{Transport: &http.Transport{}}).Do(req)
+	resp, err := c.Do(req)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -344,6 +353,156 @@ func TestEventStreamResumes(t *testing.T) {
 	}
 }
 
+// eventNumber is the number an event id ends with.
+func eventNumber(t *testing.T, id string) uint64 {
+	t.Helper()
+	n, err := strconv.ParseUint(id[strings.LastIndexByte(id, '-')+1:], 10, 64)
+	if err != nil {
+		t.Fatalf("event id %q: %v", id, err)
+	}
+	return n
+}
+
+// TestEventStreamIDsAreTheInstallations: an installation's event ids count
+// its own switches' changes only, so they tell nothing of switches it was
+// not granted (50 changes of another's switch between two of its own
+// leave the same step as none); a client resuming with one misses and
+// repeats nothing; another installation's id, or one from before the
+// installation's switches changed, is no place to resume from.
+func TestEventStreamIDsAreTheInstallations(t *testing.T) {
+	f := newFixture(t)
+	h := f.hub
+	g := h.Authorize(t, f.app, "alice", "alice-pw", 1, "kitchen")
+	garage := h.Authorize(t, f.app, "bob", "bob-pw", 2, "garage-light")
+	other := h.Authorize(t, h.AddApp(t, f.alice, true, redirect), "alice", "alice-pw", 1, "kitchen")
+	kitchen := []bridge.Value{bridge.On, bridge.Off}
+	k := 0 // kitchen starts off
+	flipKitchen := func() {
+		notify(t, h, "kitchen", kitchen[k%2])
+		k++
+	}
+	flipGarage := func(n int) {
+		for i := range n {
+			notify(t, h, "garage-light", kitchen[i%2])
+		}
+	}
+
+	live := openStream(t, h, g, "")
+	snap := live.next()
+	otherLive := openStream(t, h, other, "")
+	otherLive.next()
+	garageLive := openStream(t, h, garage, "")
+	garageLive.next()
+
+	flipKitchen()
+	e1 := live.wantChange("kitchen", "on", "off", "device")
+	flipGarage(50)
+	flipKitchen()
+	e2 := live.wantChange("kitchen", "off", "on", "device")
+	flipKitchen() // no change of the garage between
+	e3 := live.wantChange("kitchen", "on", "off", "device")
+	n := []uint64{eventNumber(t, snap.ID), eventNumber(t, e1.ID), eventNumber(t, e2.ID), eventNumber(t, e3.ID)}
+	if n[1] != n[0]+1 || n[2] != n[1]+1 || n[3] != n[2]+1 {
+		t.Errorf("ids %s, %s, %s (50 garage changes), %s (none): the steps differ, want 1 each", snap.ID, e1.ID, e2.ID, e3.ID)
+	}
+	// The garage's own stream saw its 50 changes, numbered one by one.
+	var gids []uint64
+	for range 50 {
+		e, _ := garageLive.nextSwitch()
+		gids = append(gids, eventNumber(t, e.ID))
+	}
+	if gids[49] != gids[0]+49 {
+		t.Errorf("the garage's ids run %d to %d over 50 changes", gids[0], gids[49])
+	}
+	// The other installation saw the same changes under ids of its own.
+	for _, mine := range []sseEvent{e1, e2, e3} {
+		theirs, sw := otherLive.nextSwitch()
+		if sw.ID != "kitchen" || theirs.ID == mine.ID {
+			t.Errorf("the other installation's event %s %s: another switch, or the id %s", theirs.ID, theirs.Data, mine.ID)
+		}
+	}
+	otherLive.close()
+
+	// Resume: away after e1; the stream gives e2 and e3, nothing else,
+	// under the ids the live stream had, then goes on.
+	r := openStream(t, h, g, e1.ID)
+	if got := r.wantChange("kitchen", "off", "on", "device"); got.ID != e2.ID {
+		t.Errorf("resumed: %s, want id %s", got.ID, e2.ID)
+	}
+	if got := r.wantChange("kitchen", "on", "off", "device"); got.ID != e3.ID {
+		t.Errorf("resumed: %s, want id %s", got.ID, e3.ID)
+	}
+	flipGarage(3)
+	flipKitchen()
+	e4 := live.wantChange("kitchen", "off", "on", "device")
+	if got := r.wantChange("kitchen", "off", "on", "device"); got.ID != e4.ID || eventNumber(t, e4.ID) != n[3]+1 {
+		t.Errorf("after resuming: %s, live %s, want one past %s", got.ID, e4.ID, e3.ID)
+	}
+	r.close()
+
+	// Another installation's id: a snapshot, not a place in this one.
+	o := openStream(t, h, other, e3.ID)
+	if e := o.next(); e.Event != "snapshot" {
+		t.Errorf("another installation's Last-Event-ID: first event %q %s, want a snapshot", e.Event, e.Data)
+	}
+	o.close()
+
+	// The installation's switches change: an id from before is no place
+	// in what it now sees.
+	g = h.Authorize(t, f.app, "alice", "alice-pw", 1, "kitchen", "hall")
+	live.wantEnd("switches changed", 5*time.Second)
+	s := openStream(t, h, g, e4.ID)
+	if e := s.next(); e.Event != "snapshot" || !strings.Contains(e.Data, `"id":"hall"`) {
+		t.Errorf("Last-Event-ID from before the grant changed: %q %s, want a snapshot with hall", e.Event, e.Data)
+	}
+}
+
+// TestEventStreamIDsOverHTTP2: a stream the hub cannot hand to its one
+// writer (HTTP/2 connections cannot be taken over) is served by its own
+// request with the same ids, and resumes the same.
+func TestEventStreamIDsOverHTTP2(t *testing.T) {
+	ca := certstest.NewCA(t)
+	pair := ca.NewPair(t, 1)
+	h := daemontest.StartWith(t, daemontest.Options{Config: hubConfig, TLS: &pair, Roots: ca.Pool})
+	alice := h.AddUser(t, "alice", "alice-pw", 1, 2)
+	app := h.AddApp(t, alice, true, redirect)
+	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen")
+	open := func(lastID string) *sseStream {
+		c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca.Pool}, ForceAttemptHTTP2: true}}
+		s, resp := tryStreamWith(t, c, g.URI+"/events", "Bearer "+g.Token.AccessToken, lastID)
+		if s == nil {
+			t.Fatalf("GET /events = %d %s", resp.StatusCode, readAll(resp))
+		}
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("served over %s, want HTTP/2", resp.Proto)
+		}
+		return s
+	}
+	s := open("")
+	snap := s.next()
+	notify(t, h, "kitchen", bridge.On)
+	e1 := s.wantChange("kitchen", "on", "off", "device")
+	for i := range 20 {
+		notify(t, h, "garage-light", []bridge.Value{bridge.On, bridge.Off}[i%2])
+	}
+	notify(t, h, "kitchen", bridge.Off)
+	e2 := s.wantChange("kitchen", "off", "on", "device")
+	if eventNumber(t, e1.ID) != eventNumber(t, snap.ID)+1 || eventNumber(t, e2.ID) != eventNumber(t, e1.ID)+1 {
+		t.Errorf("ids %s, %s, %s (20 garage changes between): want steps of 1", snap.ID, e1.ID, e2.ID)
+	}
+	s.close()
+	notify(t, h, "kitchen", bridge.On)
+	r := open(e1.ID)
+	if got := r.wantChange("kitchen", "off", "on", "device"); got.ID != e2.ID {
+		t.Errorf("resumed from %s: %s, want %s", e1.ID, got.ID, e2.ID)
+	}
+	if got := r.wantChange("kitchen", "on", "off", "device"); eventNumber(t, got.ID) != eventNumber(t, e2.ID)+1 {
+		t.Errorf("resumed: %s after %s", got.ID, e2.ID)
+	}
+	notify(t, h, "kitchen", bridge.Off)
+	r.wantChange("kitchen", "off", "on", "device")
+}
+
 // TestEventStreamEndsWithItsAccess: a stream ends within 2 s of its token
 // revoked, its installation removed on the connected apps page or by
 // another process, and its grant changed.
@@ -408,7 +567,18 @@ func TestEventStreamRefusals(t *testing.T) {
 	h := f.hub
 	g := h.Authorize(t, f.app, "alice", "alice-pw", 1, "kitchen")
 	g2 := h.Authorize(t, f.app, "bob", "bob-pw", 2, "garage-light")
+	// A legacy app may send its token in the query string elsewhere, not
+	// to a stream.
+	legacy := h.AddApp(t, f.alice, true, redirect)
+	if err := h.Store.SetAppLegacy(context.Background(), legacy.ClientID, true); err != nil {
+		t.Fatal(err)
+	}
+	lg := h.Authorize(t, legacy, "alice", "alice-pw", 1, "kitchen")
+	if p := h.Call(t, http.MethodGet, lg.URI+"/switches?access_token="+lg.Token.AccessToken, ""); p.StatusCode != http.StatusOK {
+		t.Fatalf("legacy app's list with the token in the query string: %d", p.StatusCode)
+	}
 	u := g.URI + "/events"
+	lu := lg.URI + "/events"
 	for _, c := range []struct {
 		name, url, auth string
 		status          int
@@ -417,6 +587,9 @@ func TestEventStreamRefusals(t *testing.T) {
 		{"bad token", u, "Bearer nope", http.StatusUnauthorized},
 		{"token in the query string", u + "?access_token=" + g.Token.AccessToken, "", http.StatusBadRequest},
 		{"another installation's token", u, "Bearer " + g2.Token.AccessToken, http.StatusForbidden},
+		{"legacy app's token in the query string", lu + "?access_token=" + lg.Token.AccessToken, "", http.StatusBadRequest},
+		{"legacy app's token in the query string, legacy path", strings.Replace(lu, "/api/apps/", "/api/smartapps/", 1) + "?access_token=" + lg.Token.AccessToken, "", http.StatusBadRequest},
+		{"unknown token in the query string", lu + "?access_token=nope", "", http.StatusBadRequest},
 	} {
 		s, resp := tryStream(t, h, c.url, c.auth, "")
 		if s != nil {
@@ -427,6 +600,8 @@ func TestEventStreamRefusals(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", c.name, resp.StatusCode, readAll(resp), c.status)
 		}
 	}
+	// The legacy app's token in the header opens its stream.
+	openStream(t, h, lg, "").next()
 	var open []*sseStream
 	for range 4 {
 		s := openStream(t, h, g, "")
