@@ -8,6 +8,7 @@ package webhook
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
@@ -373,6 +374,15 @@ func (c *Client) check(ap netip.AddrPort, byName bool) error {
 // refused before anything is dialled.
 func (c *Client) CheckURL(raw string) (*url.URL, error) {
 	u, err := c.allow.CheckURL(raw)
+	if err == errNotAllowed {
+		why := "a name webhooks.allow does not list"
+		if ip, perr := url.Parse(raw); perr == nil {
+			if ip, perr := netip.ParseAddr(ip.Hostname()); perr == nil {
+				why = cmp.Or(Refused(ip), "public, and webhooks.allow does not list public") + "; not in webhooks.allow"
+			}
+		}
+		c.logger.Info("webhooks: a URL refused", "host", hostOf(raw), "reason", why)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -386,7 +396,7 @@ func (c *Client) CheckURL(raw string) (*url.URL, error) {
 			return nil, bridge.Errorf(bridge.EINVALID, "the webhook URL's port is not a port")
 		}
 		if err := c.check(netip.AddrPortFrom(ip.Unmap().WithZone(""), uint16(n)), false); err != nil {
-			c.logger.Info("webhooks: a URL refused", "url", u.Redacted(), "reason", err.Error())
+			c.logger.Info("webhooks: a URL refused", "host", u.Host, "reason", err.Error())
 			return nil, errNotAllowed
 		}
 	}
@@ -508,12 +518,12 @@ func (c *Client) confirm(ctx context.Context, w *bridge.Webhook, now time.Time) 
 	case errors.Is(err, errNotAllowed):
 		return err
 	case err != nil && ctx.Err() != nil:
-		c.logger.Info("webhooks: a URL did not confirm", "installation", w.InstallationID, "reason", "no answer in time")
+		c.logger.Info("webhooks: a URL did not confirm", "installation", w.InstallationID, "host", hostOf(w.URL), "reason", "no answer in time")
 		return errNotConfirmed
 	case err != nil:
 		return errNotConfirmed // post logged why
 	case a.Status < 200 || a.Status > 299:
-		c.logger.Info("webhooks: a URL did not confirm", "installation", w.InstallationID, "reason", "answered "+strconv.Itoa(a.Status))
+		c.logger.Info("webhooks: a URL did not confirm", "installation", w.InstallationID, "host", hostOf(w.URL), "reason", "answered "+strconv.Itoa(a.Status))
 		return errNotConfirmed
 	}
 	var echo struct {
@@ -522,8 +532,17 @@ func (c *Client) confirm(ctx context.Context, w *bridge.Webhook, now time.Time) 
 	if strings.TrimSpace(string(a.Body)) == challenge || (json.Unmarshal(a.Body, &echo) == nil && echo.Challenge == challenge) {
 		return nil
 	}
-	c.logger.Info("webhooks: a URL did not confirm", "installation", w.InstallationID, "reason", "its answer does not echo the challenge")
+	c.logger.Info("webhooks: a URL did not confirm", "installation", w.InstallationID, "host", hostOf(w.URL), "reason", "its answer does not echo the challenge")
 	return errNotConfirmed
+}
+
+// hostOf is a URL's host (and port) for the log: a receiver's path or
+// query may carry a secret of its own.
+func hostOf(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Host
+	}
+	return ""
 }
 
 // oneLine is an error's text on one line, for a message or a log value.
