@@ -61,11 +61,14 @@ const SuspendedReason = "the app's authorization ended (no live token); it resum
 // (Version grows), so a flapping plug sends its latest state.
 type WebhookDelivery struct {
 	WebhookID string
-	SwitchID  string
-	Version   int64
-	MsgID     string
-	Payload   []byte
-	Attempts  int
-	QueuedAt  time.Time
-	NextAt    time.Time
+	// InstallationID is the webhook's installation, as the outbox reads
+	// it (for sharing the delivery slots fairly); not stored with it.
+	InstallationID string
+	SwitchID       string
+	Version        int64
+	MsgID          string
+	Payload        []byte
+	Attempts       int
+	QueuedAt       time.Time
+	NextAt         time.Time
 }

@@ -291,6 +291,18 @@ func (s *Set) Close() error {
 	return errors.Join(errs...)
 }
 
+// Listens returns the addresses the set's drivers listen on (the embedded
+// broker's), as their config gives them.
+func (s *Set) Listens() []Listen {
+	var out []Listen
+	for _, name := range s.order {
+		if l, ok := s.drivers[name].(Listener); ok {
+			out = append(out, l.Listens()...)
+		}
+	}
+	return out
+}
+
 // CheckListens checks the address of every listener the set's drivers will
 // open against this machine (config.CheckListenHost) and returns the
 // problems, each at its line; nil when there are none.

@@ -68,9 +68,11 @@ type Config struct {
 
 // Webhooks is the webhooks: section.
 type Webhooks struct {
-	// Allow lists the hosts (names as written in a URL, IP addresses or
-	// CIDR prefixes) a webhook may point at; empty: any, since a receiver
-	// on the LAN (Node-RED) is the usual one.
+	// Allow lists where a webhook may point: public (every public unicast
+	// address), host names as written in a URL, IP addresses and CIDR
+	// prefixes. Unset or empty means [public]: an app must not reach the
+	// owner's network or this machine unless the owner lists them (a
+	// Node-RED on the LAN: [public, 192.168.1.0/24]).
 	Allow []string `yaml:"allow"`
 }
 

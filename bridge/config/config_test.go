@@ -486,18 +486,31 @@ locations:
 	}
 }
 
-// TestWebhooksAllow: webhooks.allow takes host names, addresses and CIDR
-// prefixes, and names the line of anything else.
+// TestWebhooksAllow: webhooks.allow takes public, host names, addresses
+// and CIDR prefixes, and names the line of anything else with what is
+// wrong with it.
 func TestWebhooksAllow(t *testing.T) {
 	base := "locations: [{id: 1, name: H}]\n"
-	cfg, err := config.Load("w.yaml", config.Text(base+"webhooks:\n  allow: [192.168.1.0/24, nodered.lan, \"::1\", 10.0.0.7]\n"))
-	if err != nil || len(cfg.Webhooks.Allow) != 4 {
+	cfg, err := config.Load("w.yaml", config.Text(base+"webhooks:\n  allow: [public, 192.168.1.0/24, nodered.lan, \"::1\", 10.0.0.7, fd00::/8, node_red.home.arpa]\n"))
+	if err != nil || len(cfg.Webhooks.Allow) != 7 {
 		t.Fatalf("a good allow list: %v %+v", err, cfg)
 	}
-	for _, bad := range []string{`"a b"`, `"http://x"`, `1.2.3.4/33`, `"u@h"`} {
+	for bad, want := range map[string]string{
+		`"a b"`:                                 "is not public, an IP address, a CIDR prefix or a host name",
+		`""`:                                    "is empty",
+		`"http://x"`:                            "is a URL or a path",
+		`1.2.3.4/33`:                            "is not a CIDR prefix",
+		`"u@h"`:                                 "has user information",
+		`"*.lan"`:                               "has a wildcard",
+		`nodered.lan:1880`:                      "has a port",
+		`"[::1]:80"`:                            "has a port",
+		`192.168.1.0/24/8`:                      "is not a CIDR prefix",
+		`"nodered..lan"`:                        "is not public, an IP address",
+		`"` + strings.Repeat("a", 64) + `.lan"`: "is not public, an IP address",
+	} {
 		_, err := config.Load("w.yaml", config.Text(base+"webhooks:\n  allow: ["+bad+"]\n"))
-		if err == nil || !strings.Contains(err.Error(), "w.yaml:3: webhooks.allow") {
-			t.Errorf("allow [%s]: %v, want the problem on line 3", bad, err)
+		if err == nil || !strings.Contains(err.Error(), "w.yaml:3: webhooks.allow") || !strings.Contains(err.Error(), want) {
+			t.Errorf("allow [%s]: %v, want the problem on line 3 saying %q", bad, err, want)
 		}
 	}
 }

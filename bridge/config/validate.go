@@ -62,8 +62,8 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 		}
 	}
 	for _, a := range c.Webhooks.Allow {
-		if a == "" || (strings.ContainsAny(a, " /:@") && !validPrefix(a)) {
-			ps.Add(line("webhooks", "allow"), "webhooks.allow %q must be a host name, an IP address or a CIDR prefix", a)
+		if err := CheckWebhookAllow(a); err != nil {
+			ps.Add(line("webhooks", "allow"), "webhooks.allow %q: %v", a, err)
 		}
 	}
 	if c.Server.CommandTimeout < 0 || c.Server.ShutdownTimeout < 0 {
@@ -155,6 +155,60 @@ func loopbackListen(listen string) bool {
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
+}
+
+// AllowPublic is the webhooks.allow entry for every public unicast
+// address; an unset or empty webhooks.allow means [public].
+const AllowPublic = "public"
+
+// CheckWebhookAllow checks one webhooks.allow entry: public, an IP
+// address, a CIDR prefix or a host name (without port, scheme or
+// wildcard); the error says what is wrong with it.
+func CheckWebhookAllow(e string) error {
+	if strings.EqualFold(e, AllowPublic) || validPrefix(e) {
+		return nil
+	}
+	if strings.Contains(e, "/") {
+		if ip, _, ok := strings.Cut(e, "/"); ok && validPrefix(ip) {
+			return fmt.Errorf("is not a CIDR prefix (an address, \"/\" and the prefix length: 192.168.1.0/24, fd00::/8)")
+		}
+	}
+	switch {
+	case e == "":
+		return fmt.Errorf("is empty: list public, an IP address, a CIDR prefix or a host name")
+	case strings.Contains(e, "://") || strings.Contains(e, "/"):
+		return fmt.Errorf("is a URL or a path: list only its host (nodered.lan), an IP address or a CIDR prefix")
+	case strings.Contains(e, "*"):
+		return fmt.Errorf("has a wildcard: list each host name, or the CIDR prefix its addresses are in")
+	case strings.Contains(e, "@"):
+		return fmt.Errorf("has user information: list only the host")
+	}
+	if h, _, err := net.SplitHostPort(e); err == nil && h != "" {
+		return fmt.Errorf("has a port: list only the host (every port of an allowed host is allowed)")
+	}
+	if !hostName(e) {
+		return fmt.Errorf("is not public, an IP address, a CIDR prefix or a host name (letters, digits, \"-\", \"_\" and dots)")
+	}
+	return nil
+}
+
+// hostName reports whether s is a DNS host name: dot-separated labels of
+// letters, digits, "-" and "_", 1 to 63 bytes each, 253 in all.
+func hostName(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(strings.TrimSuffix(s, "."), ".") {
+		if l == "" || len(l) > 63 {
+			return false
+		}
+		for _, r := range l {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // validPrefix reports whether s is an IP address or a CIDR prefix.

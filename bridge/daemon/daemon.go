@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -63,6 +64,8 @@ type Daemon struct {
 
 	metricsLn     net.Listener
 	metricsServer *http.Server
+	// self is the hub's own listening addresses (setSelf), for isSelf.
+	self atomic.Pointer[[]netip.AddrPort]
 
 	bg     sync.WaitGroup
 	stopBg context.CancelFunc
@@ -201,6 +204,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		logger.Warn("server.public_url is https but server.listen is not loopback: clients on the network can bypass the proxy "+
 			"and send passwords and tokens in plain HTTP; listen on 127.0.0.1 behind the proxy", "listen", d.ln.Addr().String())
 	}
+	d.setSelf()
 	switches, err := d.drivers.Open(ctx)
 	if err != nil {
 		return nil, err
@@ -421,31 +425,74 @@ func (d *Daemon) prune(ctx context.Context) {
 	}
 }
 
-// isSelf reports whether an address is the hub's own API listener, which
-// a webhook must not point at: the hub would post its events to itself.
+// setSelf records the addresses the hub listens on (API, metrics, the
+// drivers' own listeners such as the embedded broker), which no webhook
+// may reach. A driver's listener is taken as its config gives it: a host
+// name there counts as every address of this machine.
+func (d *Daemon) setSelf() {
+	var own []netip.AddrPort
+	for _, ln := range []net.Listener{d.ln, d.metricsLn} {
+		if ln == nil {
+			continue
+		}
+		if ap, err := netip.ParseAddrPort(ln.Addr().String()); err == nil {
+			own = append(own, ap)
+		}
+	}
+	if d.drivers != nil {
+		for _, l := range d.drivers.Listens() {
+			host, port, err := net.SplitHostPort(l.Addr)
+			n, perr := strconv.ParseUint(port, 10, 16)
+			if err != nil || perr != nil {
+				continue
+			}
+			ip, err := netip.ParseAddr(host)
+			if err != nil {
+				ip = netip.IPv6Unspecified() // "" or a name: every address
+			}
+			own = append(own, netip.AddrPortFrom(ip, uint16(n)))
+		}
+	}
+	d.self.Store(&own)
+}
+
+// isSelf reports whether an address is one of the hub's own listeners,
+// which a webhook must not reach whatever webhooks.allow says: the hub
+// would post its events to itself, or an app would reach the metrics or
+// the broker by a way around their own checks. Any address of this
+// machine (loopback, unspecified, an interface's) at a port the hub
+// listens on counts, whichever address the listener is bound to: a
+// connection to 0.0.0.0 or [::] reaches a loopback listener too.
 func (d *Daemon) isSelf(ap netip.AddrPort) bool {
-	if d.ln == nil {
+	own := d.self.Load()
+	if own == nil {
 		return false
 	}
-	own, ok := d.ln.Addr().(*net.TCPAddr)
-	if !ok || int(ap.Port()) != own.Port {
-		return false
-	}
-	if own.IP.IsUnspecified() {
-		// Listening everywhere: any address of this machine.
-		if ap.Addr().IsLoopback() || ap.Addr().IsUnspecified() {
+	ip := ap.Addr().Unmap().WithZone("")
+	for _, l := range *own {
+		if l.Port() != ap.Port() {
+			continue
+		}
+		if l.Addr().Unmap() == ip || thisMachine(ip) {
 			return true
 		}
-		addrs, _ := net.InterfaceAddrs()
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok {
-				if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == ap.Addr() {
-					return true
-				}
+	}
+	return false
+}
+
+// thisMachine reports whether a connection to ip stays on this machine:
+// loopback, unspecified, or an address of one of its interfaces.
+func thisMachine(ip netip.Addr) bool {
+	if ip.IsLoopback() || ip.IsUnspecified() {
+		return true
+	}
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if own, ok := netip.AddrFromSlice(n.IP); ok && own.Unmap() == ip {
+				return true
 			}
 		}
-		return false
 	}
-	ip, _ := netip.AddrFromSlice(own.IP)
-	return ip.Unmap() == ap.Addr() || (ip.IsLoopback() && ap.Addr().IsLoopback())
+	return false
 }

@@ -85,6 +85,7 @@ func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 			return fmt.Errorf("reload failed and the previous switches could not be reopened (%v): %w", berr, err)
 		}
 		d.drivers = next
+		d.setSelf() // a driver's listener may have moved
 		d.Config.Locations = cfg.Locations
 		d.Config.Sections = cfg.Sections
 		if d.Link != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/logtest"
 	"github.com/switchbridge/switchbridge/bridge/webhook"
 )
 
@@ -333,10 +335,10 @@ func TestWebhookRegistrationRefusals(t *testing.T) {
 		{"long URL", `{"url":"http://127.0.0.1/` + strings.Repeat("a", 3000) + `"}`, "longer than"},
 		{"ftp", `{"url":"ftp://127.0.0.1/"}`, "http or https"},
 		{"user information", `{"url":"http://u:p@127.0.0.1:9/"}`, "user information"},
-		{"no confirmation", `{"url":"` + refuse.URL + `"}`, "does not echo the challenge"},
-		{"redirect", `{"url":"` + redirect.URL + `"}`, "answered 302"},
-		{"the hub itself", `{"url":"` + h.URL + `/hook"}`, "points at this hub"},
-		{"never answers", `{"url":"` + hang.URL + `"}`, "did not confirm"},
+		{"no confirmation", `{"url":"` + refuse.URL + `"}`, "the webhook URL did not confirm"},
+		{"redirect", `{"url":"` + redirect.URL + `"}`, "the webhook URL did not confirm"},
+		{"the hub itself", `{"url":"` + h.URL + `/hook"}`, "the webhook URL is not allowed"},
+		{"never answers", `{"url":"` + hang.URL + `"}`, "the webhook URL did not confirm"},
 	} {
 		start := time.Now()
 		w, p := registerWebhook(t, h, g, c.body)
@@ -371,19 +373,35 @@ func TestWebhookRegistrationRefusals(t *testing.T) {
 	}
 }
 
-// TestWebhookAllowList: webhooks.allow restricts where webhooks may point.
+// withAllow is hubConfig with another webhooks.allow list.
+func withAllow(list string) string {
+	return strings.Replace(hubConfig, "allow: [public, 127.0.0.1]", "allow: ["+list+"]", 1)
+}
+
+// TestWebhookAllowList: webhooks.allow restricts where webhooks may point;
+// a set list means exactly its entries (here not even public addresses).
 func TestWebhookAllowList(t *testing.T) {
-	h := daemontest.Start(t, "webhooks:\n  allow: [192.0.2.0/24, receiver.example]\n"+hubConfig)
+	logs := &logtest.Buffer{}
+	h := daemontest.StartWith(t, daemontest.Options{Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		Config: withAllow("192.0.2.0/24, receiver.example")})
 	alice := h.AddUser(t, "alice", "alice-pw", 1)
 	app := h.AddApp(t, alice, true, redirect)
 	g := h.Authorize(t, app, "alice", "alice-pw", 1, "kitchen")
 	r := startReceiver(t, "ok")
-	if w, p := registerWebhook(t, h, g, `{"url":"`+r.URL+`"}`); w != nil || !strings.Contains(p.Body, "webhooks.allow does not allow 127.0.0.1") {
+	if w, p := registerWebhook(t, h, g, `{"url":"`+r.URL+`"}`); w != nil || !strings.Contains(p.Body, "the webhook URL is not allowed") || strings.Contains(p.Body, "127.0.0.1") {
 		t.Errorf("a URL outside webhooks.allow: %d %s", p.StatusCode, p.Body)
 	}
-	// A name that is not listed is checked by the address it resolves to.
-	if w, p := registerWebhook(t, h, g, `{"url":"`+strings.Replace(r.URL, "127.0.0.1", "localhost", 1)+`"}`); w != nil || !strings.Contains(p.Body, "does not allow") {
+	// A name that is not listed is checked by the address it resolves to,
+	// when connecting; the client learns only that it did not confirm
+	// (naming the address would tell what the name resolves to).
+	if w, p := registerWebhook(t, h, g, `{"url":"`+strings.Replace(r.URL, "127.0.0.1", "localhost", 1)+`"}`); w != nil || !strings.Contains(p.Body, "did not confirm") || strings.Contains(p.Body, "127.0.0.1") {
 		t.Errorf("a name resolving outside webhooks.allow: %d %s", p.StatusCode, p.Body)
+	}
+	if n := len(r.deliveries()); n != 0 {
+		t.Errorf("the receiver got %d requests", n)
+	}
+	if !strings.Contains(logs.String(), "refused to connect to a webhook's address") || !strings.Contains(logs.String(), "loopback; not in webhooks.allow") {
+		t.Errorf("the hub's log does not say why:\n%s", logs)
 	}
 }
 

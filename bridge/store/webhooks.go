@@ -157,12 +157,18 @@ func (db *DB) EnqueueWebhookDeliveries(ctx context.Context, ds []bridge.WebhookD
 	return db.note(tx.Commit())
 }
 
-// DueWebhookDeliveries returns up to limit deliveries of enabled webhooks
-// due at now, the longest waiting first.
+// DueWebhookDeliveries returns the delivery due first of each enabled
+// webhook with one due at now, up to limit webhooks, the longest waiting
+// first. One per webhook, since a webhook takes one at a time: a
+// receiver that hangs with many changes waiting must not fill the limit
+// and hide another webhook's delivery.
 func (db *DB) DueWebhookDeliveries(ctx context.Context, now time.Time, limit int) ([]bridge.WebhookDelivery, error) {
-	rows, err := db.db.QueryContext(ctx, `SELECT o.webhook_id, o.switch_id, o.version, o.msg_id, o.payload, o.attempts, o.queued_at, o.next_at
+	rows, err := db.db.QueryContext(ctx, `SELECT webhook_id, installation_id, switch_id, version, msg_id, payload, attempts, queued_at, next_at FROM (
+		SELECT o.webhook_id, w.installation_id, o.switch_id, o.version, o.msg_id, o.payload, o.attempts, o.queued_at, o.next_at,
+			ROW_NUMBER() OVER (PARTITION BY o.webhook_id ORDER BY o.next_at, o.queued_at, o.switch_id) AS n
 		FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook_id
-		WHERE o.next_at <= ? AND w.disabled_reason = '' ORDER BY o.next_at, o.queued_at LIMIT ?`, unix(now), limit)
+		WHERE o.next_at <= ? AND w.disabled_reason = '') due
+		WHERE n = 1 ORDER BY next_at, queued_at, webhook_id LIMIT ?`, unix(now), limit)
 	if err != nil {
 		return nil, db.note(err)
 	}
@@ -171,7 +177,7 @@ func (db *DB) DueWebhookDeliveries(ctx context.Context, now time.Time, limit int
 	for rows.Next() {
 		var d bridge.WebhookDelivery
 		var queued, next int64
-		if err := rows.Scan(&d.WebhookID, &d.SwitchID, &d.Version, &d.MsgID, &d.Payload, &d.Attempts, &queued, &next); err != nil {
+		if err := rows.Scan(&d.WebhookID, &d.InstallationID, &d.SwitchID, &d.Version, &d.MsgID, &d.Payload, &d.Attempts, &queued, &next); err != nil {
 			return nil, db.note(err)
 		}
 		d.QueuedAt, d.NextAt = fromUnix(queued), fromUnix(next)

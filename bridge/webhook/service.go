@@ -51,7 +51,8 @@ type Installations interface {
 // Delivery defaults.
 const (
 	// DefaultConcurrency is how many deliveries run at once, each to
-	// another webhook: a receiver that never answers holds one of them.
+	// another webhook, beyond one per installation (slots): a receiver
+	// that never answers holds one of them, and no other installation's.
 	DefaultConcurrency = 4
 	// MaxFailing is how long a webhook may fail before it is disabled.
 	MaxFailing = 24 * time.Hour
@@ -74,8 +75,8 @@ type Service struct {
 	// Client sends to receivers.
 	Client *Client
 	Logger *slog.Logger
-	// Concurrency is how many deliveries run at once;
-	// DefaultConcurrency when 0. Set it before Run.
+	// Concurrency is how many deliveries run at once beyond one per
+	// installation (slots); DefaultConcurrency when 0. Set it before Run.
 	Concurrency int
 	// Observe, when set, hears the outcome of each delivery attempt: ok,
 	// failed, gone (410, disabled), expired (failing too long, disabled).
@@ -140,6 +141,10 @@ func New(store Store, inst Installations, feed *bridge.Feed, hub *bridge.Switchb
 		logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Service{store: store, inst: inst, feed: feed, hub: hub, Client: client, Logger: logger, wake: make(chan struct{}, 1)}
+	if client != nil {
+		// What the client may not tell an app goes to the owner's log.
+		client.logger = logger
+	}
 	s.sub, _, _ = feed.Subscribe(nil, feedBuffer, "")
 	return s
 }
@@ -170,7 +175,7 @@ func (s *Service) forgetRoutes() {
 // registers it for the grant's installation. The webhook returned carries
 // its secret, which is shown only now.
 func (s *Service) Register(ctx context.Context, g *bridge.Grant, raw string) (*bridge.Webhook, error) {
-	u, err := s.Client.allow.CheckURL(raw)
+	u, err := s.Client.CheckURL(raw)
 	if err != nil {
 		return nil, err
 	}
@@ -456,15 +461,16 @@ func (s *Service) suspend(ctx context.Context, installationID string) {
 	}
 }
 
-// deliver sends what is due, at most Concurrency at once and one at a time
-// per webhook, so each switch's changes arrive in order.
+// deliver sends what is due, one at a time per webhook, so each switch's
+// changes arrive in order, and shares the Concurrency slots between
+// installations (start).
 func (s *Service) deliver(ctx context.Context) {
 	n := s.Concurrency
 	if n <= 0 {
 		n = DefaultConcurrency
 	}
-	busy := map[string]bool{}
-	done := make(chan string, n)
+	sl := newSlots(n)
+	done := make(chan bridge.WebhookDelivery)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	// The outbox is read when something may be due: a delivery queued
@@ -473,31 +479,97 @@ func (s *Service) deliver(ctx context.Context) {
 	timer := time.NewTimer(idleLook)
 	defer timer.Stop()
 	for {
-		if len(busy) < n {
-			due, err := s.store.DueWebhookDeliveries(ctx, s.now(), 4*n)
-			if err != nil && ctx.Err() == nil {
-				s.Logger.Warn("webhooks: reading the outbox", "err", err)
-			}
-			for _, d := range due {
-				if busy[d.WebhookID] || len(busy) >= n {
-					continue
+		// One row per webhook: those of busy webhooks, and of installations
+		// at their share (at most MaxPerInstallation-1 more each), cannot
+		// hide one that may start.
+		due, err := s.store.DueWebhookDeliveries(ctx, s.now(), MaxPerInstallation*(sl.total+n))
+		if err != nil && ctx.Err() == nil {
+			s.Logger.Warn("webhooks: reading the outbox", "err", err)
+		}
+		for _, d := range sl.start(due) {
+			wg.Go(func() {
+				s.attempt(ctx, d)
+				select {
+				case done <- d:
+				case <-ctx.Done():
 				}
-				busy[d.WebhookID] = true
-				wg.Go(func() {
-					s.attempt(ctx, d)
-					done <- d.WebhookID
-				})
-			}
+			})
 		}
 		timer.Reset(s.nextLook(ctx))
 		select {
 		case <-ctx.Done():
 			return
-		case id := <-done:
-			delete(busy, id)
+		case d := <-done:
+			sl.end(d)
 		case <-s.wake:
 		case <-timer.C:
 		}
+	}
+}
+
+// slots are the deliveries running, per webhook and per installation. An
+// installation with none running always starts one: no installation's
+// deliveries wait for another's receivers, however many of those hang.
+// Beyond that, a delivery starts while fewer than n run in all and its
+// installation runs fewer than its share of n (n divided among the
+// installations with deliveries running or due, rounded up). So at most
+// n + (installations with webhooks) run at once, and an installation's
+// hanging receivers hold at most its share once the others want theirs.
+type slots struct {
+	n       int
+	total   int
+	busy    map[string]bool // webhook id
+	running map[string]int  // installation id → deliveries running
+}
+
+func newSlots(n int) *slots {
+	return &slots{n: n, busy: map[string]bool{}, running: map[string]int{}}
+}
+
+// start picks which of the due deliveries (the outbox's order) start now
+// and counts them as running.
+func (sl *slots) start(due []bridge.WebhookDelivery) []bridge.WebhookDelivery {
+	var wait []bridge.WebhookDelivery
+	active := map[string]bool{}
+	for inst := range sl.running {
+		active[inst] = true
+	}
+	for _, d := range due {
+		if !sl.busy[d.WebhookID] {
+			wait = append(wait, d)
+			active[d.InstallationID] = true
+		}
+	}
+	share := (sl.n + len(active) - 1) / max(1, len(active)) // rounded up: no slot left idle
+	var out []bridge.WebhookDelivery
+	for len(wait) > 0 {
+		// The installation running fewest goes next; among its equals, the
+		// longest waiting.
+		best := 0
+		for i, d := range wait {
+			if sl.running[d.InstallationID] < sl.running[wait[best].InstallationID] {
+				best = i
+			}
+		}
+		d := wait[best]
+		if k := sl.running[d.InstallationID]; k > 0 && (sl.total >= sl.n || k >= share) {
+			break // every other one waits too: its installation runs as many or more
+		}
+		wait = append(wait[:best], wait[best+1:]...)
+		sl.busy[d.WebhookID] = true
+		sl.running[d.InstallationID]++
+		sl.total++
+		out = append(out, d)
+	}
+	return out
+}
+
+// end counts a delivery as ended.
+func (sl *slots) end(d bridge.WebhookDelivery) {
+	delete(sl.busy, d.WebhookID)
+	sl.total--
+	if sl.running[d.InstallationID]--; sl.running[d.InstallationID] <= 0 {
+		delete(sl.running, d.InstallationID)
 	}
 }
 

@@ -19,7 +19,7 @@ func TestHubServesEventsAndWebhooks(t *testing.T) {
 	b := m.addHub("barn", `  - id: 20
     name: Barn
     switches:
-      - {id: barn-light, name: Barn light, driver: virtual}`, "")
+      - {id: barn-light, name: Barn light, driver: virtual}`, "webhooks:\n  allow: [127.0.0.1] # the test's receiver\n")
 	b.start(t)
 	waitFor(t, 15*time.Second, "the hub reports its inventory", func() bool { return m.hubList()["barn"].Link == "up" })
 	if r := runCLI(t, "pw-alice\n", "user", "add", "alice", "--location", "20", "--config", m.platform.cfg); r.code != 0 {

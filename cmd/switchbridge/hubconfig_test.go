@@ -9,9 +9,9 @@ import (
 )
 
 // commentedOut is a line of configs/hub.yaml that is an example to
-// uncomment: "#" directly before the YAML ("#mqtt:", "#      - {…}").
-// Commentary has "# " and words.
-var commentedOut = regexp.MustCompile(`(?m)^#(mqtt:| {2,}(?:[a-z_]+:|- ))`)
+// uncomment: "#" directly before the YAML ("#mqtt:", "#webhooks:",
+// "#      - {…}"). Commentary has "# " and words.
+var commentedOut = regexp.MustCompile(`(?m)^#(mqtt:|webhooks:| {2,}(?:[a-z_]+:|- ))`)
 
 // TestHubConfigExamplesCheck: configs/hub.yaml ships its device examples
 // commented out (the package starts the hub with it, and it must not

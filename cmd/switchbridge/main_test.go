@@ -58,6 +58,8 @@ func writeConfig(t testing.TB, dir string) (path, addr string) {
   listen: %s
   metrics_listen: "off"
 data_dir: %s
+webhooks:
+  allow: [127.0.0.1] # the tests' receivers
 locations:
   - id: 1
     name: Home
