@@ -89,7 +89,7 @@ func TestLinkedHubSuspendsWebhooksOnRefreshReuse(t *testing.T) {
 	b := m.addHub("barn", `  - id: 20
     name: Barn
     switches:
-      - {id: barn-light, name: Barn light, driver: virtual}`, "")
+      - {id: barn-light, name: Barn light, driver: virtual}`, "webhooks:\n  allow: [127.0.0.1] # the test's receivers\n")
 	b.start(t)
 	waitFor(t, 15*time.Second, "the hub reports its inventory", func() bool { return m.hubList()["barn"].Link == "up" })
 	cliOK(t, "pw-alice\n", "user", "add", "alice", "--location", "20", "--config", m.platform.cfg)
