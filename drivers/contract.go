@@ -67,6 +67,12 @@ type Env struct {
 	// registerer: register with RegisterCollector, not MustRegister, so
 	// that counters run on across reloads.
 	Metrics prometheus.Registerer
+	// Store is the hub's database, for a driver that keeps records of its
+	// own across restarts (the embedded MQTT broker's client ids): the
+	// driver declares the methods it needs as an interface of its own and
+	// asserts Store to it, as database/sql's optional interfaces are; nil
+	// where there is no database (check-config, a driver's own tests).
+	Store any
 }
 
 // WithDefaults returns env with every nil field set to one that does

@@ -27,8 +27,15 @@ import (
 // the older form.
 func brokerHub(t *testing.T, extra string) (*daemontest.Harness, string) {
 	t.Helper()
+	return brokerHubOn(t, "", extra)
+}
+
+// brokerHubOn is brokerHub on the data directory dir (a fresh one when
+// empty).
+func brokerHubOn(t *testing.T, dir, extra string) (*daemontest.Harness, string) {
+	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
-	h := daemontest.StartWith(t, daemontest.Options{Metrics: true, Config: fmt.Sprintf(`mqtt:
+	h := daemontest.StartWith(t, daemontest.Options{Metrics: true, DataDir: dir, Config: fmt.Sprintf(`mqtt:
   broker: embedded
   listen: %s
 %s  users:
@@ -345,7 +352,8 @@ func TestDaemonBrokerRetainedShare(t *testing.T) {
 }
 
 // A login could connect with another plug's client id while that plug was
-// offline and keep it out. A client id a login claims is now its own.
+// offline and keep it out. A client id a login claims is now its own, and
+// so is one it connected with first.
 func TestDaemonBrokerClientIDSquatting(t *testing.T) {
 	h, addr := brokerHub(t, "")
 	for _, login := range [][2]string{{"esp", "pw2"}, {"old", "pw3"}} {
@@ -358,6 +366,25 @@ func TestDaemonBrokerClientIDSquatting(t *testing.T) {
 	}
 	if v := refusals(t, h, "client_id"); v != 2 {
 		t.Errorf("%v client ids counted as refused, want 2", v)
+	}
+
+	// A client id no config lists belongs to the login that used it
+	// first, while its plug is offline and after the hub restarts.
+	c, code := mqttLogin(t, "127.0.0.3", addr, "esp-node-1", "esp", "pw2")
+	if code != 0 {
+		t.Fatalf("the ESPHome node with a fresh client id: code %#x", code)
+	}
+	c.Close()
+	if _, code := mqttLogin(t, "127.0.0.2", addr, "esp-node-1", "old", "pw3"); code != 2 {
+		t.Errorf("another login with the offline node's client id: code %#x, want 2 (identifier rejected)", code)
+	}
+	h.Stop()
+	h, addr = brokerHubOn(t, h.DataDir, "")
+	if _, code := mqttLogin(t, "127.0.0.2", addr, "esp-node-1", "old", "pw3"); code != 2 {
+		t.Errorf("after a restart, another login with the node's client id: code %#x, want 2", code)
+	}
+	if _, code := mqttLogin(t, "127.0.0.3", addr, "esp-node-1", "esp", "pw2"); code != 0 {
+		t.Errorf("after a restart, the node with its own client id: code %#x", code)
 	}
 }
 

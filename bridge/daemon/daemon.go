@@ -155,6 +155,9 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	env := drivers.Env{
 		Metrics: d.Metrics.Registry(),
 		Logger:  logger,
+		// The records a driver keeps across restarts: the embedded
+		// broker's client ids and their logins.
+		Store: d.Store,
 		LastValue: func(id string) (bridge.Value, bool) {
 			if v, ok := d.states.Value(id); ok {
 				return v, true // reported since start-up

@@ -50,21 +50,20 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var user *bridge.User
-	var bad, nameSpent bool
+	var c *charge
+	var bad bool
 	var serr error // the store's
 	switch s.throttle.check(ctx, func() {
-		// Again, now that this login has its turn: a burst of logins all
-		// passed the first check before any of them failed.
-		if wait, serr = s.throttle.wait(ctx, s.now(), keys); serr != nil || wait > 0 {
+		// Charged now, in one step with the check of the budgets, before
+		// the password is checked: parallel logins must not all pass on
+		// one count. Charged even when the client has gone, so going away
+		// saves no guess.
+		if c, wait, serr = s.throttle.charge(context.WithoutCancel(ctx), s.now(), keys); serr != nil || wait > 0 {
 			return
 		}
 		var err error
 		if user, err = s.checkPassword(ctx, name, f.Get("password")); err != nil {
-			// Counted before the slot is given up, so the next login
-			// to take it sees this failure; counted even when the
-			// client has gone, so going away saves no guess.
 			bad = true
-			nameSpent, serr = s.throttle.fail(context.WithoutCancel(ctx), s.now(), keys)
 		}
 	}) {
 	case gaveUp:
@@ -83,7 +82,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if bad {
-		if nameSpent {
+		if c.nameSpent() {
 			s.logger.Warn("many failed logins for one user name: someone may be guessing its password; "+
 				"logins as that user now wait, except from browsers the user logged in from before", "failures", userFree)
 		}
@@ -99,7 +98,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}
-	if err := s.throttle.succeed(ctx, keys); err != nil {
+	if err := s.throttle.succeed(context.WithoutCancel(ctx), c); err != nil {
 		// The counts stay until they are forgotten; the login goes on.
 		s.logger.Warn("clearing the failed logins of a correct login", "err", err)
 	}
@@ -124,18 +123,27 @@ var dummyHash = sync.OnceValue(func() []byte {
 
 func (s *Server) checkPassword(ctx context.Context, name, password string) (*bridge.User, error) {
 	if len(password) > 72 || name == "" {
-		bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))
+		s.compare(dummyHash(), password)
 		return nil, errors.New("bad credentials")
 	}
 	u, err := s.users.UserByName(ctx, name)
 	if err != nil {
-		bcrypt.CompareHashAndPassword(dummyHash(), []byte(password))
+		s.compare(dummyHash(), password)
 		return nil, errors.New("bad credentials")
 	}
-	if bcrypt.CompareHashAndPassword(u.PasswordHash, []byte(password)) != nil {
+	if s.compare(u.PasswordHash, password) != nil {
 		return nil, errors.New("bad credentials")
 	}
 	return u, nil
+}
+
+// compare is the password check: bcrypt's, or the tests' that count the
+// checks a burst of logins gets.
+func (s *Server) compare(hash []byte, password string) error {
+	if s.compareHash != nil {
+		return s.compareHash(hash, []byte(password))
+	}
+	return bcrypt.CompareHashAndPassword(hash, []byte(password))
 }
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {

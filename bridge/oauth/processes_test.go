@@ -2,11 +2,15 @@ package oauth
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -258,4 +262,117 @@ func TestFailedLoginsCountAcrossProcesses(t *testing.T) {
 			t.Errorf("alice from another address is kept out:\n%.300s", body)
 		}
 	})
+}
+
+// TestLoginBudgetsHoldUnderConcurrency: 30 wrong passwords posted at once,
+// to one platform process or spread over two on one database, get at most
+// a budget's worth of password checks (counted where bcrypt runs, not from
+// the answers): the user name's budget when they come from 30 addresses,
+// the address's when one address tries 30 names. Once a budget is spent
+// the right password waits too, and is not checked.
+func TestLoginBudgetsHoldUnderConcurrency(t *testing.T) {
+	for _, processes := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d processes", processes), func(t *testing.T) {
+			forEachDialect(t, func(t *testing.T, open func() *store.DB) {
+				ctx := context.Background()
+				seedPlatform(t, open())
+				hash, _ := bcrypt.GenerateFromPassword([]byte("user-pw"), bcrypt.MinCost)
+				for i := range 30 {
+					if _, err := open().CreateUser(ctx, fmt.Sprint("user", i), hash, []int64{1}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var checks atomic.Int64
+				now := time.Now() // every process's clock stands still: no delay ends during the test
+				var procs []http.Handler
+				for range processes {
+					s, mux := platformProcess(t, open())
+					s.now = func() time.Time { return now }
+					s.compareHash = func(hash, password []byte) error {
+						checks.Add(1)
+						return bcrypt.CompareHashAndPassword(hash, password)
+					}
+					procs = append(procs, mux)
+				}
+
+				// One user name from 30 addresses.
+				wrong := burst(t, procs, 30, func(i int) (string, string, string) {
+					return fmt.Sprintf("198.51.100.%d", i+1), "alice", "guess"
+				})
+				if n := checks.Load(); n != userFree || wrong != userFree {
+					t.Errorf("30 parallel guesses at one name: %d password checks, %d answered as wrong; want %d (the name's budget)", n, wrong, userFree)
+				}
+				spent := checks.Load()
+				if body := newBrowser(t, "198.51.100.200").login(procs[0], procs[len(procs)-1], "alice", "alice-pw"); !strings.Contains(body, "Too many failed logins") {
+					t.Errorf("the right password, once the name's budget is spent, is let in:\n%.300s", body)
+				}
+				if n := checks.Load() - spent; n != 0 {
+					t.Errorf("the right password was checked (%d) once the name's budget was spent", n)
+				}
+
+				// One address trying 30 names.
+				checks.Store(0)
+				wrong = burst(t, procs, 30, func(i int) (string, string, string) {
+					return "203.0.113.7", fmt.Sprint("user", i), "guess"
+				})
+				if n := checks.Load(); n != addrFree || wrong != addrFree {
+					t.Errorf("30 parallel guesses from one address: %d password checks, %d answered as wrong; want %d (the address's budget)", n, wrong, addrFree)
+				}
+				spent = checks.Load()
+				if body := newBrowser(t, "203.0.113.7").login(procs[0], procs[len(procs)-1], "user29", "user-pw"); !strings.Contains(body, "Too many failed logins") {
+					t.Errorf("the right password, once the address's budget is spent, is let in:\n%.300s", body)
+				}
+				if n := checks.Load() - spent; n != 0 {
+					t.Errorf("the right password was checked (%d) once the address's budget was spent", n)
+				}
+				// The same user from elsewhere is let in.
+				if body := newBrowser(t, "203.0.113.8").login(procs[0], procs[len(procs)-1], "user29", "user-pw"); !strings.Contains(body, "Allow App") {
+					t.Errorf("a user whose name was tried from a throttled address is kept out elsewhere:\n%.300s", body)
+				}
+			})
+		})
+	}
+}
+
+// burst posts n login forms at once, the i-th from the address, as the
+// user, with the password that who(i) returns, spread round robin over
+// the processes; it returns how many were answered "wrong password".
+func burst(t *testing.T, procs []http.Handler, n int, who func(i int) (addr, name, password string)) (wrong int) {
+	t.Helper()
+	browsers := make([]*browser, n)
+	forms := make([]url.Values, n)
+	for i := range n {
+		addr, name, password := who(i)
+		browsers[i] = newBrowser(t, addr)
+		forms[i], _ = url.ParseQuery(authQuery)
+		forms[i].Set("csrf", browsers[i].csrf(browsers[i].page(procs[i%len(procs)], "/oauth/authorize?"+authQuery)))
+		forms[i].Set("username", name)
+		forms[i].Set("password", password)
+	}
+	answers := make([]*httptest.ResponseRecorder, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			answers[i] = browsers[i].do(procs[(i+1)%len(procs)], "/oauth/login", forms[i])
+		}()
+	}
+	close(start)
+	wg.Wait()
+	for i, w := range answers {
+		if w.Code != http.StatusSeeOther {
+			t.Fatalf("login %d = %d: %s", i, w.Code, w.Body)
+		}
+		body := browsers[i].page(procs[i%len(procs)], w.Header().Get("Location"))
+		switch {
+		case strings.Contains(body, "Unknown user or wrong password."):
+			wrong++
+		case !strings.Contains(body, "Too many failed logins"):
+			t.Errorf("login %d: neither refused nor throttled:\n%.300s", i, body)
+		}
+	}
+	return wrong
 }

@@ -135,11 +135,17 @@ type LoginFailures interface {
 	// LoginFailures returns each key's failures at or after since, in
 	// order; a zero count for a key with none.
 	LoginFailures(ctx context.Context, since time.Time, keys ...[]byte) ([]bridge.FailureCount, error)
-	// CountLoginFailure counts one failure at at against each key and
-	// returns each key's count after it; a key whose last failure was
-	// before since starts over. It keeps at most about maxKeys keys, those
-	// whose last failure is oldest going first.
-	CountLoginFailure(ctx context.Context, at, since time.Time, maxKeys int, keys ...[]byte) ([]int, error)
+	// ChargeLoginFailure reads each key's failures at or after since and,
+	// when allow accepts them, counts one failure at at against each key,
+	// as one step no other login (of any process) can come between: it
+	// returns the counts read and whether it counted. A key whose last
+	// failure was before since starts over. It keeps at most about
+	// maxKeys keys, those whose last failure is oldest going first.
+	ChargeLoginFailure(ctx context.Context, at, since time.Time, maxKeys int, allow func([]bridge.FailureCount) bool, keys ...[]byte) ([]bridge.FailureCount, bool, error)
+	// UndoLoginFailure takes back the failure counted at at against key,
+	// whose count was before: the key is as it was when nothing was
+	// counted against it since, else one failure fewer.
+	UndoLoginFailure(ctx context.Context, at time.Time, key []byte, before bridge.FailureCount) error
 	// ForgetLoginFailures drops the keys' failures.
 	ForgetLoginFailures(ctx context.Context, keys ...[]byte) error
 }

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/failures"
 )
 
@@ -34,8 +35,10 @@ import (
 //     and then the same delays.
 //
 // An address is the client's, behind trusted proxies (clientAddr), and an
-// IPv6 client counts by its /64. A correct password clears the pair, the
-// name's count and the device's.
+// IPv6 client counts by its /64. A login's failure is counted before its
+// password is checked, in the same step as the check of the counts
+// (charge), and taken back when the password was right; a correct password
+// also clears the pair, the name's count and the device's.
 //
 // The counts are kept in the database (LoginFailures), so that the
 // processes of one platform count together: a guesser whose tries a load
@@ -152,9 +155,23 @@ func (t *throttle) wait(ctx context.Context, now time.Time, k loginKeys) (time.D
 	return longest, nil
 }
 
-// fail counts a failed login. It reports whether this failure used up the
-// user name's allowance across addresses, so the caller can log it once.
-func (t *throttle) fail(ctx context.Context, now time.Time, k loginKeys) (nameSpent bool, err error) {
+// charge is a login's failure counted in advance against its budgets, so
+// that it can be taken back when the password is right.
+type charge struct {
+	keys   loginKeys
+	at     time.Time
+	stored [][]byte              // the budgets' keys as stored, in budgets' order
+	before []bridge.FailureCount // their counts before the charge
+}
+
+// charge checks the login's budgets and, when none of them makes it wait,
+// counts a failure against each: one step in the database, which no other
+// login of this or any process can come between, taken before the
+// password is checked. Checking first and counting after the password
+// check let parallel guesses all pass on the same count: the last free
+// failure was checked once per password-check slot of every process. It
+// returns the charge, or how long the login must wait (nothing counted).
+func (t *throttle) charge(ctx context.Context, now time.Time, k loginKeys) (*charge, time.Duration, error) {
 	bs := k.budgets()
 	keys := make([]string, len(bs))
 	for i, b := range bs {
@@ -162,25 +179,44 @@ func (t *throttle) fail(ctx context.Context, now time.Time, k loginKeys) (nameSp
 	}
 	stored, err := t.stored(ctx, keys...)
 	if err != nil {
-		return false, err
+		return nil, 0, err
 	}
-	counts, err := t.store.CountLoginFailure(ctx, now, now.Add(-policy.ForgetAfter), t.maxKeys, stored...)
-	if err != nil {
-		return false, err
-	}
-	for i, n := range counts {
-		if keys[i] == k.nameKey() && n == userFree {
-			nameSpent = true
+	var wait time.Duration
+	before, charged, err := t.store.ChargeLoginFailure(ctx, now, now.Add(-policy.ForgetAfter), t.maxKeys, func(counts []bridge.FailureCount) bool {
+		wait = 0
+		for i, b := range bs {
+			wait = max(wait, policy.Wait(now, counts[i].Last, counts[i].Count, b.Free))
 		}
+		return wait == 0
+	}, stored...)
+	if err != nil {
+		return nil, 0, err
 	}
-	return nameSpent, nil
+	if !charged {
+		return nil, wait, nil
+	}
+	return &charge{keys: k, at: now, stored: stored, before: before}, 0, nil
 }
 
-// succeed forgets the failures of the pair, the name and the device after
-// a correct login: only someone who knows the password can clear them. The
-// address keeps its record: an attacker who logs in to an account of
-// their own must not wipe out their address's failures.
-func (t *throttle) succeed(ctx context.Context, k loginKeys) error {
+// nameSpent reports whether the charge, now that the password was wrong,
+// used up the user name's allowance across addresses, so the caller can
+// log it once.
+func (c *charge) nameSpent() bool {
+	for i, b := range c.keys.budgets() {
+		if b.Key == c.keys.nameKey() && c.before[i].Count+1 == userFree {
+			return true
+		}
+	}
+	return false
+}
+
+// succeed settles the charge of a correct login: it forgets the failures
+// of the pair, the name and the device (only someone who knows the
+// password can clear them) and takes back the address's charge. The
+// address keeps its earlier record: an attacker who logs in to an account
+// of their own must not wipe out their address's failures.
+func (t *throttle) succeed(ctx context.Context, c *charge) error {
+	k := c.keys
 	keys := []string{k.pair(), k.nameKey()}
 	if k.device != "" {
 		keys = append(keys, k.deviceKey())
@@ -189,7 +225,15 @@ func (t *throttle) succeed(ctx context.Context, k loginKeys) error {
 	if err != nil {
 		return err
 	}
-	return t.store.ForgetLoginFailures(ctx, stored...)
+	if err := t.store.ForgetLoginFailures(ctx, stored...); err != nil {
+		return err
+	}
+	for i, b := range k.budgets() {
+		if b.Key == k.addrOnly() {
+			return t.store.UndoLoginFailure(ctx, c.at, c.stored[i], c.before[i])
+		}
+	}
+	return nil
 }
 
 // checkOutcome is how a bounded password check went.

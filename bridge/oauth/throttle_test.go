@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
@@ -31,18 +32,42 @@ func mustWait(t *testing.T, th *throttle, now time.Time, k loginKeys) time.Durat
 	return w
 }
 
-func mustFail(t *testing.T, th *throttle, now time.Time, k loginKeys) (nameSpent bool) {
+// mustFail counts a failure against the login's keys whether or not it
+// would have to wait, as a login that had passed the check before would.
+func mustFail(t *testing.T, th *throttle, now time.Time, k loginKeys) {
 	t.Helper()
-	spent, err := th.fail(context.Background(), now, k)
+	ctx := context.Background()
+	keys := make([]string, 0, 3)
+	for _, b := range k.budgets() {
+		keys = append(keys, b.Key)
+	}
+	stored, err := th.stored(ctx, keys...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return spent
+	always := func([]bridge.FailureCount) bool { return true }
+	if _, _, err := th.store.ChargeLoginFailure(ctx, now, now.Add(-policy.ForgetAfter), th.maxKeys, always, stored...); err != nil {
+		t.Fatal(err)
+	}
 }
 
-func mustSucceed(t *testing.T, th *throttle, k loginKeys) {
+// mustCharge charges a login that need not wait.
+func mustCharge(t *testing.T, th *throttle, now time.Time, k loginKeys) *charge {
 	t.Helper()
-	if err := th.succeed(context.Background(), k); err != nil {
+	c, wait, err := th.charge(context.Background(), now, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c == nil || wait != 0 {
+		t.Fatalf("a login that need not wait waits %s", wait)
+	}
+	return c
+}
+
+// mustSucceed is a correct login at now.
+func mustSucceed(t *testing.T, th *throttle, now time.Time, k loginKeys) {
+	t.Helper()
+	if err := th.succeed(context.Background(), mustCharge(t, th, now, k)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -100,15 +125,23 @@ func TestThrottleSchedule(t *testing.T) {
 	if w := mustWait(t, th, now.Add(firstDelay), k); w != maxDelay {
 		t.Errorf("delay grows past its cap: %s", w)
 	}
-	// A correct login clears the pair and the name, not the address (an
-	// attacker logging in to an account of their own); failures are
+	// A correct login, once the delay is over, clears the pair and the
+	// name, not the address (an attacker logging in to an account of
+	// their own), whose charge for the login is taken back; failures are
 	// forgotten after a while.
-	mustSucceed(t, th, k)
+	addrBefore := count(t, th, now.Add(firstDelay), k.addrOnly())
+	mustSucceed(t, th, now.Add(firstDelay+maxDelay), k)
 	if count(t, th, now.Add(firstDelay), k.pair()) != 0 || count(t, th, now.Add(firstDelay), k.nameKey()) != 0 {
 		t.Errorf("pair or name still counted after a success")
 	}
+	if n := count(t, th, now.Add(firstDelay), k.addrOnly()); n != addrBefore {
+		t.Errorf("the address counts %d failures after a success, %d before it", n, addrBefore)
+	}
 	if w := mustWait(t, th, now.Add(firstDelay), newLoginKeys("bob", "192.0.2.1")); w == 0 {
 		t.Errorf("a success cleared the address's failures")
+	}
+	if w := mustWait(t, th, now.Add(firstDelay+maxDelay), newLoginKeys("bob", "192.0.2.1")); w != 0 {
+		t.Errorf("the success's charge was not taken back: the address waits %s", w)
 	}
 	other := newLoginKeys("carol", "192.0.2.9")
 	for i := 0; i < pairFree-1; i++ {
@@ -147,7 +180,8 @@ func TestThrottleUserBudget(t *testing.T) {
 		if w := mustWait(t, th, now, newLoginKeys("alice", fmt.Sprintf("198.51.100.%d", i))); w != 0 {
 			t.Fatalf("guess %d from a fresh address waits %s", i, w)
 		}
-		if mustFail(t, th, now, newLoginKeys("alice", fmt.Sprintf("198.51.100.%d", i))) {
+		// A wrong password leaves the charge.
+		if mustCharge(t, th, now, newLoginKeys("alice", fmt.Sprintf("198.51.100.%d", i))).nameSpent() {
 			spent++
 		}
 	}
@@ -156,6 +190,12 @@ func TestThrottleUserBudget(t *testing.T) {
 	}
 	if w := mustWait(t, th, now, newLoginKeys("Alice", "203.0.113.1")); w != firstDelay {
 		t.Errorf("a fresh address waits %s once the name's allowance is spent, want %s", w, firstDelay)
+	}
+	if c, w, err := th.charge(context.Background(), now, newLoginKeys("alice", "203.0.113.2")); err != nil || c != nil || w != firstDelay {
+		t.Errorf("charged past the name's allowance: %v, wait %s, %v", c != nil, w, err)
+	}
+	if n := count(t, th, now, newLoginKeys("alice", "203.0.113.2").addrOnly()); n != 0 {
+		t.Errorf("a refused charge counted %d failures against the address", n)
 	}
 	if w := mustWait(t, th, now, newLoginKeys("alice", "203.0.113.1").fromDevice("dev1")); w != 0 {
 		t.Errorf("alice's own browser waits %s", w)
@@ -166,9 +206,10 @@ func TestThrottleUserBudget(t *testing.T) {
 	if w := mustWait(t, th, now.Add(forgetAfter+time.Second), newLoginKeys("alice", "203.0.113.1")); w != 0 {
 		t.Errorf("a day later, the name still waits %s", w)
 	}
-	// A correct password (only the user knows it) clears the name's count.
-	mustSucceed(t, th, newLoginKeys("alice", "203.0.113.1"))
-	if w := mustWait(t, th, now, newLoginKeys("alice", "203.0.113.1")); w != 0 {
+	// A correct password (only the user knows it), once the delay is
+	// over, clears the name's count.
+	mustSucceed(t, th, now.Add(firstDelay), newLoginKeys("alice", "203.0.113.1"))
+	if w := mustWait(t, th, now.Add(firstDelay), newLoginKeys("alice", "203.0.113.1")); w != 0 {
 		t.Errorf("after alice logged in, the name still waits %s", w)
 	}
 }

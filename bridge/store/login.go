@@ -136,45 +136,105 @@ func (db *DB) LoginFailures(ctx context.Context, since time.Time, keys ...[]byte
 	return out, nil
 }
 
-// CountLoginFailure counts one failure at at against each key and returns
-// each key's count after it, in order; a key whose last failure was
-// before since starts over. It keeps the table bounded in the same
-// transaction: failures before since are dropped first (which is what
-// makes such a key start over), and when more than
-// maxKeys keys are left, those whose last failure is oldest go until a
-// quarter of the room is free again, so a flood of new keys cannot wipe
-// out the count of a key failing now.
-func (db *DB) CountLoginFailure(ctx context.Context, at, since time.Time, maxKeys int, keys ...[]byte) ([]int, error) {
+// ChargeLoginFailure is a login's check and charge against its keys, in
+// one write transaction: write transactions run one at a time across every
+// process (BEGIN IMMEDIATE on SQLite, the write lock on PostgreSQL), so no
+// other login reads the counts between this one's read and its write. It
+// reads each key's failures at or after since (a zero count for a key with
+// none, or whose failures are older) and hands them to allow, in order;
+// when allow accepts them it counts one failure at at against each key,
+// a key whose last failure was before since starting over. It returns the
+// counts allow was given and whether they were charged.
+//
+// The charge is made before the password is checked, so that parallel
+// logins cannot all pass on the same count; the caller takes it back with
+// UndoLoginFailure or ForgetLoginFailures when the password was right.
+//
+// It keeps the table bounded in the same transaction: failures before
+// since are dropped (which is what makes such a key start over), and when
+// more than maxKeys keys are left, those whose last failure is oldest go
+// until a quarter of the room is free again, so a flood of new keys cannot
+// wipe out the count of a key failing now.
+func (db *DB) ChargeLoginFailure(ctx context.Context, at, since time.Time, maxKeys int, allow func([]bridge.FailureCount) bool, keys ...[]byte) ([]bridge.FailureCount, bool, error) {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, `DELETE FROM login_failures WHERE last_at < ?`, unix(since)); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	counts := make([]int, len(keys))
+	before := make([]bridge.FailureCount, len(keys))
 	for i, k := range keys {
-		var n int64
-		err := tx.QueryRowContext(ctx, `INSERT INTO login_failures (key, failures, last_at) VALUES (?1, 1, ?2)
-			ON CONFLICT (key) DO UPDATE SET failures = login_failures.failures + 1, last_at = ?2
-			RETURNING failures`, k, unix(at)).Scan(&n)
-		if err != nil {
-			return nil, err
+		var n, last int64
+		err := tx.QueryRowContext(ctx, `SELECT failures, last_at FROM login_failures WHERE key = ?`, k).Scan(&n, &last)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
 		}
-		counts[i] = int(n)
+		if err != nil {
+			return nil, false, err
+		}
+		before[i] = bridge.FailureCount{Count: int(n), Last: fromUnix(last)}
+	}
+	if !allow(before) {
+		return before, false, nil // nothing written: the rollback ends it
+	}
+	for _, k := range keys {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO login_failures (key, failures, last_at) VALUES (?1, 1, ?2)
+			ON CONFLICT (key) DO UPDATE SET failures = login_failures.failures + 1, last_at = ?2`, k, unix(at)); err != nil {
+			return nil, false, err
+		}
 	}
 	var held int
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM login_failures`).Scan(&held); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if held > maxKeys {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM login_failures WHERE key IN
 			(SELECT key FROM login_failures ORDER BY last_at, key LIMIT ?)`, held-maxKeys*3/4); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	return counts, tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return nil, false, err
+	}
+	return before, true, nil
+}
+
+// UndoLoginFailure takes back the failure ChargeLoginFailure counted at at
+// against key, whose count before it was before. When no failure was
+// counted against the key since, the key is as it was before (gone when it
+// had none); otherwise it counts one failure fewer and keeps the later
+// failure's time. A key that is gone (forgotten, or dropped to bound the
+// table) stays gone.
+func (db *DB) UndoLoginFailure(ctx context.Context, at time.Time, key []byte, before bridge.FailureCount) error {
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var n, last int64
+	err = tx.QueryRowContext(ctx, `SELECT failures, last_at FROM login_failures WHERE key = ?`, key).Scan(&n, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case n == int64(before.Count)+1 && last == unix(at) && before.Count == 0:
+		_, err = tx.ExecContext(ctx, `DELETE FROM login_failures WHERE key = ?`, key)
+	case n == int64(before.Count)+1 && last == unix(at):
+		_, err = tx.ExecContext(ctx, `UPDATE login_failures SET failures = ?, last_at = ? WHERE key = ?`, before.Count, unix(before.Last), key)
+	case n <= 1:
+		_, err = tx.ExecContext(ctx, `DELETE FROM login_failures WHERE key = ?`, key)
+	default:
+		_, err = tx.ExecContext(ctx, `UPDATE login_failures SET failures = failures - 1 WHERE key = ?`, key)
+	}
+	if err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // ForgetLoginFailures drops the keys' failures.

@@ -178,6 +178,24 @@ func TestSigningKeyIsMadeOnce(t *testing.T) {
 	})
 }
 
+// always accepts every count: ChargeLoginFailure then always counts.
+func always([]bridge.FailureCount) bool { return true }
+
+// charge counts one failure against the keys and returns their counts
+// after it.
+func charge(t *testing.T, db *store.DB, at time.Time, since time.Time, maxKeys int, keys ...[]byte) []int {
+	t.Helper()
+	before, ok, err := db.ChargeLoginFailure(context.Background(), at, since, maxKeys, always, keys...)
+	if err != nil || !ok {
+		t.Fatalf("charge: %v, %v", ok, err)
+	}
+	after := make([]int, len(before))
+	for i, c := range before {
+		after[i] = c.Count + 1
+	}
+	return after
+}
+
 // TestLoginFailuresAcrossProcesses: failures counted through one
 // connection are read and counted on through another; a key whose
 // failures are older than since starts over; Forget drops a key's.
@@ -192,15 +210,13 @@ func TestLoginFailuresAcrossProcesses(t *testing.T) {
 		for i := range 3 {
 			db := []*store.DB{one, other}[i%2]
 			at := t0.Add(time.Duration(i) * time.Second)
-			counts, err := db.CountLoginFailure(ctx, at, at.Add(-day), 100, a)
-			if err != nil || len(counts) != 1 || counts[0] != i+1 {
-				t.Fatalf("failure %d: counts %v, %v", i+1, counts, err)
+			if counts := charge(t, db, at, at.Add(-day), 100, a); len(counts) != 1 || counts[0] != i+1 {
+				t.Fatalf("failure %d: counts %v", i+1, counts)
 			}
 		}
 		at := t0.Add(3 * time.Second)
-		counts, err := other.CountLoginFailure(ctx, at, at.Add(-day), 100, a, b)
-		if err != nil || counts[0] != 4 || counts[1] != 1 {
-			t.Fatalf("counts %v, %v; want [4 1]", counts, err)
+		if counts := charge(t, other, at, at.Add(-day), 100, a, b); counts[0] != 4 || counts[1] != 1 {
+			t.Fatalf("counts %v; want [4 1]", counts)
 		}
 		got, err := one.LoginFailures(ctx, at.Add(-day), a, []byte("never"), b)
 		if err != nil || got[0].Count != 4 || !got[0].Last.Equal(at) || got[1].Count != 0 || got[2].Count != 1 {
@@ -212,7 +228,7 @@ func TestLoginFailuresAcrossProcesses(t *testing.T) {
 		if got, _ := one.LoginFailures(ctx, next.Add(-day), a); got[0].Count != 0 {
 			t.Errorf("forgotten failures read: %+v", got)
 		}
-		if counts, _ := one.CountLoginFailure(ctx, next, next.Add(-day), 100, a); counts[0] != 1 {
+		if counts := charge(t, one, next, next.Add(-day), 100, a); counts[0] != 1 {
 			t.Errorf("after a day without failures the count is %d, want 1", counts[0])
 		}
 		if n, _ := one.CountRows(ctx, "login_failures"); n != 1 {
@@ -223,6 +239,116 @@ func TestLoginFailuresAcrossProcesses(t *testing.T) {
 		}
 		if got, _ := one.LoginFailures(ctx, next.Add(-day), a); got[0].Count != 0 {
 			t.Errorf("a forgotten key still counts %d", got[0].Count)
+		}
+	})
+}
+
+// TestChargeLoginFailure: allow is given the counts as they are; a refused
+// charge writes nothing; an undone charge leaves the key as it was when
+// nothing was counted since, else one failure fewer with the later time.
+func TestChargeLoginFailure(t *testing.T) {
+	store.ForEachDialect(t, func(t *testing.T) {
+		ctx := context.Background()
+		db := mustOpen(t, t.TempDir())
+		t0 := time.UnixMilli(1_700_000_000_000)
+		since := t0.Add(-time.Hour)
+		a, b := []byte("key-a"), []byte("key-b")
+		charge(t, db, t0, since, 100, a)
+		charge(t, db, t0, since, 100, a)
+		var seen []bridge.FailureCount
+		before, ok, err := db.ChargeLoginFailure(ctx, t0.Add(time.Second), since, 100, func(c []bridge.FailureCount) bool {
+			seen = c
+			return false
+		}, a, b)
+		if err != nil || ok || len(seen) != 2 || seen[0].Count != 2 || !seen[0].Last.Equal(t0) || seen[1].Count != 0 || len(before) != 2 || before[0] != seen[0] {
+			t.Fatalf("refused charge: before %+v, charged %v, %v; allow saw %+v", before, ok, err, seen)
+		}
+		if got, _ := db.LoginFailures(ctx, since, a, b); got[0].Count != 2 || !got[0].Last.Equal(t0) || got[1].Count != 0 {
+			t.Fatalf("a refused charge wrote: %+v", got)
+		}
+
+		// Undone with nothing counted since: as before, a new key gone.
+		at := t0.Add(time.Second)
+		before, ok, err = db.ChargeLoginFailure(ctx, at, since, 100, always, a, b)
+		if err != nil || !ok {
+			t.Fatal(ok, err)
+		}
+		for i, k := range [][]byte{a, b} {
+			if err := db.UndoLoginFailure(ctx, at, k, before[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, _ := db.LoginFailures(ctx, since, a, b); got[0].Count != 2 || !got[0].Last.Equal(t0) || got[1].Count != 0 {
+			t.Errorf("after an undone charge: %+v, want a as before and b gone", got)
+		}
+		if n, _ := db.CountRows(ctx, "login_failures"); n != 1 {
+			t.Errorf("%d keys kept after undoing a new key's charge", n)
+		}
+
+		// Undone after another failure: one fewer, the later time kept.
+		before, _, _ = db.ChargeLoginFailure(ctx, at, since, 100, always, a)
+		later := at.Add(time.Second)
+		charge(t, db, later, since, 100, a)
+		if err := db.UndoLoginFailure(ctx, at, a, before[0]); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := db.LoginFailures(ctx, since, a); got[0].Count != 3 || !got[0].Last.Equal(later) {
+			t.Errorf("undone after a later failure: %+v, want 3 at the later time", got)
+		}
+		// A key gone since stays gone.
+		if err := db.ForgetLoginFailures(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.UndoLoginFailure(ctx, later, a, bridge.FailureCount{Count: 2, Last: at}); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := db.LoginFailures(ctx, since, a); got[0].Count != 0 {
+			t.Errorf("an undo brought back a forgotten key: %+v", got)
+		}
+	})
+}
+
+// TestChargeLoginFailureIsAtomic: 30 charges at once through two
+// connections (two platform processes), each allowed while fewer than 10
+// failures are counted: exactly 10 are charged.
+func TestChargeLoginFailureIsAtomic(t *testing.T) {
+	store.ForEachDialect(t, func(t *testing.T) {
+		ctx := context.Background()
+		dir := t.TempDir()
+		dbs := []*store.DB{mustOpen(t, dir), mustOpen(t, dir)}
+		t0 := time.UnixMilli(1_700_000_000_000)
+		const budget, tries = 10, 30
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		charged := make(chan bool, tries)
+		for i := range tries {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				_, ok, err := dbs[i%2].ChargeLoginFailure(ctx, t0, t0.Add(-time.Hour), 100, func(c []bridge.FailureCount) bool {
+					return c[0].Count < budget
+				}, []byte("user"), []byte(fmt.Sprint("addr-", i)))
+				if err != nil {
+					t.Error(err)
+				}
+				charged <- ok
+			}()
+		}
+		close(start)
+		wg.Wait()
+		close(charged)
+		n := 0
+		for ok := range charged {
+			if ok {
+				n++
+			}
+		}
+		if n != budget {
+			t.Errorf("%d of %d parallel charges went through, budget %d", n, tries, budget)
+		}
+		if got, _ := dbs[0].LoginFailures(ctx, t0.Add(-time.Hour), []byte("user")); got[0].Count != budget {
+			t.Errorf("the key counts %d failures, want %d", got[0].Count, budget)
 		}
 	})
 }
@@ -242,9 +368,7 @@ func TestLoginFailuresAreBounded(t *testing.T) {
 			if i%10 == 0 {
 				keys = append(keys, attacked)
 			}
-			if _, err := db.CountLoginFailure(ctx, at, at.Add(-time.Hour), bound, keys...); err != nil {
-				t.Fatal(err)
-			}
+			charge(t, db, at, at.Add(-time.Hour), bound, keys...)
 			if n, _ := db.CountRows(ctx, "login_failures"); n > bound {
 				t.Fatalf("%d keys kept, bound %d", n, bound)
 			}

@@ -21,6 +21,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
 	"github.com/switchbridge/switchbridge/bridge/version"
+	"github.com/switchbridge/switchbridge/drivers/mqtt"
 )
 
 // DefaultConfig is where a packaged install keeps its config.
@@ -275,12 +276,13 @@ type invocation struct {
 }
 
 // storage is what the commands reach storage through, the same interfaces
-// the server uses: the owner's records (admin), installs (oauth's Issuer)
-// and the hubs (link). open chooses the engine, in this one place.
+// the server uses: the owner's records (admin), installs (oauth's Issuer),
+// the hubs (link) and the embedded broker's client ids (mqtt). open chooses the engine, in this one place.
 type storage interface {
 	admin.Store
 	oauth.IssuerStore
 	link.PlatformStore
+	mqtt.ClientIDAdmin
 	Close() error
 }
 

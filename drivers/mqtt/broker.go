@@ -85,6 +85,9 @@ type embeddedOptions struct {
 	// refused is told of each refusal, by reason (the refused* constants);
 	// nil ignores them.
 	refused func(reason string)
+	// clientIDs keeps which login each client id belongs to; nil keeps
+	// them in memory.
+	clientIDs ClientIDs
 }
 
 // startEmbedded listens on o.set.Listen (a bind error comes back here,
@@ -149,7 +152,10 @@ func startEmbedded(o embeddedOptions, log *slog.Logger) (*embeddedBroker, error)
 		refusals: logLimiter{every: refusalLogEvery}, count: refused,
 		subs:     &subscriptionBounds{maxPerClient: o.set.MaxSubsPerClient, maxPerLogin: o.set.MaxSubsPerLogin, pending: map[*mochi.Client]int{}},
 		retained: newRetainedShares(o.set.MaxRetainedPerLogin, o.set.MaxRetainedBytesLogin, max(maxRetained, shares*o.set.MaxRetainedPerLogin)),
-		throttle: newLoginThrottle(), clientIDs: map[string]string{}}
+		throttle: newLoginThrottle(), clientIDs: map[string]string{}, bound: o.clientIDs}
+	if hook.bound == nil {
+		hook.bound = newMemoryClientIDs()
+	}
 	for u, l := range o.set.Users {
 		for _, id := range l.ClientIDs {
 			hook.clientIDs[id] = u
@@ -224,7 +230,7 @@ const (
 	refusedHandshake    = "handshake_evicted"  // a connection without a login closed to make room
 	refusedAddress      = "handshake_address"  // a connection over its address's share of those still logging in
 	refusedRetained     = "retained_share"     // a retained message beyond its login's share (delivered, not kept)
-	refusedClientID     = "client_id"          // a client id bound to another login, or held by one
+	refusedClientID     = "client_id"          // a client id that belongs to another login, or is held by one
 	refusedClients      = "max_clients"        // a plug over max_clients
 	refusedLoginClients = "login_clients"      // a client over its login's share of the connections
 )

@@ -8,6 +8,7 @@ package mqtt
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"crypto/subtle"
 	"fmt"
 	"log/slog"
@@ -24,7 +25,8 @@ import (
 // authHook checks logins against the configured users (constant time,
 // failures throttled), refuses what a client may not do before it is
 // connected (MQTT 5 unless enabled, the hub's client id or another
-// login's, a last will it may not publish), bounds the clients and the
+// login's, listed in the config or bound to it, a last will it may not
+// publish), binds each new client id to the login that first uses it, bounds the clients and the
 // sessions each login keeps, its subscriptions and its retained messages,
 // and applies rules to every publish and subscription.
 type authHook struct {
@@ -44,6 +46,9 @@ type authHook struct {
 	// clientIDs maps each client id, or prefix ending in *, that a login
 	// claims (mqtt.users.<login>.client_ids) to that login.
 	clientIDs map[string]string
+	// bound keeps the login each other client id belongs to: the first
+	// that connected with it (clientids.go).
+	bound ClientIDs
 
 	// Refusals are logged at most once per refusalLogEvery, with a count,
 	// and each is counted by reason.
@@ -83,6 +88,18 @@ func (h *authHook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 	if owner, ok := h.clientIDOwner(cl.ID); ok && owner != user {
 		h.count(refusedClientID)
 		return refuse(packets.ErrClientIdentifierNotValid, "the client id belongs to login "+owner)
+	} else if !ok && h.bindsClientIDs(cl) {
+		ctx, cancel := context.WithTimeout(context.Background(), clientIDTimeout)
+		owner, err := h.bound.MQTTClientIDLogin(ctx, cl.ID)
+		cancel()
+		if err != nil {
+			h.log.Error("reading the login of an MQTT client id", "client", bridge.Untrusted(cl.ID), "err", err)
+			return refuse(packets.ErrServerUnavailable, "the client id's login could not be read")
+		}
+		if owner != "" && owner != user {
+			h.count(refusedClientID)
+			return refuse(packets.ErrClientIdentifierNotValid, "the client id belongs to login "+owner+" (switchbridge mqtt release-client-id frees it)")
+		}
 	}
 	existing, ok := h.srv.Clients.Get(cl.ID)
 	if ok && !existing.Closed() && string(existing.Properties.Username) != user {
@@ -172,10 +189,46 @@ func (h *authHook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bo
 		ok = h.checkPassword(cl, user, known, want, pk.Connect.Password)
 	}
 	if ok && user != h.rules.hubUser {
+		if !h.bindClientID(cl, user) {
+			return false
+		}
 		h.takeSessionOver(cl, user)
 		h.boundSessions(cl, user)
 	}
 	return ok
+}
+
+// bindsClientIDs reports whether cl's client id is bound to the login that
+// first used it: with logins configured (anyone may connect without), and
+// not when the broker made the id up for a client that sent none.
+func (h *authHook) bindsClientIDs(cl *mochi.Client) bool {
+	return !h.anonymous && cl.Properties.Props.AssignedClientID == ""
+}
+
+// bindClientID binds cl's client id to user, whose password is checked,
+// unless it is another login's: OnConnect refused that already, but
+// another login may have bound it since. A client id the config gives
+// user is bound to user whatever it was bound to. When the binding cannot
+// be written, only a client id bound to user already is let in.
+func (h *authHook) bindClientID(cl *mochi.Client, user string) bool {
+	if !h.bindsClientIDs(cl) {
+		return true
+	}
+	_, listed := h.clientIDOwner(cl.ID) // then user's: OnConnect checked
+	ctx, cancel := context.WithTimeout(context.Background(), clientIDTimeout)
+	defer cancel()
+	owner, err := h.bound.BindMQTTClientID(ctx, cl.ID, user, time.Now(), listed, clientIDsKept*h.rules.keptSessions(user))
+	if err != nil {
+		h.log.Error("binding an MQTT client id to its login", "login", bridge.Untrusted(user), "client", bridge.Untrusted(cl.ID), "err", err)
+		owner, err = h.bound.MQTTClientIDLogin(ctx, cl.ID)
+		return err == nil && owner == user
+	}
+	if owner != user {
+		h.count(refusedClientID)
+		h.refused(cl, user, "the client id belongs to login "+owner)
+		return false
+	}
+	return true
 }
 
 // checkPassword checks a plug login's password, throttled per login and

@@ -24,11 +24,17 @@ import (
 // can reach its embedded broker, and closes it at the end of the test.
 func openDriver(t testing.TB, mqttSection string, switches ...string) *driver {
 	t.Helper()
+	return openDriverOn(t, nil, mqttSection, switches...)
+}
+
+// openDriverOn is openDriver with st as the hub's store (drivers.Env.Store).
+func openDriverOn(t testing.TB, st any, mqttSection string, switches ...string) *driver {
+	t.Helper()
 	c, err := config.Load("test.yaml", config.Text(hubConfig(mqttSection, switches...)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	dr, err := New(drivers.Env{Settings: c.Sections["mqtt"].Value})
+	dr, err := New(drivers.Env{Settings: c.Sections["mqtt"].Value, Store: st})
 	if err != nil {
 		t.Fatal(err)
 	}
