@@ -150,7 +150,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	if cfg.Platform != nil {
 		installations = d.Store.Replica()
 	}
-	d.Webhooks = webhook.New(d.Store, installations, d.Feed, nil, webhook.NewClient(allow, d.isSelf), logger.With("component", "webhooks"))
+	d.Webhooks = webhook.New(d.Store, installations, d.Feed, nil, webhook.NewClient(allow, d.isSelf, cfg.Server.PublicURL), logger.With("component", "webhooks"))
 	d.Metrics = metrics.New(metrics.Options{Installations: d.Store.CountInstallations, Logger: logger.With("component", "metrics")})
 	env := drivers.Env{
 		Metrics: d.Metrics.Registry(),

@@ -297,14 +297,28 @@ type Client struct {
 	// logger hears what a client is not told: why an address was refused,
 	// why a receiver could not be reached. Service.New sets it.
 	logger *slog.Logger
+	// own is the host and port of each URL the hub is reached by
+	// (server.public_url), lower case: behind a router's port forward or
+	// a proxy, such a name reaches the hub at an address that is not its
+	// own, which the address check cannot see.
+	own map[string]bool
 }
 
 // NewClient builds the client. self, when set, tells the hub's own
 // listening addresses, which a webhook may never reach, whatever
 // webhooks.allow says: a loop, and a way around the API's own checks to
 // the metrics or the broker.
-func NewClient(allow Allow, self func(netip.AddrPort) bool) *Client {
-	c := &Client{allow: allow, self: self, logger: slog.New(slog.DiscardHandler)}
+//
+// own are the URLs the hub is reached by from outside (server.public_url):
+// a webhook to their host and port is refused too, whatever address the
+// name resolves to.
+func NewClient(allow Allow, self func(netip.AddrPort) bool, own ...string) *Client {
+	c := &Client{allow: allow, self: self, logger: slog.New(slog.DiscardHandler), own: map[string]bool{}}
+	for _, raw := range own {
+		if u, err := url.Parse(raw); err == nil && u.Hostname() != "" {
+			c.own[hostPort(u)] = true
+		}
+	}
 	d := &net.Dialer{Timeout: Timeout, ControlContext: c.control}
 	tr := &http.Transport{
 		DialContext:           d.DialContext,
@@ -385,6 +399,10 @@ func (c *Client) CheckURL(raw string) (*url.URL, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if c.own[hostPort(u)] {
+		c.logger.Info("webhooks: a URL refused", "host", u.Host, "reason", "the hub's own server.public_url")
+		return nil, errNotAllowed
 	}
 	if ip, err := netip.ParseAddr(u.Hostname()); err == nil {
 		port := u.Port()
@@ -547,3 +565,13 @@ func hostOf(raw string) string {
 
 // oneLine is an error's text on one line, for a message or a log value.
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
+
+// hostPort is a URL's host name, lower case and without a final dot, and
+// its port, the scheme's when the URL gives none: "hub.example:443".
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return net.JoinHostPort(strings.TrimSuffix(strings.ToLower(u.Hostname()), "."), port)
+}

@@ -264,3 +264,33 @@ func TestSlotsAreShared(t *testing.T) {
 		t.Errorf("running %v, total %d", sl.running, sl.total)
 	}
 }
+
+// TestOwnPublicURLRefused: a webhook to the hub's own public_url (its host
+// and port, however written) is refused before anything is dialled, even
+// when webhooks.allow lists that name: behind a router's port forward the
+// name reaches the hub at an address the address check cannot know.
+func TestOwnPublicURLRefused(t *testing.T) {
+	allow, err := ParseAllow([]string{"public", "hub.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := NewClient(allow, nil, "https://Hub.Example")
+	for raw, ok := range map[string]bool{
+		"https://hub.example/hook":        false,
+		"https://HUB.example.:443/x":      false,
+		"https://hub.example:443/":        false,
+		"http://hub.example:443/":         false, // the same port, another scheme: still the hub
+		"http://hub.example/hook":         true,  // port 80: not the hub's listener
+		"https://hub.example:8443/hook":   true,
+		"https://other.example/hook":      true,
+		"https://sub.hub.example/webhook": true,
+	} {
+		_, err := c.CheckURL(raw)
+		if (err == nil) != ok {
+			t.Errorf("%s: %v, want allowed %v", raw, err, ok)
+		}
+		if err != nil && err.Error() != errNotAllowed.Error() {
+			t.Errorf("%s: the client is told %q, want only %q", raw, err, errNotAllowed)
+		}
+	}
+}
