@@ -236,17 +236,19 @@ func (h *authHook) bindClientID(cl *mochi.Client, user string) bool {
 // (an unknown login among them) are logged, rate-limited, and counted.
 func (h *authHook) checkPassword(cl *mochi.Client, user string, known bool, want string, got []byte) bool {
 	addr := remoteKey(cl.Net.Conn.RemoteAddr())
-	if wait := h.throttle.wait(user, addr); wait > 0 {
+	wait, ok, attack := h.throttle.check(user, addr, func() bool {
+		return known && subtle.ConstantTimeCompare([]byte(want), got) == 1
+	})
+	if wait > 0 {
 		h.count(refusedThrottled)
 		h.refused(cl, user, fmt.Sprintf("too many failed logins from this address; refused unchecked for %s more", wait.Round(time.Second)))
 		return false
 	}
-	if known && subtle.ConstantTimeCompare([]byte(want), got) == 1 {
-		h.throttle.succeed(user, addr)
+	if ok {
 		return true
 	}
 	h.count(refusedPassword)
-	if h.throttle.fail(user, addr) {
+	if attack {
 		h.log.Warn("MQTT login failing from many addresses: someone may be guessing its password",
 			"login", bridge.Untrusted(user), "failures_per_hour", loginAttack)
 	}

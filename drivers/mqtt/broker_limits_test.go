@@ -8,6 +8,8 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -426,5 +428,54 @@ func TestEmbeddedBrokerClientsPerLogin(t *testing.T) {
 	}
 	if n := d.broker.refusalsCounted(refusedLoginClients); n != 1 {
 		t.Errorf("%d clients counted beyond a login's share, want 1", n)
+	}
+}
+
+// 30 wrong passwords at once for one login from one address: the budget's
+// check and its charge are one step, so no more passwords are checked than
+// the pair's free failures, however the connections interleave.
+func TestEmbeddedBrokerLoginThrottleParallel(t *testing.T) {
+	d, addr := limitsBroker(t, "")
+	var wg sync.WaitGroup
+	codes := make([]byte, 30)
+	for i := range codes {
+		wg.Go(func() {
+			codes[i] = connectCode(t, "127.0.0.2", addr, fmt.Sprint("guess-", i), "plug", fmt.Sprint("guess-", i))
+		})
+	}
+	wg.Wait()
+	for i, code := range codes {
+		if code == 0 {
+			t.Errorf("guess %d logged in", i)
+		}
+	}
+	checked, throttled := d.broker.refusalsCounted(refusedPassword), d.broker.refusalsCounted(refusedThrottled)
+	// Some guesses may be refused before any login (the address's
+	// connection limits); none may be checked past the budget.
+	if checked > pairFree || throttled == 0 {
+		t.Errorf("%d passwords checked and %d refused unchecked of %d guesses, want at most %d checked", checked, throttled, len(codes), pairFree)
+	}
+}
+
+// The throttle's check is one step: with a password check slow enough
+// that parallel guesses overlap, no more are checked than the free
+// failures (a check of the budget, then the password, then a charge would
+// let every guess that overlaps the first through).
+func TestLoginThrottleCheckIsOneStep(t *testing.T) {
+	th := newLoginThrottle()
+	var checked atomic.Int32
+	var wg sync.WaitGroup
+	for range 30 {
+		wg.Go(func() {
+			th.check("plug", "192.0.2.1", func() bool {
+				checked.Add(1)
+				time.Sleep(time.Millisecond)
+				return false
+			})
+		})
+	}
+	wg.Wait()
+	if n := checked.Load(); n != pairFree {
+		t.Errorf("%d passwords checked by 30 parallel guesses, want %d", n, pairFree)
 	}
 }

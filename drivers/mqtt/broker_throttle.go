@@ -3,6 +3,7 @@
 package mqtt
 
 import (
+	"sync"
 	"time"
 
 	throttle "github.com/switchbridge/switchbridge/bridge/failures"
@@ -36,6 +37,10 @@ const (
 
 type loginThrottle struct {
 	now func() time.Time
+	// mu makes a login's check of its budget, its password and the
+	// failure it may count one step (check): parallel guesses otherwise
+	// all pass the same count before any is charged.
+	mu sync.Mutex
 	// failures counts per (login, address) pair and per address;
 	// attacks counts a login's failures across addresses, forgotten after
 	// loginWindow without one.
@@ -74,4 +79,23 @@ func (t *loginThrottle) fail(login, addr string) (attackStarted bool) {
 // succeed forgets the pair's failures; the address keeps its own.
 func (t *loginThrottle) succeed(login, addr string) {
 	t.failures.Forget(pairKey(login, addr))
+}
+
+// check is one login's throttled password check, as a single step: how
+// long it must still wait (its password unchecked), else whether the
+// password is right (the pair's failures forgotten) or wrong (counted;
+// attackStarted as fail says). The check itself is a constant-time
+// comparison of a few bytes, so holding the lock across it costs nothing
+// a login would notice.
+func (t *loginThrottle) check(login, addr string, password func() bool) (wait time.Duration, ok, attackStarted bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if wait := t.wait(login, addr); wait > 0 {
+		return wait, false, false
+	}
+	if password() {
+		t.succeed(login, addr)
+		return 0, true, false
+	}
+	return 0, false, t.fail(login, addr)
 }
