@@ -41,6 +41,9 @@ func TestBadConfigs(t *testing.T) {
 			`:8: a platform on PostgreSQL has no switches of its own`,
 		},
 		"storage-empty.bad.yaml": {`:2: storage.postgres needs dsn_file`},
+		"dsn-url.bad.yaml":       {`:4: storage.postgres.dsn_file must be the path of a file, but its value looks like a connection string`},
+		"dsn-keyvalue.bad.yaml":  {`:3: storage.postgres.dsn_file must be the path of a file`},
+		"dsn-userinfo.bad.yaml":  {`:3: storage.postgres.dsn_file must be the path of a file`},
 		"syntax.bad.yaml":        {`:2: did not find expected ',' or ']'`},
 		"empty.bad.yaml":         {`the config is empty`},
 		"types.bad.yaml": {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -95,5 +97,39 @@ locations:
 	want := fmt.Sprintf("warning: mqtt.tls.key %s %s (mode 0604)", pair.KeyFile, exposed)
 	if r := runCLI(t, "", "check-config", "--config", mq); r.code != 0 || !strings.Contains(r.stderr, want) {
 		t.Errorf("check-config with a 0604 MQTT client key: %+v\nwant %q", r, want)
+	}
+}
+
+// TestDSNPastedAsDSNFile: a connection string pasted where its file's path
+// belongs fails check-config and serve with the key's line, and neither
+// says the password, the host or anything else of the value.
+func TestDSNPastedAsDSNFile(t *testing.T) {
+	dir := t.TempDir()
+	const password = "Pasted-Pw-4f1c9e"
+	for i, dsn := range []string{
+		"postgres://switchbridge:" + password + "@db.example.lan:5432/switchbridge",
+		"'host=db.example.lan user=switchbridge password=" + password + "'",
+	} {
+		path := filepath.Join(dir, fmt.Sprintf("platform-%d.yaml", i))
+		body := fmt.Sprintf("server:\n  listen: %s\n  metrics_listen: \"off\"\ndata_dir: %s\nstorage:\n  postgres:\n    dsn_file: %s\n",
+			freePort(t), filepath.Join(dir, "data"), dsn)
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range []string{"check-config", "serve"} {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			var out, errb bytes.Buffer
+			code := run(ctx, []string{cmd, "--config", path}, strings.NewReader(""), &out, &errb, nil)
+			cancel()
+			want := path + ":7: storage.postgres.dsn_file must be the path of a file"
+			if code != 1 || !strings.Contains(errb.String(), want) {
+				t.Errorf("%s with dsn_file %s: exit %d, stderr %q; want exit 1 and %q", cmd, dsn, code, errb.String(), want)
+			}
+			for _, part := range []string{password, "db.example.lan"} {
+				if strings.Contains(out.String()+errb.String(), part) {
+					t.Errorf("%s repeats %q of the pasted connection string:\n%s%s", cmd, part, out.String(), errb.String())
+				}
+			}
+		}
 	}
 }
