@@ -237,7 +237,7 @@ func TestOpenPostgresRefusesAnotherApplicationsDatabase(t *testing.T) {
 
 // Processes starting at once on an empty database: each opens it, and the
 // schema is made once, each migration by one transaction that also set
-// the version (checked on the newest: update the index name with it).
+// the version (checked on the newest: update the check with it).
 func TestOpenPostgresConcurrentFirstStarts(t *testing.T) {
 	const processes = 4
 	for round := range 3 {
@@ -264,9 +264,11 @@ func TestOpenPostgresConcurrentFirstStarts(t *testing.T) {
 				t.Errorf("round %d, process %d: %v", round, i, err)
 			}
 		}
-		// The newest migration made its index in the transaction that set
-		// the version: no process set a version it had not migrated to.
-		same := pgQuery(t, dsn, `SELECT (SELECT xmin FROM schema_version)::text = (SELECT xmin FROM pg_class WHERE relname = 'changes_location_seq')::text`)
+		// The newest migration dropped its column (a row of pg_attribute
+		// it rewrote) in the transaction that set the version: no process
+		// set a version it had not migrated to.
+		same := pgQuery(t, dsn, `SELECT (SELECT xmin FROM schema_version)::text =
+			(SELECT xmin FROM pg_attribute WHERE attrelid = 'login_sessions'::regclass AND attisdropped)::text`)
 		if !slices.Equal(same, []string{"true"}) {
 			t.Errorf("round %d: the schema version was not set by the transaction of the newest migration", round)
 		}
