@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge/certs/certstest"
+	"github.com/switchbridge/switchbridge/bridge/logtest"
+	"github.com/switchbridge/switchbridge/bridge/oauth"
 )
 
 // TestSecretFilesReadableByOthersWarn: a TLS key and a platform secret
@@ -131,5 +133,51 @@ func TestDSNPastedAsDSNFile(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// capturingTB is the test's testing.TB, except that what it is asked to
+// clean up is kept (to be run by the test) and its errors are recorded,
+// not reported.
+type capturingTB struct {
+	*testing.T
+	cleanups []func()
+	errors   []string
+}
+
+func (c *capturingTB) Cleanup(f func()) { c.cleanups = append(c.cleanups, f) }
+func (c *capturingTB) Errorf(format string, a ...any) {
+	c.errors = append(c.errors, fmt.Sprintf(format, a...))
+}
+
+// TestSecretScanOfAProcess proves the scan of serve's output can fail: a
+// noted secret that serve writes (here planted in the path of a TLS
+// certificate it cannot open, which its error names) is reported when
+// the test ends, with the line and the config of the process.
+func TestSecretScanOfAProcess(t *testing.T) {
+	skipIfEmulated(t)
+	secret := "planted-" + oauth.NewSecret()
+	logtest.NoteSecret(secret)
+	dir := t.TempDir()
+	cfg, _ := writeConfig(t, dir)
+	body, _ := os.ReadFile(cfg)
+	body = bytes.Replace(body, []byte("  metrics_listen: \"off\"\n"),
+		fmt.Appendf(nil, "  metrics_listen: \"off\"\n  tls: {cert_file: %s, key_file: %s}\n", filepath.Join(dir, secret+".pem"), filepath.Join(dir, "k.pem")), 1)
+	if err := os.WriteFile(cfg, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tb := &capturingTB{T: t}
+	p := runServe(tb, cfg, serveOptions{})
+	select {
+	case <-p.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not exit on a certificate file that is not there")
+	}
+	for i := len(tb.cleanups) - 1; i >= 0; i-- {
+		tb.cleanups[i]()
+	}
+	if len(tb.errors) != 1 || !strings.Contains(tb.errors[0], "serve --config "+cfg+" (its log or metrics) logged a secret") ||
+		!strings.Contains(tb.errors[0], logtest.Redact(secret)) {
+		t.Errorf("the scan at the test's end reported %q; want the planted secret, once", tb.errors)
 	}
 }
