@@ -10,7 +10,9 @@ type LoginSession struct {
 	// Password is a digest of the user's password hash at login: a
 	// password changed since ends the session.
 	Password []byte
-	// CSRF is the token the session's forms carry.
+	// CSRF is the token the session's forms carry. It is derived from
+	// the session's cookie (an HMAC under the login pages' signing key)
+	// whenever the session is read, and never stored.
 	CSRF             string
 	Created, Expires time.Time
 }

@@ -41,8 +41,15 @@ func TestBadConfigs(t *testing.T) {
 			`:8: a platform on PostgreSQL has no switches of its own`,
 		},
 		"storage-empty.bad.yaml": {`:2: storage.postgres needs dsn_file`},
-		"syntax.bad.yaml":        {`:2: did not find expected ',' or ']'`},
-		"empty.bad.yaml":         {`the config is empty`},
+		"url-userinfo.bad.yaml": {
+			`:2: server.public_url "https://…@hub.example.net" must be an absolute http(s) URL without user`,
+			`:5: platform.url "http://…@platform.example.net:8080" must be the platform's public URL`,
+		},
+		"dsn-url.bad.yaml":      {`:4: storage.postgres.dsn_file must be the path of a file, but its value looks like a connection string`},
+		"dsn-keyvalue.bad.yaml": {`:3: storage.postgres.dsn_file must be the path of a file`},
+		"dsn-userinfo.bad.yaml": {`:3: storage.postgres.dsn_file must be the path of a file`},
+		"syntax.bad.yaml":       {`:2: did not find expected ',' or ']'`},
+		"empty.bad.yaml":        {`the config is empty`},
 		"types.bad.yaml": {
 			`:1: cannot unmarshal !!seq into string`,
 			`:3: cannot unmarshal !!str ` + "`one`" + ` into int64`,
@@ -71,6 +78,11 @@ func TestBadConfigs(t *testing.T) {
 				if !strings.HasPrefix(line, f) {
 					t.Errorf("problem does not name the file: %q", line)
 				}
+			}
+			// The bad configs' passwords all start so: no problem may
+			// repeat one.
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("a problem repeats a password of the config:\n%s", err)
 			}
 		})
 	}

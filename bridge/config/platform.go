@@ -41,7 +41,7 @@ func (c *Config) validatePlatform(ps *Problems, doc *yaml.Node) {
 	p.URL = strings.TrimRight(p.URL, "/")
 	if u, err := url.Parse(p.URL); p.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
 		u.Path != "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-		ps.Add(line("url"), "platform.url %q must be the platform's public URL: absolute http(s), without path, user, query or fragment", p.URL)
+		ps.Add(line("url"), "platform.url %q must be the platform's public URL: absolute http(s), without path, user, query or fragment", RedactURL(p.URL))
 	}
 	if strings.TrimSpace(p.HubID) == "" {
 		ps.Add(line("hub_id"), "platform.hub_id is required: the id `switchbridge hub add` printed on the platform")

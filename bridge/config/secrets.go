@@ -76,3 +76,22 @@ func ExposedSecrets(files []SecretFile) []Problem {
 	}
 	return out
 }
+
+// RedactURL is a URL as a problem may quote it: its user information
+// (user:password@), parseable or not, replaced by "…@", so a URL written
+// with a password in it is named without the password.
+func RedactURL(s string) string {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	authority := rest
+	if i := strings.IndexAny(rest, "/?#"); i >= 0 {
+		authority = rest[:i]
+	}
+	at := strings.LastIndexByte(authority, '@')
+	if at < 0 {
+		return s
+	}
+	return scheme + "://…@" + rest[at+1:]
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"unicode"
 
 	"gopkg.in/yaml.v3"
 )
@@ -39,6 +40,9 @@ func (c *Config) validateStorage(ps *Problems, doc *yaml.Node) {
 		ps.Add(n, "storage.postgres needs dsn_file: a file holding the PostgreSQL connection string")
 		return
 	}
+	if err := checkDSNPath(c.Storage.Postgres.DSNFile); err != nil {
+		ps.Add(find(doc, "storage", "postgres", "dsn_file"), "%v", err)
+	}
 	if c.Platform != nil {
 		ps.Add(n, "storage.postgres is for a platform: a hub keeps its replica in SQLite in data_dir (remove storage, or platform)")
 	}
@@ -53,10 +57,41 @@ func (c *Config) validateStorage(ps *Problems, doc *yaml.Node) {
 	}
 }
 
+// errNotADSNPath is the problem of a dsn_file that is not a file's path.
+// It never quotes the value: what is there in place of a path is, most
+// likely, the connection string itself, password and all, and this
+// message goes to the terminal, the journal and check-config's output.
+var errNotADSNPath = errors.New("storage.postgres.dsn_file must be the path of a file, but its value looks like a connection string " +
+	"(the value is not repeated here: it may hold a password): put the connection string on the first line of a file " +
+	"only the service can read (chmod 600), set dsn_file to that file's path, and remove the password from this config")
+
+// checkDSNPath refuses a dsn_file value that is not a plausible file
+// path: one that has a URL's scheme ("postgres://…"), key=value pairs
+// ("host=db password=…"), a user:password@host, or whitespace or control
+// characters no path of a config file has. A path could hold most of
+// these on Linux, but none a service's secret file would, and the cost of
+// the mistake is a password in the log.
+func checkDSNPath(p string) error {
+	lower := strings.ToLower(p)
+	switch {
+	case strings.Contains(p, "://"), strings.HasPrefix(lower, "postgres:"), strings.HasPrefix(lower, "postgresql:"),
+		strings.Contains(p, "="),
+		strings.Contains(p, "@") && strings.Contains(p, ":"),
+		strings.IndexFunc(p, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		return errNotADSNPath
+	}
+	return nil
+}
+
 // ReadDSN reads storage.postgres.dsn_file: the connection string, its
 // first line with surrounding space trimmed. Errors name the file, never
-// its contents.
+// its contents; a dsn_file that is no path (migrate-storage's
+// --to-dsn-file is not validated with the config) is refused without
+// being quoted.
 func (p *Postgres) ReadDSN() (string, error) {
+	if err := checkDSNPath(p.DSNFile); err != nil {
+		return "", err
+	}
 	b, err := os.ReadFile(p.DSNFile)
 	if err != nil {
 		return "", fmt.Errorf("storage.postgres.dsn_file: %w", err)

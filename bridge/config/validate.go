@@ -39,7 +39,7 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 	if c.Server.PublicURL != "" {
 		u, err := url.Parse(c.Server.PublicURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
-			ps.Add(line("server", "public_url"), "server.public_url %q must be an absolute http(s) URL without user, query or fragment", c.Server.PublicURL)
+			ps.Add(line("server", "public_url"), "server.public_url %q must be an absolute http(s) URL without user, query or fragment", RedactURL(c.Server.PublicURL))
 		} else if u.Path != "" {
 			// The pages, cookies and redirects live at /oauth/ and /api/;
 			// a reverse proxy must map the hub at the root of a host.

@@ -263,7 +263,10 @@ func startBrowserTestHub(t *testing.T) *daemon.Daemon {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logtest.Buffer{}
+	// Scanned for the tests' secrets (the demo user's password among them)
+	// once the Cleanup below stopped the hub.
+	logtest.NoteSecret("demo-secret")
+	logs := logtest.Watched(t, "the browser test's hub")
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
 	d, err := daemon.Open(ctx, cfg, builtin.Registry(), logger)

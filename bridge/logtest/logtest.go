@@ -1,5 +1,7 @@
 // Package logtest gives tests somewhere to send a log, or a process's
-// stderr, that they can read while the code under test still writes to it.
+// stderr, that they can read while the code under test still writes to it,
+// and checks at a test's end that no log holds a secret the tests made or
+// were handed (NoteSecret, Watch).
 package logtest
 
 import (

@@ -32,8 +32,9 @@ import (
 // one address are one platform: a login form rendered by one is accepted
 // by another, a session started through one is live at all of them, and a
 // logout through one ends it everywhere. A session is stored by the hash
-// of its cookie, so reading the database gives no one a login; it also
-// survives a restart.
+// of its cookie, so reading the database gives no one a login; its forms'
+// CSRF token is an HMAC of the cookie, stored nowhere. It also survives a
+// restart.
 const (
 	sessionCookie   = "switchbridge_session"
 	flashCookie     = "switchbridge_flash"
@@ -173,7 +174,20 @@ func (s *sessions) get(r *http.Request, secure bool) (string, *bridge.LoginSessi
 	if !s.now().Before(sess.Expires) {
 		return "", nil, nil
 	}
+	if sess.CSRF, err = s.csrf(r.Context(), id); err != nil {
+		return "", nil, err
+	}
 	return id, sess, nil
+}
+
+// csrf is the CSRF token of the forms of the session id: an HMAC of the
+// session's cookie under the signing key, so that, like the cookie, it is
+// never stored and reading the database gives no one a form that passes.
+// It is a session's for its whole life, at every process. Sessions
+// started before tokens were derived (migration 0017) stay logged in; a
+// form they had open is refused once, as expired, and works reloaded.
+func (s *sessions) csrf(ctx context.Context, id string) (string, error) {
+	return s.key.mac(ctx, "session-csrf", id)
 }
 
 // loginCSRF returns the CSRF token of the login form for this visitor,
@@ -218,7 +232,11 @@ func wellFormedSecret(v string) bool {
 func (s *sessions) start(ctx context.Context, old string, user *bridge.User) (string, *bridge.LoginSession, error) {
 	id := NewSecret()
 	now := s.now()
-	sess := &bridge.LoginSession{UserID: user.ID, Password: passwordDigest(user.PasswordHash), CSRF: NewSecret(),
+	csrf, err := s.csrf(ctx, id)
+	if err != nil {
+		return "", nil, err
+	}
+	sess := &bridge.LoginSession{UserID: user.ID, Password: passwordDigest(user.PasswordHash), CSRF: csrf,
 		Created: now, Expires: now.Add(sessionLifetime)}
 	var replaced []byte
 	if old != "" {

@@ -17,7 +17,8 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 )
 
-// StartLoginSession stores s under hash, the hash of its cookie. In the
+// StartLoginSession stores s under hash, the hash of its cookie (not
+// s.CSRF, which the caller derives from the cookie). In the
 // same transaction it ends the session whose hash is replaced (when not
 // nil: a login replaces the visitor's cookie), drops sessions expired at
 // s.Created, and makes room: the user's oldest sessions go until fewer
@@ -43,8 +44,8 @@ func (db *DB) StartLoginSession(ctx context.Context, hash []byte, s bridge.Login
 	if err := dropOldest(ctx, tx, ``, total); err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO login_sessions (hash, user_id, password, csrf, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?)`, hash, s.UserID, s.Password, s.CSRF, unix(s.Created), unix(s.Expires))
+	_, err = tx.ExecContext(ctx, `INSERT INTO login_sessions (hash, user_id, password, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?)`, hash, s.UserID, s.Password, unix(s.Created), unix(s.Expires))
 	if isForeignKey(err) {
 		return bridge.Errorf(bridge.ENOTFOUND, "no user with id %d", s.UserID)
 	}
@@ -70,12 +71,13 @@ func dropOldest(ctx context.Context, tx *sql.Tx, where string, limit int, args .
 }
 
 // LoginSession returns the session stored under hash, expired or not (the
-// caller knows the time); ENOTFOUND when there is none.
+// caller knows the time), without its CSRF token; ENOTFOUND when there is
+// none.
 func (db *DB) LoginSession(ctx context.Context, hash []byte) (*bridge.LoginSession, error) {
 	var s bridge.LoginSession
 	var created, expires int64
-	err := db.db.QueryRowContext(ctx, `SELECT user_id, password, csrf, created_at, expires_at FROM login_sessions WHERE hash = ?`, hash).
-		Scan(&s.UserID, &s.Password, &s.CSRF, &created, &expires)
+	err := db.db.QueryRowContext(ctx, `SELECT user_id, password, created_at, expires_at FROM login_sessions WHERE hash = ?`, hash).
+		Scan(&s.UserID, &s.Password, &created, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, bridge.Errorf(bridge.ENOTFOUND, "no such login session")
 	}

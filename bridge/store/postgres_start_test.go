@@ -237,7 +237,7 @@ func TestOpenPostgresRefusesAnotherApplicationsDatabase(t *testing.T) {
 
 // Processes starting at once on an empty database: each opens it, and the
 // schema is made once, each migration by one transaction that also set
-// the version (checked on the newest: update the index name with it).
+// the version (checked on the newest: update the check with it).
 func TestOpenPostgresConcurrentFirstStarts(t *testing.T) {
 	const processes = 4
 	for round := range 3 {

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,6 +18,9 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/config/configtest"
+	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/logtest"
+	"github.com/switchbridge/switchbridge/bridge/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store/pgtest"
 )
 
@@ -32,9 +37,54 @@ func TestMain(m *testing.M) {
 	}
 	// No test may ask the network's name servers about a listen host.
 	config.Resolver = configtest.Hosts{}
+	// Every secret the tests send to a daemon or get from one (or from an
+	// admin command, runCLI) is looked for in the daemons' logs when each
+	// test ends (logtest.Watch in runServe and daemontest).
+	daemontest.RecordSecrets()
 	code := m.Run()
 	pgtest.StopShared()
+	if testing.Verbose() {
+		fmt.Printf("secret scan: %d secrets looked for in %d logs (%d bytes)\n",
+			logtest.SecretsNoted(), logtest.Scanned.Logs.Load(), logtest.Scanned.Bytes.Load())
+	}
 	os.Exit(code)
+}
+
+// cliSecret finds the secrets the admin commands print: an app's client
+// secret, a hub's secret, an installation's API token.
+var cliSecret = regexp.MustCompile(`(?m)^(?:client_secret|secret|API token):\s+(\S+)$`)
+
+// noteCLISecrets notes the secrets an admin command was given (a
+// password on stdin) or printed, as text or as --json.
+func noteCLISecrets(stdin, stdout string) {
+	for line := range strings.Lines(stdin) {
+		logtest.NoteSecret(strings.TrimRight(line, "\r\n"))
+	}
+	for _, m := range cliSecret.FindAllStringSubmatch(stdout, -1) {
+		logtest.NoteSecret(m[1])
+	}
+	daemontest.NoteJSONSecrets([]byte(stdout))
+}
+
+// dsnPassword finds the password of a DSN URL, parseable or not.
+var dsnPassword = regexp.MustCompile(`^postgres(?:ql)?://[^:/@]*:([^@]+)@`)
+
+// withPassword is dsn with a password, noted as a secret no log may hold:
+// its own, or when it has none a new one (the tests' PostgreSQL trusts
+// loopback and ignores it).
+func withPassword(dsn string) string {
+	if m := dsnPassword.FindStringSubmatch(dsn); m != nil {
+		logtest.NoteSecret(m[1])
+		return dsn
+	}
+	u, err := url.Parse(dsn)
+	if err != nil || u.User == nil {
+		return dsn
+	}
+	pw := "pg-" + oauth.NewSecret()
+	u.User = url.UserPassword(u.User.Username(), pw)
+	logtest.NoteSecret(pw)
+	return u.String()
 }
 
 // skipIfEmulated skips a test that runs this test binary as a real
@@ -86,6 +136,7 @@ func runCLI(t *testing.T, stdin string, args ...string) result {
 	t.Helper()
 	var out, errb bytes.Buffer
 	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errb, nil)
+	noteCLISecrets(stdin, out.String())
 	return result{code, out.String(), errb.String()}
 }
 

@@ -20,7 +20,7 @@ func writePostgresConfig(t *testing.T, dir, dsn string) (cfg, addr string) {
 	t.Helper()
 	addr = freePort(t)
 	dsnFile := filepath.Join(dir, "pg.dsn")
-	writeFile(t, dsnFile, dsn+"\n")
+	writeFile(t, dsnFile, withPassword(dsn)+"\n")
 	cfg = filepath.Join(dir, "postgres.yaml")
 	writeFile(t, cfg, fmt.Sprintf(`server:
   listen: %s

@@ -78,7 +78,7 @@ func startPGPlatform(t *testing.T, dsn string) *pgPlatform {
 	skipIfEmulated(t)
 	m := &multiHub{t: t, dir: t.TempDir(), hubs: map[string]*node{}}
 	dsnFile := filepath.Join(m.dir, "pg.dsn")
-	writeFile(t, dsnFile, dsn+"\n")
+	writeFile(t, dsnFile, withPassword(dsn)+"\n")
 	p := &pgPlatform{multiHub: m, dsn: dsn}
 	var addrs []string
 	for i := range 2 {

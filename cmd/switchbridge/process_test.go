@@ -6,7 +6,9 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"regexp"
@@ -128,17 +130,39 @@ func runServe(t testing.TB, cfg string, o serveOptions) *daemonProcess {
 	}
 	cmd := exec.Command(exe, "serve", "--config", cfg)
 	cmd.Env = append(append(os.Environ(), "SWITCHBRIDGE_RUN_MAIN=1"), o.env...)
-	p := &daemonProcess{cmd: cmd, stderr: &logtest.Buffer{}, done: make(chan struct{})}
+	// The log is scanned for the tests' secrets when the test ends, after
+	// the process is killed (the Cleanup below runs first).
+	p := &daemonProcess{cmd: cmd, stderr: logtest.Watched(t, "serve --config "+cfg+" (its log or metrics)"), done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	go func() { p.err = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
+		p.scrapeMetrics()
 		cmd.Process.Kill()
 		<-p.done
 	})
 	return p
+}
+
+// scrapeMetrics adds the metrics of a daemon still running to its log, for
+// the scan.
+func (p *daemonProcess) scrapeMetrics() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	if p.metrics == "" || p.metrics == "off" {
+		return
+	}
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + p.metrics + "/metrics")
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	io.Copy(p.stderr, resp.Body)
 }
 
 // waitReady waits until the daemon logs that it is ready, and notes where

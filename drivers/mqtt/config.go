@@ -236,13 +236,13 @@ func checkSettings(n *yaml.Node) (Settings, error) {
 	default:
 		u, err := url.Parse(s.Broker)
 		if err != nil || u.Host == "" {
-			ps.Add(at("broker"), "mqtt.broker %q is not a URL like tcp://host:1883 (or embedded)", s.Broker)
+			ps.Add(at("broker"), "mqtt.broker %q is not a URL like tcp://host:1883 (or embedded)", config.RedactURL(s.Broker))
 			break
 		}
 		switch u.Scheme {
 		case "tcp", "ssl", "ws", "wss":
 		default:
-			ps.Add(at("broker"), "mqtt.broker %q: the scheme must be tcp, ssl, ws or wss", s.Broker)
+			ps.Add(at("broker"), "mqtt.broker %q: the scheme must be tcp, ssl, ws or wss", config.RedactURL(s.Broker))
 		}
 		if u.User != nil {
 			ps.Add(at("broker"), "mqtt.broker: put credentials in mqtt.username and mqtt.password, not in the URL")

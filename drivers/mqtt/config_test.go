@@ -44,6 +44,10 @@ func TestConfigProblems(t *testing.T) {
 			[]string{"hub.yaml:3: mqtt.broker \"http://h:1883\": the scheme must be tcp, ssl, ws or wss"}},
 		{"credentials in url", "broker: tcp://u:p@h:1883", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
 			[]string{"not in the URL"}},
+		{"credentials in url of another scheme", "broker: mqtt://u:hunter2-mqtt@h:1883", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
+			[]string{`hub.yaml:3: mqtt.broker "mqtt://…@h:1883": the scheme must be tcp, ssl, ws or wss`, "not in the URL"}},
+		{"credentials in a url that does not parse", "broker: \"tcp://u:hunter2-%zz@h:1883\"", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
+			[]string{`hub.yaml:3: mqtt.broker "tcp://…@h:1883" is not a URL`}},
 		{"tls without ssl", ok + "\ntls: {ca: ca.pem}", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
 			[]string{"hub.yaml:4: mqtt.tls is only used with ssl://"}},
 		{"cert without key", "broker: ssl://h:8883\ntls: {cert: c.pem}", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
@@ -140,6 +144,9 @@ func TestConfigProblems(t *testing.T) {
 				if !strings.Contains(got, w) {
 					t.Errorf("problems:\n%s\nwant one containing %q\nconfig:\n%s", got, w, cfg)
 				}
+			}
+			if strings.Contains(got, "hunter2") {
+				t.Errorf("the problems repeat a password of the config:\n%s", got)
 			}
 		})
 	}

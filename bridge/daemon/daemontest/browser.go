@@ -47,16 +47,12 @@ func (h *Harness) NewBrowser(opts ...BrowserOption) *Browser {
 	jar, _ := cookiejar.New(nil)
 	rt := h.Client.Transport // nil: http.DefaultTransport
 	if len(opts) > 0 {
-		base, ok := rt.(*http.Transport)
-		if !ok {
-			base = http.DefaultTransport.(*http.Transport)
-		}
-		t := base.Clone()
+		t := transportOf(rt).Clone()
 		extra := http.Header{}
 		for _, o := range opts {
 			o(t, extra)
 		}
-		rt = headerAdder{t, extra}
+		rt = SecretRecorder{headerAdder{t, extra}}
 	}
 	return &Browser{hub: h, Client: &http.Client{
 		Jar:           jar,

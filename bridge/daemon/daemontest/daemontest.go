@@ -12,6 +12,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/certs/certstest"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/daemon"
+	"github.com/switchbridge/switchbridge/bridge/logtest"
 	"github.com/switchbridge/switchbridge/drivers"
 	"github.com/switchbridge/switchbridge/drivers/builtin"
 )
@@ -35,9 +37,10 @@ type Harness struct {
 	// that trusts the hub's test CA when it serves TLS.
 	Client *http.Client
 
-	tb   testing.TB
-	stop context.CancelFunc
-	done chan error
+	tb      testing.TB
+	stop    context.CancelFunc
+	done    chan error
+	watched *logtest.Buffer // the log scanned for secrets; nil for benchmarks
 }
 
 // Options are what a test may change of the config StartWith writes and
@@ -106,12 +109,25 @@ func StartWith(tb testing.TB, o Options) *Harness {
 	if err != nil {
 		tb.Fatalf("config: %v", err)
 	}
-	d, err := daemon.Open(context.Background(), cfg, o.Registry, o.Logger)
+	// A test's hub logs everything, debug included, to a log scanned for
+	// the test's secrets once the hub has stopped (logtest.Watch, before
+	// the Cleanup that stops it). Benchmarks keep the log they ask for.
+	logger := o.Logger
+	var watched *logtest.Buffer
+	if _, bench := tb.(*testing.B); !bench {
+		watched = logtest.Watched(tb, "the hub (its log or metrics)")
+		var h slog.Handler = slog.NewTextHandler(watched, &slog.HandlerOptions{Level: slog.LevelDebug})
+		if logger != nil {
+			h = slog.NewMultiHandler(logger.Handler(), h)
+		}
+		logger = slog.New(h)
+	}
+	d, err := daemon.Open(context.Background(), cfg, o.Registry, logger)
 	if err != nil {
 		tb.Fatalf("daemon.Open: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := &Harness{Daemon: d, URL: d.PublicURL(), DataDir: o.DataDir, Client: http.DefaultClient, tb: tb, stop: cancel, done: make(chan error, 1)}
+	h := &Harness{Daemon: d, URL: d.PublicURL(), DataDir: o.DataDir, Client: http.DefaultClient, tb: tb, stop: cancel, done: make(chan error, 1), watched: watched}
 	if o.Roots != nil {
 		h.Client = TLSClient(o.Roots)
 	}
@@ -132,6 +148,13 @@ func (h *Harness) Stop() {
 	if h.stop == nil {
 		return
 	}
+	if a := h.Daemon.MetricsAddr(); a != nil && h.watched != nil {
+		// The metrics as they are at the end, scanned with the log.
+		if resp, err := http.Get("http://" + a.String() + "/metrics"); err == nil {
+			io.Copy(h.watched, resp.Body)
+			resp.Body.Close()
+		}
+	}
 	h.stop()
 	h.stop = nil
 	if err := <-h.done; err != nil {
@@ -144,5 +167,5 @@ func (h *Harness) Stop() {
 
 // TLSClient is a client that trusts roots only.
 func TLSClient(roots *x509.CertPool) *http.Client {
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	return &http.Client{Timeout: 30 * time.Second, Transport: SecretRecorder{&http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}}
 }

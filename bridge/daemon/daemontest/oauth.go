@@ -14,12 +14,14 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/logtest"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
 )
 
 // AddUser creates a user who belongs to the given locations.
 func (h *Harness) AddUser(tb testing.TB, name, password string, locations ...int64) *bridge.User {
 	tb.Helper()
+	logtest.NoteSecret(password)
 	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.MinCost)
 	if err != nil {
 		tb.Fatal(err)
@@ -41,6 +43,7 @@ type App struct {
 func (h *Harness) AddApp(tb testing.TB, owner *bridge.User, published bool, redirectURIs ...string) App {
 	tb.Helper()
 	a := App{ClientID: oauth.NewClientID(), Secret: oauth.NewSecret(), RedirectURIs: redirectURIs}
+	logtest.NoteSecret(a.Secret)
 	err := h.Store.CreateApp(context.Background(), &bridge.App{
 		ClientID: a.ClientID, Name: "Test app", SecretHash: oauth.Hash(a.Secret),
 		RedirectURIs: redirectURIs, OwnerID: owner.ID, Published: published,
