@@ -72,10 +72,11 @@ type Follower struct {
 	// polled: a poll was answered since the session started.
 	polled atomic.Bool
 	// accepted is the platform's last LocationsHeader the replica follows.
-	accepted atomic.Pointer[string]
-	usage    usageReports // uses not yet reported (usage.go)
-	up       atomic.Bool
-	syncedAt atomic.Int64 // unix ms of the platform's last answer
+	accepted  atomic.Pointer[string]
+	usage     usageReports  // uses not yet reported (usage.go)
+	usageKick chan struct{} // uses to report, or the link came up
+	up        atomic.Bool
+	syncedAt  atomic.Int64 // unix ms of the platform's last answer
 	// refused is the platform's last refusal of the inventory or the
 	// credentials, "" while the link is fine.
 	mu      sync.Mutex
@@ -109,7 +110,7 @@ func NewFollower(platformURL, hubID, secret string, st ReplicaStore, logger *slo
 	var inst [8]byte
 	crand.Read(inst[:])
 	h := &Follower{platform: u, hubID: hubID, secret: secret, instance: hex.EncodeToString(inst[:]), store: st, logger: logger,
-		reported: make(chan struct{}, 1), kick: make(chan struct{}, 1), client: newClient()}
+		reported: make(chan struct{}, 1), kick: make(chan struct{}, 1), usageKick: make(chan struct{}, 1), client: newClient()}
 	if s, err := st.ReplicaState(context.Background()); err == nil && s.Synced {
 		h.syncedAt.Store(s.SyncedAt.UnixMilli())
 	}
@@ -216,6 +217,9 @@ func (h *Follower) Register(reg prometheus.Registerer) error {
 // changes; after any break, back off and start again from the stored
 // cursor.
 func (h *Follower) Run(ctx context.Context) {
+	reporting := make(chan struct{})
+	defer func() { <-reporting }()
+	go func() { defer close(reporting); h.reportUsageWhileRunning(ctx) }()
 	backoff := minBackoff
 	var restarting time.Time // until when the platform is called again quickly
 	for ctx.Err() == nil {
@@ -319,7 +323,7 @@ func (h *Follower) session(ctx context.Context) error {
 	}
 	h.up.Store(true)
 	h.logger.Info("platform link up", "platform", h.platform.String(), "hub", h.hubID)
-	h.reportUsage(ctx) // what was used while the link was down
+	h.kickUsage() // what was used while the link was down
 	for ctx.Err() == nil {
 		select {
 		case <-h.reported:
@@ -343,8 +347,6 @@ func (h *Follower) session(ctx context.Context) error {
 			}
 			continue
 		}
-		// Uses a failed report kept go out between polls.
-		h.reportUsage(ctx)
 		err = h.poll(ctx, st)
 		var se *statusError
 		if errors.As(err, &se) && se.Status == http.StatusGone && !se.Removed {

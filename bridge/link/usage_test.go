@@ -2,10 +2,12 @@ package link_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,5 +88,56 @@ func TestHubReportsUsage(t *testing.T) {
 			t.Fatal("the use made while the platform was away never reached it")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestUsageReportsMergeOnASlowLink: a usage report the platform does not
+// answer is not in the way of the link (the hub keeps following the
+// changes while it hangs) and the uses noted meanwhile go out with it,
+// merged, once the platform answers again.
+func TestUsageReportsMergeOnASlowLink(t *testing.T) {
+	ctx := context.Background()
+	pl := newPlatform(t)
+	var hanging atomic.Int32 // usage reports held now
+	var hang atomic.Bool
+	hang.Store(true)
+	inner := pl.srv.Config.Handler
+	pl.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == link.UsagePath && hang.Load() {
+			hanging.Add(1)
+			defer hanging.Add(-1)
+			io.Copy(io.Discard, r.Body) // then the server hears the hub go
+			<-r.Context().Done()        // the hub gives up
+			return
+		}
+		inner.ServeHTTP(w, r)
+	})
+	hub := startHub(t, pl, "h1", 10)
+	first := pl.install(t, 10, "first-token")
+	second := pl.installApp(t, "c2", 10, "second-token")
+	gone := pl.installApp(t, "c3", 10, "gone-token")
+	waitUntil(t, "the installations reach the hub", func() bool { return hub.has(first.ID) && hub.has(second.ID) && hub.has(gone.ID) })
+
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	hub.h.MarkUsed(ctx, map[string]time.Time{first.ID: at})
+	waitUntil(t, "the report reaches the platform, which holds it", func() bool { return hanging.Load() > 0 })
+	hub.h.MarkUsed(ctx, map[string]time.Time{second.ID: at})
+	if err := pl.db.Uninstall(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "an uninstall reaches the hub while its usage report hangs", func() bool { return !hub.has(gone.ID) })
+	if !lastUsed(t, pl, first.ID).IsZero() {
+		t.Fatal("a use recorded while the platform held every report: the check below proves nothing")
+	}
+	hang.Store(false)
+	deadline := time.Now().Add(30 * time.Second)
+	for !lastUsed(t, pl, first.ID).Equal(at) || !lastUsed(t, pl, second.ID).Equal(at) {
+		if time.Now().After(deadline) {
+			t.Fatalf("uses noted while the platform held the reports: %v, %v, want both %v", lastUsed(t, pl, first.ID), lastUsed(t, pl, second.ID), at)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !hub.h.Up() {
+		t.Error("the link went down over a usage report")
 	}
 }
