@@ -67,8 +67,16 @@ type Follower struct {
 	// heartbeats: the platform said (at the last inventory) that it sends
 	// 102 Processing on long polls.
 	heartbeats atomic.Bool
+	// beatAtOnce: the platform said it sends the first 102 as soon as it
+	// accepts a poll, so that one measures a round trip.
+	beatAtOnce atomic.Bool
 	// beatsHeard: a heartbeat reached this hub, and none was missed since.
 	beatsHeard atomic.Bool
+	// pollHeard: the platform was heard on the current poll (a heartbeat
+	// or the answer).
+	pollHeard atomic.Bool
+	// rtt is the link's round-trip estimate (rtt.go).
+	rtt rttEstimate
 	// polled: a poll was answered since the session started.
 	polled atomic.Bool
 	// accepted is the platform's last LocationsHeader the replica follows.
@@ -95,6 +103,10 @@ type Follower struct {
 	syncing   chan struct{} // closed when the sync in flight ends; nil when none
 	syncStart time.Time     // when the last sync started
 	syncOK    bool          // whether the last sync applied
+	// syncWaiters counts the callers of SyncNow waiting on a sync.
+	syncWaiters atomic.Int32
+	// syncs counts the syncs on a miss by outcome (metrics).
+	syncs *prometheus.CounterVec
 }
 
 // NewFollower returns the hub's side of the link to the platform at platformURL,
@@ -111,6 +123,12 @@ func NewFollower(platformURL, hubID, secret string, st ReplicaStore, logger *slo
 	crand.Read(inst[:])
 	h := &Follower{platform: u, hubID: hubID, secret: secret, instance: hex.EncodeToString(inst[:]), store: st, logger: logger,
 		reported: make(chan struct{}, 1), kick: make(chan struct{}, 1), usageKick: make(chan struct{}, 1), client: newClient()}
+	h.syncs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchbridge_platform_link_syncs_total",
+		Help: "Syncs of the replica on a miss (a token or installation it does not hold), by outcome: applied, failed (the platform slower than the deadline, or unreachable), link_down (none tried)."},
+		[]string{"outcome"})
+	for _, o := range []string{"applied", "failed", "link_down"} {
+		h.syncs.WithLabelValues(o)
+	}
 	if s, err := st.ReplicaState(context.Background()); err == nil && s.Synced {
 		h.syncedAt.Store(s.SyncedAt.UnixMilli())
 	}
@@ -301,6 +319,7 @@ func (h *Follower) Run(ctx context.Context) {
 // again every inventoryRetry and after every reload.
 func (h *Follower) session(ctx context.Context) error {
 	var retryAt time.Time // when to report a refused inventory again; zero when accepted
+	retried := false      // the last poll failed and was tried again
 	report := func() error {
 		err := h.putInventory(ctx)
 		var se *statusError
@@ -348,7 +367,31 @@ func (h *Follower) session(ctx context.Context) error {
 			continue
 		}
 		err = h.poll(ctx, st)
+		var silence *silenceError
+		if errors.As(err, &silence) && silence.heard {
+			retried = false // the platform was heard since the last retry
+		}
 		var se *statusError
+		if err != nil && ctx.Err() == nil && !errors.As(err, &se) {
+			// A late heartbeat, a connection cut: one more poll on a
+			// fresh connection before the link counts as down. A slow
+			// or lossy link costs a poll, not a flap.
+			if !retried {
+				retried = true
+				h.client.CloseIdleConnections()
+				h.logger.Info("a long poll failed: polling again on a fresh connection", "err", err)
+				continue
+			}
+			if silence != nil {
+				// Heard again before the watchdog is armed on the next
+				// session's first poll.
+				h.beatsHeard.Store(false)
+			}
+			return err
+		}
+		if err == nil {
+			retried = false
+		}
 		if errors.As(err, &se) && se.Status == http.StatusGone && !se.Removed {
 			h.logger.Info("the platform no longer has the changes after the replica's cursor: fetching a snapshot", "cursor", st.Cursor)
 			if err := h.snapshot(ctx, st); err != nil {
