@@ -223,6 +223,18 @@ func (h *Follower) Register(reg prometheus.Registerer) error {
 				}
 				return 0
 			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchbridge_platform_link_rtt_seconds",
+			Help: "The hub's smoothed round-trip estimate of its link to the platform (RFC 6298 SRTT), from which its deadlines follow; -1 before the first sample."},
+			func() float64 {
+				if srtt, _, ok := h.rtt.smoothed(); ok {
+					return srtt.Seconds()
+				}
+				return -1
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchbridge_platform_replica_tombstones",
+			Help: "Tombstones the hub keeps of installations and tokens the platform deleted, refused 401 without asking it; -1 when they cannot be read."},
+			h.tombstones),
+		h.syncs,
 	} {
 		if err := reg.Register(c); err != nil {
 			return err
@@ -410,4 +422,24 @@ func (h *Follower) setRefused(s string) {
 	h.mu.Lock()
 	h.refused = s
 	h.mu.Unlock()
+}
+
+// tombstoneCounter is a replica store that counts its tombstones.
+type tombstoneCounter interface {
+	Tombstones(ctx context.Context) (int, error)
+}
+
+// tombstones reads how many tombstones the replica keeps, for a scrape.
+func (h *Follower) tombstones() float64 {
+	tc, ok := h.store.(tombstoneCounter)
+	if !ok {
+		return -1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, err := tc.Tombstones(ctx)
+	if err != nil {
+		return -1
+	}
+	return float64(n)
 }

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
@@ -140,4 +143,64 @@ func TestUsageReportsMergeOnASlowLink(t *testing.T) {
 	if !hub.h.Up() {
 		t.Error("the link went down over a usage report")
 	}
+}
+
+// TestLinkMetrics: the hub shows its round-trip estimate, its syncs on a
+// miss by outcome and the tombstones it keeps.
+func TestLinkMetrics(t *testing.T) {
+	ctx := context.Background()
+	pl := newPlatform(t)
+	pl.p.WakeInterval = time.Hour // a poll brings changes at its end only: a miss syncs
+	hub := startHub(t, pl, "h1", 10)
+	reg := prometheus.NewPedanticRegistry()
+	if err := hub.h.Register(reg); err != nil {
+		t.Fatal(err)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+	value := func(name string, labels ...string) float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				if len(labels) == 0 || (len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == labels[0]) {
+					if m.GetCounter() != nil {
+						return m.GetCounter().GetValue()
+					}
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+		t.Fatalf("no %s %v", name, labels)
+		return 0
+	}
+	// The inventory the link came up with is a round trip.
+	if rtt := value("switchbridge_platform_link_rtt_seconds"); rtt < 0 {
+		t.Errorf("rtt %v after the link came up, want an estimate", rtt)
+	}
+	waitUntil(t, "the hub's first snapshot", func() bool {
+		st, err := hub.db.ReplicaState(ctx)
+		return err == nil && st.Synced
+	})
+	in := pl.install(t, 10, "a-token")
+	applied := value("switchbridge_platform_link_syncs_total", "applied")
+	if _, err := hub.auth.Authorize(ctx, "a-token", in.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := value("switchbridge_platform_link_syncs_total", "applied"); got != applied+1 {
+		t.Errorf("syncs applied %v → %v after a miss", applied, got)
+	}
+	if n := value("switchbridge_platform_replica_tombstones"); n != 0 {
+		t.Errorf("%v tombstones before any deletion", n)
+	}
+	if err := pl.db.Uninstall(ctx, in.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the uninstall reaches the hub and leaves a tombstone", func() bool { return value("switchbridge_platform_replica_tombstones") >= 1 && !hub.has(in.ID) })
 }
