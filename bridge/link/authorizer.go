@@ -23,7 +23,10 @@ import (
 // ago, and a 401 or 404 would tell the client it is gone for good. A miss
 // the sync settled is what a single daemon answers: 401 invalid_token for
 // a token the hub does not know (an installation deleted at the platform,
-// another hub's), 403 for a token of another installation.
+// another hub's), 403 for a token of another installation. A miss the
+// replica's tombstones settle (an installation or a token the platform
+// deleted from it) is answered so at once, without a sync: a revoked
+// token is refused however slow or down the link.
 type Authorizer struct {
 	// Sync brings the replica up to date now; it reports whether it did.
 	Sync func(ctx context.Context) bool
@@ -45,6 +48,11 @@ type ReplicaSource interface {
 	// Installation returns ENOTFOUND when the hub holds no such
 	// installation.
 	Installation(ctx context.Context, id string) (*bridge.Installation, error)
+	// InstallationGone and TokenGone read the replica's tombstones: what
+	// the platform deleted from it within the time a token of it could
+	// live, and has not sent again.
+	InstallationGone(ctx context.Context, id string) (bool, error)
+	TokenGone(ctx context.Context, hash []byte) (bool, error)
 }
 
 // NewAuthorizer returns the hub's token check over its replica.
@@ -69,25 +77,41 @@ func (a *Authorizer) Authorize(ctx context.Context, token, installationID string
 	}
 	for {
 		_, err := a.src.Installation(ctx, installationID)
-		if bridge.ErrorCode(err) == bridge.ENOTFOUND && sync() {
-			continue
-		}
 		if err != nil && bridge.ErrorCode(err) != bridge.ENOTFOUND {
 			return nil, err
 		}
 		missing := err != nil
+		// gone: a miss the replica's tombstones settle, whatever the
+		// link's state. Read after the miss: a tombstone that the same
+		// batch removed (the record sent again) is not found then, and
+		// the miss syncs as any other.
+		gone := false
+		if missing {
+			if gone, err = a.src.InstallationGone(ctx, installationID); err != nil {
+				return nil, err
+			}
+			if !gone && sync() {
+				continue
+			}
+		}
 		g, err := a.check.Authorize(ctx, token, installationID)
 		// A miss is what the check's own read found. A second read may
 		// find the token the long poll applied in between, and the
 		// check's refusal would stand: a 401 for a token the platform
 		// issued a moment ago.
 		if errors.Is(err, bridge.ErrTokenUnknown) && len(token) <= maxTokenLen {
-			if sync() {
+			if !gone {
+				var gerr error
+				if gone, gerr = a.src.TokenGone(ctx, oauth.Hash(token)); gerr != nil {
+					return nil, gerr
+				}
+			}
+			if !gone && sync() {
 				continue
 			}
 			missing = true
 		}
-		if err != nil && missing && unconfirmed() {
+		if err != nil && missing && !gone && unconfirmed() {
 			return nil, &bridge.Error{Code: bridge.EUNAVAILABLE, RetryAfter: unconfirmedRetry,
 				Message: "this hub cannot confirm the token yet: its link to the platform is down or slow; try again shortly"}
 		}

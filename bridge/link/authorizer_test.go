@@ -80,3 +80,90 @@ func TestTokenArrivingDuringTheCheck(t *testing.T) {
 		t.Errorf("a token unknown after a sync: %v after %d syncs, want unauthorized after 1", err, syncs)
 	}
 }
+
+// TestTombstonesRefuseWithoutASync: what the platform deleted from the
+// replica (an uninstall, a token deleted, a location handed to another
+// hub) is refused 401 at once, without a sync, while the link is down,
+// also after a restart; a token the hub never saw stays 503 with a
+// Retry-After; a record the platform sends again is served again.
+func TestTombstonesRefuseWithoutASync(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := store.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { db.Close() }()
+	now := time.Now()
+	inst := func(id string, loc int64) bridge.ReplicaInstallation {
+		return bridge.ReplicaInstallation{ID: id, ClientID: "c", UserID: 1, LocationID: loc, SwitchIDs: []string{"s"}, Member: true, UpdatedAt: now}
+	}
+	tok := func(token, inst string) bridge.ReplicaToken {
+		return bridge.ReplicaToken{Hash: oauth.Hash(token), InstallationID: inst, ExpiresAt: now.Add(time.Hour)}
+	}
+	uninstalled, kept, handed := inst("uninstalled", 10), inst("kept", 10), inst("handed-over", 20)
+	if err := db.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 1, Snapshot: true,
+		Installations: []bridge.ReplicaInstallation{uninstalled, kept, handed},
+		Tokens:        []bridge.ReplicaToken{tok("token-u", "uninstalled"), tok("token-d", "kept"), tok("token-k", "kept"), tok("token-h", "handed-over")}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 2, DeletedInstallations: []string{"uninstalled"}, DeletedTokens: [][]byte{oauth.Hash("token-d")}}, now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.RetainReplicaLocations(ctx, []int64{10}); err != nil {
+		t.Fatal(err)
+	}
+
+	syncs := 0
+	check := func(db *store.DB) *link.Authorizer {
+		a := link.NewAuthorizer(db.Replica(), nil)
+		a.Sync = func(context.Context) bool { syncs++; return false } // the link is down
+		return a
+	}
+	auth := check(db)
+	refused := func(auth *link.Authorizer) {
+		t.Helper()
+		for token, in := range map[string]string{"token-u": "uninstalled", "token-d": "kept", "token-h": "handed-over"} {
+			syncs = 0
+			if _, err := auth.Authorize(ctx, token, in); bridge.ErrorCode(err) != bridge.EUNAUTHORIZED || syncs != 0 {
+				t.Errorf("%s, deleted at the platform, with the link down: %v after %d syncs, want unauthorized without a sync", token, err, syncs)
+			}
+		}
+	}
+	refused(auth)
+	if _, err := auth.Authorize(ctx, "token-k", "kept"); err != nil {
+		t.Errorf("the kept token: %v", err)
+	}
+	syncs = 0
+	var e *bridge.Error
+	if _, err := auth.Authorize(ctx, "never-seen", "kept"); bridge.ErrorCode(err) != bridge.EUNAVAILABLE || !errors.As(err, &e) || e.RetryAfter <= 0 || syncs != 1 {
+		t.Errorf("a token the hub never saw, with the link down: %v after %d syncs, want unavailable with a Retry-After after 1", err, syncs)
+	}
+
+	// Kept in the store: the same after a restart.
+	db.Close()
+	if db, err = store.Open(ctx, dir); err != nil {
+		t.Fatal(err)
+	}
+	auth = check(db)
+	refused(auth)
+	if n, err := db.Tombstones(ctx); err != nil || n != 3 {
+		t.Errorf("%d tombstones (%v), want 3", n, err)
+	}
+
+	// The location comes back with its whole state, and the token is
+	// sent again: both are served again.
+	if err := db.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 3, Locations: []int64{20},
+		Installations: []bridge.ReplicaInstallation{handed}, Tokens: []bridge.ReplicaToken{tok("token-h", "handed-over"), tok("token-d", "kept")}}, now); err != nil {
+		t.Fatal(err)
+	}
+	auth.Forget()
+	for token, in := range map[string]string{"token-h": "handed-over", "token-d": "kept"} {
+		if _, err := auth.Authorize(ctx, token, in); err != nil {
+			t.Errorf("%s, sent again: %v", token, err)
+		}
+	}
+	if n, err := db.Tombstones(ctx); err != nil || n != 1 {
+		t.Errorf("%d tombstones (%v), want 1 (the uninstalled installation)", n, err)
+	}
+}

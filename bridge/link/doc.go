@@ -67,8 +67,10 @@
 // records it (hub list). Every answer names the locations the platform
 // accepts from the hub (LocationsHeader); the hub serves no installation of
 // any other. A long poll that asks for it (HeartbeatHeader) gets an interim
-// 102 Processing every HeartbeatInterval while it waits, so the hub tells a
-// dead connection from a quiet one within seconds; one hub holds at most
+// 102 Processing as soon as the platform accepts it and every
+// HeartbeatInterval while it waits, so the hub tells a dead connection from
+// a quiet one within seconds and measures its round trip by the first (the
+// platform's inventory answer says "at-once" in HeartbeatHeader); one hub holds at most
 // MaxPollsPerHub polls, a newer one ending the oldest with no changes. A
 // platform shutting down ends its polls with 503 and Retry-After: 1, and
 // the hub calls again within a second. A hub's inventory carries its

@@ -27,3 +27,6 @@ func PendingUsage(h *Follower) int {
 	defer h.usage.mu.Unlock()
 	return len(h.usage.pending)
 }
+
+// SyncWaiters is how many callers of h.SyncNow wait on a sync now.
+func SyncWaiters(h *Follower) int { return int(h.syncWaiters.Load()) }

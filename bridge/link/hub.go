@@ -67,15 +67,24 @@ type Follower struct {
 	// heartbeats: the platform said (at the last inventory) that it sends
 	// 102 Processing on long polls.
 	heartbeats atomic.Bool
+	// beatAtOnce: the platform said it sends the first 102 as soon as it
+	// accepts a poll, so that one measures a round trip.
+	beatAtOnce atomic.Bool
 	// beatsHeard: a heartbeat reached this hub, and none was missed since.
 	beatsHeard atomic.Bool
+	// pollHeard: the platform was heard on the current poll (a heartbeat
+	// or the answer).
+	pollHeard atomic.Bool
+	// rtt is the link's round-trip estimate (rtt.go).
+	rtt rttEstimate
 	// polled: a poll was answered since the session started.
 	polled atomic.Bool
 	// accepted is the platform's last LocationsHeader the replica follows.
-	accepted atomic.Pointer[string]
-	usage    usageReports // uses not yet reported (usage.go)
-	up       atomic.Bool
-	syncedAt atomic.Int64 // unix ms of the platform's last answer
+	accepted  atomic.Pointer[string]
+	usage     usageReports  // uses not yet reported (usage.go)
+	usageKick chan struct{} // uses to report, or the link came up
+	up        atomic.Bool
+	syncedAt  atomic.Int64 // unix ms of the platform's last answer
 	// refused is the platform's last refusal of the inventory or the
 	// credentials, "" while the link is fine.
 	mu      sync.Mutex
@@ -94,6 +103,10 @@ type Follower struct {
 	syncing   chan struct{} // closed when the sync in flight ends; nil when none
 	syncStart time.Time     // when the last sync started
 	syncOK    bool          // whether the last sync applied
+	// syncWaiters counts the callers of SyncNow waiting on a sync.
+	syncWaiters atomic.Int32
+	// syncs counts the syncs on a miss by outcome (metrics).
+	syncs *prometheus.CounterVec
 }
 
 // NewFollower returns the hub's side of the link to the platform at platformURL,
@@ -109,7 +122,13 @@ func NewFollower(platformURL, hubID, secret string, st ReplicaStore, logger *slo
 	var inst [8]byte
 	crand.Read(inst[:])
 	h := &Follower{platform: u, hubID: hubID, secret: secret, instance: hex.EncodeToString(inst[:]), store: st, logger: logger,
-		reported: make(chan struct{}, 1), kick: make(chan struct{}, 1), client: newClient()}
+		reported: make(chan struct{}, 1), kick: make(chan struct{}, 1), usageKick: make(chan struct{}, 1), client: newClient()}
+	h.syncs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchbridge_platform_link_syncs_total",
+		Help: "Syncs of the replica on a miss (a token or installation it does not hold), by outcome: applied, failed (the platform slower than the deadline, or unreachable), link_down (none tried)."},
+		[]string{"outcome"})
+	for _, o := range []string{"applied", "failed", "link_down"} {
+		h.syncs.WithLabelValues(o)
+	}
 	if s, err := st.ReplicaState(context.Background()); err == nil && s.Synced {
 		h.syncedAt.Store(s.SyncedAt.UnixMilli())
 	}
@@ -204,6 +223,18 @@ func (h *Follower) Register(reg prometheus.Registerer) error {
 				}
 				return 0
 			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchbridge_platform_link_rtt_seconds",
+			Help: "The hub's smoothed round-trip estimate of its link to the platform (RFC 6298 SRTT), from which its deadlines follow; -1 before the first sample."},
+			func() float64 {
+				if srtt, _, ok := h.rtt.smoothed(); ok {
+					return srtt.Seconds()
+				}
+				return -1
+			}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "switchbridge_platform_replica_tombstones",
+			Help: "Tombstones the hub keeps of installations and tokens the platform deleted, refused 401 without asking it; -1 when they cannot be read."},
+			h.tombstones),
+		h.syncs,
 	} {
 		if err := reg.Register(c); err != nil {
 			return err
@@ -216,6 +247,9 @@ func (h *Follower) Register(reg prometheus.Registerer) error {
 // changes; after any break, back off and start again from the stored
 // cursor.
 func (h *Follower) Run(ctx context.Context) {
+	reporting := make(chan struct{})
+	defer func() { <-reporting }()
+	go func() { defer close(reporting); h.reportUsageWhileRunning(ctx) }()
 	backoff := minBackoff
 	var restarting time.Time // until when the platform is called again quickly
 	for ctx.Err() == nil {
@@ -297,6 +331,7 @@ func (h *Follower) Run(ctx context.Context) {
 // again every inventoryRetry and after every reload.
 func (h *Follower) session(ctx context.Context) error {
 	var retryAt time.Time // when to report a refused inventory again; zero when accepted
+	retried := false      // the last poll failed and was tried again
 	report := func() error {
 		err := h.putInventory(ctx)
 		var se *statusError
@@ -319,7 +354,7 @@ func (h *Follower) session(ctx context.Context) error {
 	}
 	h.up.Store(true)
 	h.logger.Info("platform link up", "platform", h.platform.String(), "hub", h.hubID)
-	h.reportUsage(ctx) // what was used while the link was down
+	h.kickUsage() // what was used while the link was down
 	for ctx.Err() == nil {
 		select {
 		case <-h.reported:
@@ -343,10 +378,32 @@ func (h *Follower) session(ctx context.Context) error {
 			}
 			continue
 		}
-		// Uses a failed report kept go out between polls.
-		h.reportUsage(ctx)
 		err = h.poll(ctx, st)
+		var silence *silenceError
+		if errors.As(err, &silence) && silence.heard {
+			retried = false // the platform was heard since the last retry
+		}
 		var se *statusError
+		if err != nil && ctx.Err() == nil && !errors.As(err, &se) {
+			// A late heartbeat, a connection cut: one more poll on a
+			// fresh connection before the link counts as down. A slow
+			// or lossy link costs a poll, not a flap.
+			if !retried {
+				retried = true
+				h.client.CloseIdleConnections()
+				h.logger.Info("a long poll failed: polling again on a fresh connection", "err", err)
+				continue
+			}
+			if silence != nil {
+				// Heard again before the watchdog is armed on the next
+				// session's first poll.
+				h.beatsHeard.Store(false)
+			}
+			return err
+		}
+		if err == nil {
+			retried = false
+		}
 		if errors.As(err, &se) && se.Status == http.StatusGone && !se.Removed {
 			h.logger.Info("the platform no longer has the changes after the replica's cursor: fetching a snapshot", "cursor", st.Cursor)
 			if err := h.snapshot(ctx, st); err != nil {
@@ -365,4 +422,24 @@ func (h *Follower) setRefused(s string) {
 	h.mu.Lock()
 	h.refused = s
 	h.mu.Unlock()
+}
+
+// tombstoneCounter is a replica store that counts its tombstones.
+type tombstoneCounter interface {
+	Tombstones(ctx context.Context) (int, error)
+}
+
+// tombstones reads how many tombstones the replica keeps, for a scrape.
+func (h *Follower) tombstones() float64 {
+	tc, ok := h.store.(tombstoneCounter)
+	if !ok {
+		return -1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, err := tc.Tombstones(ctx)
+	if err != nil {
+		return -1
+	}
+	return float64(n)
 }

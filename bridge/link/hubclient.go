@@ -17,6 +17,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,11 +32,14 @@ import (
 const MaxBatchBytes = 16 << 20
 
 // Dead connections. A long poll that heard no heartbeat (102 Processing,
-// sent every HeartbeatInterval) for heartbeatSilence is on a dead
-// connection: the hub drops it and connects again. A platform that sends
-// no heartbeats (an older version) is given the poll time plus pollGrace.
-// TCP keepalives find a dead idle connection in about keepAliveIdle +
-// 3 × keepAliveInterval, for whatever the pool holds.
+// sent every HeartbeatInterval) for heartbeatSilence (plus what the
+// round trip's spread adds, rtt.go) is on a dead connection: the hub
+// polls once more on a fresh one, and only if that one fails too takes
+// the link for down, drops every pooled connection and connects again. A
+// platform that sends no heartbeats (an older version) is given the poll
+// time plus pollGrace and a round trip. TCP keepalives find a dead idle
+// connection in about keepAliveIdle + 3 × keepAliveInterval, for whatever
+// the pool holds.
 const (
 	heartbeatSilence  = 3 * time.Second
 	pollGrace         = 5 * time.Second
@@ -52,12 +56,14 @@ func newClient() *http.Client {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAliveConfig: net.KeepAliveConfig{
 		Enable: true, Idle: keepAliveIdle, Interval: keepAliveInterval, Count: 3}}
 	return &http.Client{Transport: &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           dialer.DialContext,
-		MaxIdleConns:          2,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: DefaultPollTimeout + pollGrace,
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         dialer.DialContext,
+		MaxIdleConns:        2,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		// Each request has a deadline of its own, which follows the
+		// round trip (rtt.go); this one only backs them up.
+		ResponseHeaderTimeout: DefaultPollTimeout + pollGrace + maxRTT,
 	}}
 }
 
@@ -70,7 +76,7 @@ func (h *Follower) putInventory(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	ctx, cancel := context.WithTimeout(ctx, h.requestDeadline())
 	defer cancel()
 	// The replica's cursor lets a platform restored from an older backup
 	// tell this hub that it needs new credentials (RekeyHeader).
@@ -84,7 +90,9 @@ func (h *Follower) putInventory(ctx context.Context) error {
 		h.setRefused(se.Message)
 	}
 	if err == nil {
-		h.heartbeats.Store(got.Get(HeartbeatHeader) != "")
+		beats := got.Get(HeartbeatHeader)
+		h.heartbeats.Store(beats != "")
+		h.beatAtOnce.Store(strings.Contains(beats, heartbeatAtOnce))
 		h.follow(ctx, got)
 	}
 	return err
@@ -96,7 +104,8 @@ func (h *Follower) snapshot(ctx context.Context, from bridge.ReplicaState) error
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	var b bridge.ChangeBatch
-	got, err := h.do(ctx, http.MethodGet, SnapshotPath, nil, nil, &b)
+	// No round-trip sample: the answer waits on the platform's work.
+	got, err := h.do(context.WithValue(ctx, noSampleKey{}, true), http.MethodGet, SnapshotPath, nil, nil, &b)
 	if err != nil {
 		return err
 	}
@@ -111,10 +120,12 @@ func (h *Follower) snapshot(ctx context.Context, from bridge.ReplicaState) error
 }
 
 // poll waits for the changes after cursor and applies them. An inventory
-// change cuts it short.
+// change cuts it short. A poll whose heartbeats stopped returns a
+// *silenceError.
 func (h *Follower) poll(ctx context.Context, st bridge.ReplicaState) error {
 	cursor := st.Cursor
-	ctx, cancel := context.WithTimeout(ctx, DefaultPollTimeout+pollGrace)
+	h.pollHeard.Store(false)
+	ctx, cancel := context.WithTimeout(ctx, h.pollDeadline())
 	defer cancel()
 	stop := make(chan struct{})
 	defer close(stop)
@@ -126,29 +137,35 @@ func (h *Follower) poll(ctx context.Context, st bridge.ReplicaState) error {
 		case <-stop:
 		}
 	}()
+	// Round trips are measured from the request written, not from the
+	// dial (a new connection's handshake is not the platform's answer).
+	ctx = context.WithValue(ctx, noSampleKey{}, true)
 	var hdr http.Header
-	var silent atomic.Bool
+	var silent atomic.Int64 // the silence that ended the poll, 0 if none
 	if h.heartbeats.Load() {
-		// The platform sends 102 Processing every HeartbeatInterval while
-		// the poll waits; silence means a dead connection. The watchdog is
-		// armed once heartbeats were heard (on an earlier poll, or on this
-		// one): a reverse proxy in front of the platform may swallow them,
-		// and then the poll's own deadline is all there is.
+		// The platform sends 102 Processing as it accepts the poll and
+		// every HeartbeatInterval while it waits; silence means a dead
+		// connection. The watchdog is armed once heartbeats were heard
+		// (on an earlier poll, or on this one): a reverse proxy in front
+		// of the platform may swallow them, and then the poll's own
+		// deadline is all there is.
 		hdr = http.Header{HeartbeatHeader: {"1"}}
 		var (
 			wmu      sync.Mutex
 			watchdog *time.Timer
 			answered bool
+			wrote    time.Time
+			beats    int
 		)
-		arm := func() {
+		arm := func(d time.Duration) {
 			wmu.Lock()
 			defer wmu.Unlock()
 			switch {
 			case answered:
 			case watchdog == nil:
-				watchdog = time.AfterFunc(heartbeatSilence, func() { silent.Store(true); cancel() })
+				watchdog = time.AfterFunc(d, func() { silent.Store(int64(d)); cancel() })
 			default:
-				watchdog.Reset(heartbeatSilence)
+				watchdog.Reset(d)
 			}
 		}
 		disarm := func() {
@@ -161,14 +178,27 @@ func (h *Follower) poll(ctx context.Context, st bridge.ReplicaState) error {
 		}
 		defer disarm()
 		if h.beatsHeard.Load() {
-			arm()
+			arm(h.firstBeatDeadline())
 		}
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) {
+				wmu.Lock()
+				wrote = time.Now()
+				wmu.Unlock()
+			},
 			Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
-				if code == http.StatusProcessing {
-					h.beatsHeard.Store(true)
-					arm()
+				if code != http.StatusProcessing {
+					return nil
 				}
+				wmu.Lock()
+				beats++
+				if beats == 1 && !wrote.IsZero() && h.beatAtOnce.Load() {
+					h.rtt.sample(time.Since(wrote))
+				}
+				wmu.Unlock()
+				h.beatsHeard.Store(true)
+				h.pollHeard.Store(true)
+				arm(h.beatSilence())
 				return nil
 			},
 		})
@@ -179,16 +209,15 @@ func (h *Follower) poll(ctx context.Context, st bridge.ReplicaState) error {
 	var b bridge.ChangeBatch
 	got, err := h.do(ctx, http.MethodGet, changesQuery(st, true), hdr, nil, &b)
 	if err != nil {
-		if silent.Load() {
-			// Heard again before the watchdog is armed on the next poll.
-			h.beatsHeard.Store(false)
-			return fmt.Errorf("no word from the platform for %s on a long poll: the connection is dead", heartbeatSilence)
+		if d := silent.Load(); d != 0 {
+			return &silenceError{silence: time.Duration(d), heard: h.pollHeard.Load()}
 		}
 		if errors.Is(err, context.Canceled) && len(h.reported) > 0 {
 			return nil // cut short to report the inventory
 		}
 		return err
 	}
+	h.pollHeard.Store(true)
 	h.polled.Store(true)
 	h.follow(ctx, got)
 	if b.Snapshot {
@@ -199,6 +228,17 @@ func (h *Follower) poll(ctx context.Context, st bridge.ReplicaState) error {
 	}
 	_, err = h.apply(ctx, &b, nil)
 	return err
+}
+
+// silenceError is a long poll that heard no heartbeat for silence: its
+// connection is dead. heard: it had heard one before.
+type silenceError struct {
+	silence time.Duration
+	heard   bool
+}
+
+func (e *silenceError) Error() string {
+	return fmt.Sprintf("no word from the platform for %s on a long poll: the connection is dead", e.silence.Round(time.Millisecond))
 }
 
 // changesQuery is the path of a changes request from the replica's
@@ -215,6 +255,10 @@ func changesQuery(st bridge.ReplicaState, wait bool) string {
 // header is in.
 type answeredKey struct{}
 
+// noSampleKey marks a request whose answer is no round-trip sample (do):
+// a long poll, a snapshot.
+type noSampleKey struct{}
+
 // do sends one link request with the hub's credentials and instance, and
 // the headers in hdr; out, when set, receives the JSON answer. It returns
 // the answer's header. An error answer is a *statusError.
@@ -229,6 +273,17 @@ func (h *Follower) do(ctx context.Context, method, path string, hdr http.Header,
 	}
 	for k, v := range hdr {
 		req.Header[k] = v
+	}
+	if ctx.Value(noSampleKey{}) == nil {
+		var wrote atomic.Int64
+		req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			WroteRequest: func(httptrace.WroteRequestInfo) { wrote.Store(time.Now().UnixNano()) },
+			GotFirstResponseByte: func() {
+				if w := wrote.Load(); w != 0 {
+					h.rtt.sample(time.Since(time.Unix(0, w)))
+				}
+			},
+		}))
 	}
 	req.SetBasicAuth(h.credentials())
 	req.Header.Set(InstanceHeader, h.instance)

@@ -31,7 +31,7 @@ type ReplicaStore interface {
 
 // Syncs at once on a replica miss (SyncNow): at most one at a time and one
 // per minSyncInterval, so bogus tokens cannot flood the platform, each
-// bounded by syncTimeout.
+// bounded by syncTimeout, or twice the link's RTO when longer (rtt.go).
 const (
 	minSyncInterval = 200 * time.Millisecond
 	syncTimeout     = 2 * time.Second
@@ -185,31 +185,46 @@ func sameCursor(a, b bridge.ReplicaState) bool {
 // once, before the long poll brings it. It reports whether a sync that
 // started after the call applied. It syncs only while the link is up, one
 // at a time, at most one per minSyncInterval (callers meanwhile share the
-// one in flight), so unknown tokens cannot flood the platform.
+// one in flight, or the one that ended since they asked), so unknown
+// tokens cannot flood the platform.
 func (h *Follower) SyncNow(ctx context.Context) bool {
 	asked := time.Now()
-	for range 3 {
+	// Bounded: a sync in flight that started before the call ends, the
+	// interval passes, and then a sync that started after the call either
+	// is there to share or is this caller's.
+	for range 4 {
 		if !h.Up() {
+			h.syncOutcome("link_down")
 			return false
 		}
 		h.syncMu.Lock()
-		if ch := h.syncing; ch != nil {
-			started := h.syncStart
+		ch, started := h.syncing, h.syncStart
+		if ch != nil {
 			h.syncMu.Unlock()
+			h.syncWaiters.Add(1)
 			select {
 			case <-ch:
 			case <-ctx.Done():
+			}
+			h.syncWaiters.Add(-1)
+			if ctx.Err() != nil {
 				return false
 			}
-			h.syncMu.Lock()
-			ok := h.syncOK
-			h.syncMu.Unlock()
 			if !started.Before(asked) {
+				h.syncMu.Lock()
+				ok := h.syncOK
+				h.syncMu.Unlock()
 				return ok
 			}
 			continue // it started before the miss: it may not hold it
 		}
-		if wait := minSyncInterval - time.Since(h.syncStart); wait > 0 {
+		if !started.IsZero() && !started.Before(asked) {
+			// One started after the miss and ended meanwhile.
+			ok := h.syncOK
+			h.syncMu.Unlock()
+			return ok
+		}
+		if wait := minSyncInterval - time.Since(started); wait > 0 {
 			h.syncMu.Unlock()
 			select {
 			case <-time.After(wait):
@@ -218,12 +233,15 @@ func (h *Follower) SyncNow(ctx context.Context) bool {
 			}
 			continue
 		}
-		ch := make(chan struct{})
+		ch = make(chan struct{})
 		h.syncing, h.syncStart = ch, time.Now()
 		h.syncMu.Unlock()
 		err := h.syncOnce(ctx)
 		if err != nil {
 			h.logger.Debug("sync on a replica miss", "err", err)
+			h.syncOutcome("failed")
+		} else {
+			h.syncOutcome("applied")
 		}
 		h.syncMu.Lock()
 		h.syncing, h.syncOK = nil, err == nil
@@ -235,7 +253,7 @@ func (h *Follower) SyncNow(ctx context.Context) bool {
 }
 
 func (h *Follower) syncOnce(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), syncTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.syncDeadline())
 	defer cancel()
 	st, err := h.store.ReplicaState(ctx)
 	if err != nil || !st.Synced {
@@ -251,3 +269,6 @@ func (h *Follower) syncOnce(ctx context.Context) error {
 	_, err = h.apply(ctx, &b, nil)
 	return err
 }
+
+// syncOutcome counts a sync on a miss, or a miss that could not sync.
+func (h *Follower) syncOutcome(outcome string) { h.syncs.WithLabelValues(outcome).Inc() }

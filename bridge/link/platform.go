@@ -267,7 +267,7 @@ func (p *Platform) handleInventory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() { done(r.Context().Err() == nil) }()
-	w.Header().Set(HeartbeatHeader, HeartbeatInterval.String())
+	w.Header().Set(HeartbeatHeader, HeartbeatInterval.String()+" "+heartbeatAtOnce)
 	setLocations(w, locationIDs(h.Locations))
 	var inv Inventory
 	if err := decodeOne(http.MaxBytesReader(w, r.Body, MaxInventoryBytes), &inv); err != nil {

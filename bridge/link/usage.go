@@ -25,9 +25,15 @@ const MaxUsageEntries = 10000
 // installation ids and times.
 const maxUsageBytes = 1 << 20
 
-// usageTimeout bounds one usage report: it runs beside the requests and at
-// shutdown, never in their way.
-const usageTimeout = 3 * time.Second
+// Usage reports go out on a goroutine of their own, never before or
+// instead of a poll. One report is bounded by usageTimeout, or twice the
+// link's retransmission timeout when that is longer (a slow link); one
+// that failed is sent again after usageRetry, merged with the uses noted
+// meanwhile, or at once when the link comes back up.
+const (
+	usageTimeout = 3 * time.Second
+	usageRetry   = 5 * time.Second
+)
 
 // Usage is a hub's usage report: per installation id, when one of its
 // tokens was last accepted, in Unix seconds.
@@ -128,23 +134,53 @@ func (u *usageReports) take() map[string]time.Time {
 }
 
 // MarkUsed notes when installations' tokens were last accepted at this
-// hub and reports them to the platform while the link is up; what cannot
-// be reported now is reported once the link is back. It never fails: it
-// is a store.UsageWriter's sink.
-func (h *Follower) MarkUsed(ctx context.Context, used map[string]time.Time) error {
+// hub; the link reports them to the platform in the background while it
+// is up, and what cannot be reported now once it can. It never blocks or
+// fails: it is a store.UsageWriter's sink.
+func (h *Follower) MarkUsed(_ context.Context, used map[string]time.Time) error {
 	h.usage.add(used)
-	if h.Up() {
-		h.reportUsage(ctx)
-	}
+	h.kickUsage()
 	return nil
 }
 
-// reportUsage sends the pending uses to the platform; on failure they wait
-// for the next report.
-func (h *Follower) reportUsage(ctx context.Context) {
+// kickUsage asks the usage reporter to report what is pending.
+func (h *Follower) kickUsage() {
+	select {
+	case h.usageKick <- struct{}{}:
+	default:
+	}
+}
+
+// reportUsageWhileRunning reports pending uses until ctx ends: when there
+// are new ones, when the link comes up, and after a failure every
+// usageRetry. One report at a time, so a slow link merges the uses noted
+// meanwhile into the next.
+func (h *Follower) reportUsageWhileRunning(ctx context.Context) {
+	retry := time.NewTimer(usageRetry)
+	retry.Stop()
+	defer retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-h.usageKick:
+		case <-retry.C:
+		}
+		if !h.Up() {
+			continue // the next session kicks it
+		}
+		if !h.reportUsage(ctx) {
+			retry.Reset(usageRetry)
+		}
+	}
+}
+
+// reportUsage sends the pending uses to the platform and reports whether
+// it did; on failure they wait for the next report.
+func (h *Follower) reportUsage(ctx context.Context) bool {
 	used := h.usage.take()
 	if len(used) == 0 {
-		return
+		return true
 	}
 	u := Usage{Used: make(map[string]int64, len(used))}
 	for id, at := range used {
@@ -152,14 +188,15 @@ func (h *Follower) reportUsage(ctx context.Context) {
 	}
 	body, err := json.Marshal(u)
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), usageTimeout)
+		ctx, cancel := context.WithTimeout(ctx, usageTimeout)
 		defer cancel()
 		_, err = h.do(ctx, http.MethodPut, UsagePath, nil, body, nil)
 	}
 	if err != nil {
 		h.usage.add(used)
 		h.logger.Debug("reporting when installations were last used; kept for the next report", "installations", len(used), "err", err)
-		return
+		return false
 	}
 	h.logger.Debug("reported when installations were last used", "installations", len(used))
+	return true
 }

@@ -16,9 +16,16 @@ import (
 )
 
 // HeartbeatInterval is how often a waiting long poll sends 102 Processing
-// to a hub that asked for it; a hub that hears nothing for
-// heartbeatSilence takes its connection for dead.
+// to a hub that asked for it, the first as soon as it accepts the poll; a
+// hub that hears nothing for heartbeatSilence (plus its round trip's
+// spread) takes its connection for dead.
 const HeartbeatInterval = time.Second
+
+// heartbeatAtOnce, in the HeartbeatHeader of the platform's answer to an
+// inventory, says that it sends the first 102 as soon as it accepts a
+// poll (a hub then takes that one for a round-trip sample). An older hub
+// reads only that the header is there.
+const heartbeatAtOnce = "at-once"
 
 // MaxPollsPerHub is how many long polls one hub's credentials may hold
 // open at once: a hub holds one, and one more covers a poll the platform
@@ -117,6 +124,9 @@ func (p *Platform) longPoll(w http.ResponseWriter, r *http.Request, hubID string
 	}()
 	var beat <-chan time.Time
 	if r.Header.Get(HeartbeatHeader) != "" {
+		// The first at once: the hub measures its round trip by it, and
+		// hears at once that its poll is accepted.
+		w.WriteHeader(http.StatusProcessing)
 		t := time.NewTicker(HeartbeatInterval)
 		defer t.Stop()
 		beat = t.C

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -40,7 +41,15 @@ func (db *DB) ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Tim
 		return err
 	}
 	defer tx.Rollback()
+	now := db.now()
+	gone := unix(now.Add(bridge.RefreshLifetime))
 	if b.Snapshot {
+		// What the snapshot does not hold again is gone: tombstones for
+		// all, removed below for each installation it brings.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO replica_gone_installations (id, kept_until) SELECT id, ? FROM replica_installations WHERE true
+			ON CONFLICT (id) DO UPDATE SET kept_until = max(kept_until, excluded.kept_until)`, gone); err != nil {
+			return err
+		}
 		for _, q := range []string{`DELETE FROM replica_installations`, `DELETE FROM replica_tokens`} {
 			if _, err := tx.ExecContext(ctx, q); err != nil {
 				return err
@@ -49,7 +58,7 @@ func (db *DB) ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Tim
 	}
 	// Locations regained: their whole state follows in this batch.
 	for _, loc := range b.Locations {
-		if err := dropReplicaLocation(ctx, tx, `location_id = ?`, loc); err != nil {
+		if err := dropReplicaLocation(ctx, tx, gone, `location_id = ?`, loc); err != nil {
 			return err
 		}
 	}
@@ -75,13 +84,47 @@ func (db *DB) ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Tim
 		}); err != nil {
 		return err
 	}
+	// A record the platform sends is no longer gone (a location handed
+	// back, a snapshot after a restore).
+	if err := execEach(ctx, tx, `DELETE FROM replica_gone_installations WHERE id = ?`, b.Installations, func(in bridge.ReplicaInstallation) ([]any, error) {
+		return []any{in.ID}, nil
+	}); err != nil {
+		return err
+	}
+	if err := execEach(ctx, tx, `DELETE FROM replica_gone_tokens WHERE hash = ?`, b.Tokens, func(t bridge.ReplicaToken) ([]any, error) {
+		return []any{t.Hash}, nil
+	}); err != nil {
+		return err
+	}
+	if err := execEach(ctx, tx, `INSERT INTO replica_gone_installations (id, kept_until) VALUES (?, ?)
+			ON CONFLICT (id) DO UPDATE SET kept_until = max(kept_until, excluded.kept_until)`, b.DeletedInstallations, func(id string) ([]any, error) {
+		return []any{id, gone}, nil
+	}); err != nil {
+		return err
+	}
 	for _, q := range []string{`DELETE FROM replica_installations WHERE id = ?`, `DELETE FROM replica_tokens WHERE installation_id = ?`} {
 		if err := execEach(ctx, tx, q, b.DeletedInstallations, func(id string) ([]any, error) { return []any{id}, nil }); err != nil {
 			return err
 		}
 	}
+	// A token the replica held is kept until a day past its expiry, as
+	// the replica keeps expired tokens (PruneReplica); one it never held
+	// for as long as any token could live. One already past that (an
+	// expired token the platform pruned) needs none.
+	if err := execEach(ctx, tx, `INSERT INTO replica_gone_tokens (hash, kept_until)
+			SELECT ?, coalesce((SELECT expires_at FROM replica_tokens WHERE hash = ?) + ?, ?) AS k WHERE k > ?
+			ON CONFLICT (hash) DO UPDATE SET kept_until = max(kept_until, excluded.kept_until)`, b.DeletedTokens, func(h []byte) ([]any, error) {
+		return []any{h, h, expiredKept.Milliseconds(), gone, unix(now)}, nil
+	}); err != nil {
+		return err
+	}
 	if err := execEach(ctx, tx, `DELETE FROM replica_tokens WHERE hash = ?`, b.DeletedTokens, func(h []byte) ([]any, error) { return []any{h}, nil }); err != nil {
 		return err
+	}
+	if b.Snapshot || len(b.Locations) > 0 || len(b.DeletedInstallations) > 0 || len(b.DeletedTokens) > 0 {
+		if err := boundTombstones(ctx, tx); err != nil {
+			return err
+		}
 	}
 	applied := 0
 	if !b.Empty() {
@@ -128,8 +171,15 @@ func execEach[T any](ctx context.Context, tx *sql.Tx, query string, records []T,
 }
 
 // dropReplicaLocation deletes the replica's installations matching cond
-// (over replica_installations) and their tokens.
-func dropReplicaLocation(ctx context.Context, tx *sql.Tx, cond string, args ...any) error {
+// (over replica_installations) and their tokens, and keeps a tombstone of
+// each installation until keptUntil: a location handed to another hub, or
+// whose whole state the platform sends again, holds none of them any more
+// (those it sends again lose their tombstone).
+func dropReplicaLocation(ctx context.Context, tx *sql.Tx, keptUntil int64, cond string, args ...any) error {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO replica_gone_installations (id, kept_until) SELECT id, ? FROM replica_installations WHERE `+cond+`
+		ON CONFLICT (id) DO UPDATE SET kept_until = max(kept_until, excluded.kept_until)`, append([]any{keptUntil}, args...)...); err != nil {
+		return err
+	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM replica_tokens WHERE installation_id IN
 		(SELECT id FROM replica_installations WHERE `+cond+`)`, args...); err != nil {
 		return err
@@ -158,7 +208,10 @@ func (db *DB) RetainReplicaLocations(ctx context.Context, locs []int64) (int, er
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM replica_installations WHERE `+cond, string(ids)).Scan(&n); err != nil || n == 0 {
 		return 0, err
 	}
-	if err := dropReplicaLocation(ctx, tx, cond, string(ids)); err != nil {
+	if err := dropReplicaLocation(ctx, tx, unix(db.now().Add(bridge.RefreshLifetime)), cond, string(ids)); err != nil {
+		return 0, err
+	}
+	if err := boundTombstones(ctx, tx); err != nil {
 		return 0, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -189,10 +242,52 @@ func (db *DB) ClearReplica(ctx context.Context) error {
 }
 
 // PruneReplica drops replica tokens that expired more than a day before
-// now: token expiry is local, the platform sends no change for it.
+// now (token expiry is local, the platform sends no change for it), and
+// tombstones past their time.
 func (db *DB) PruneReplica(ctx context.Context, now time.Time) error {
-	_, err := db.db.ExecContext(ctx, `DELETE FROM replica_tokens WHERE expires_at < ?`, unix(now.Add(-24*time.Hour)))
-	return err
+	for _, q := range []string{`DELETE FROM replica_tokens WHERE expires_at < ?`,
+		`DELETE FROM replica_gone_installations WHERE kept_until < ?`, `DELETE FROM replica_gone_tokens WHERE kept_until < ?`} {
+		at := unix(now)
+		if strings.Contains(q, "expires_at") {
+			at = unix(now.Add(-expiredKept))
+		}
+		if _, err := db.db.ExecContext(ctx, q, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// expiredKept is how long the replica keeps a token past its expiry.
+const expiredKept = 24 * time.Hour
+
+// MaxTombstones bounds each kind of tombstone a hub keeps (installations,
+// tokens): past it, those due to go first are dropped first. Beyond that
+// many deletions within a token's lifetime, the oldest are answered as a
+// token the hub has not seen (a sync, or 503 while the link is down).
+const MaxTombstones = 50_000
+
+// tombstoneBound is MaxTombstones, smaller in tests.
+var tombstoneBound = MaxTombstones
+
+// boundTombstones drops the tombstones past MaxTombstones of each kind,
+// those due to go first first.
+func boundTombstones(ctx context.Context, tx *sql.Tx) error {
+	for _, t := range []string{"replica_gone_installations", "replica_gone_tokens"} {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE rowid IN (SELECT rowid FROM `+t+` ORDER BY kept_until
+			LIMIT max(0, (SELECT count(*) FROM `+t+`) - ?))`, tombstoneBound); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Tombstones returns how many tombstones the replica keeps, installations
+// and tokens together.
+func (db *DB) Tombstones(ctx context.Context) (int, error) {
+	var n int
+	err := db.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM replica_gone_installations) + (SELECT count(*) FROM replica_gone_tokens)`).Scan(&n)
+	return n, err
 }
 
 // Replica is the hub's replica read as an oauth.GrantSource: the token
@@ -268,6 +363,28 @@ func (r *Replica) GrantLive(ctx context.Context, installationID string, now time
 		return false, nil
 	}
 	return live, r.db.note(err)
+}
+
+// InstallationGone reports whether the platform deleted the installation
+// from the replica (uninstalled, or its location handed over) within the
+// time its tokens could live, and has not sent it again since.
+func (r *Replica) InstallationGone(ctx context.Context, id string) (bool, error) {
+	return r.gone(ctx, `SELECT EXISTS (SELECT 1 FROM replica_gone_installations WHERE id = ? AND kept_until >= ?)`, id)
+}
+
+// TokenGone reports whether the platform deleted the token hash from the
+// replica within the time the token could live, and has not sent it again
+// since.
+func (r *Replica) TokenGone(ctx context.Context, hash []byte) (bool, error) {
+	return r.gone(ctx, `SELECT EXISTS (SELECT 1 FROM replica_gone_tokens WHERE hash = ? AND kept_until >= ?)`, hash)
+}
+
+func (r *Replica) gone(ctx context.Context, q string, key any) (bool, error) {
+	var ok bool
+	if err := r.db.db.QueryRowContext(ctx, q, key, unix(r.db.now())).Scan(&ok); err != nil {
+		return false, r.db.note(err)
+	}
+	return ok, nil
 }
 
 // ReplicaCounts returns how many installations and tokens the replica holds.
