@@ -104,13 +104,26 @@ func TestUsageReportsMergeOnASlowLink(t *testing.T) {
 	var hanging atomic.Int32 // usage reports held now
 	var hang atomic.Bool
 	hang.Store(true)
+	// goneSeen closes when the uninstall below reached the hub; a report
+	// the hub still waited on then proves the report was not in the way
+	// of the poll that brought it (a report sent before each poll, as
+	// the hub once did, has always ended, given up, by then).
+	goneSeen := make(chan struct{})
+	var openWhenGone atomic.Bool
 	inner := pl.srv.Config.Handler
 	pl.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == link.UsagePath && hang.Load() {
 			hanging.Add(1)
 			defer hanging.Add(-1)
 			io.Copy(io.Discard, r.Body) // then the server hears the hub go
-			<-r.Context().Done()        // the hub gives up
+			select {
+			case <-goneSeen:
+				if r.Context().Err() == nil {
+					openWhenGone.Store(true)
+				}
+			case <-r.Context().Done(): // the hub gives up
+			}
+			<-r.Context().Done()
 			return
 		}
 		inner.ServeHTTP(w, r)
@@ -129,6 +142,11 @@ func TestUsageReportsMergeOnASlowLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, "an uninstall reaches the hub while its usage report hangs", func() bool { return !hub.has(gone.ID) })
+	close(goneSeen)
+	waitUntil(t, "the held reports hear the uninstall", func() bool { return openWhenGone.Load() || hanging.Load() == 0 })
+	if !openWhenGone.Load() {
+		t.Error("no usage report was open when the uninstall reached the hub: the report held up the poll")
+	}
 	if !lastUsed(t, pl, first.ID).IsZero() {
 		t.Fatal("a use recorded while the platform held every report: the check below proves nothing")
 	}
