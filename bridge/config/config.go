@@ -61,6 +61,9 @@ type Config struct {
 	// ListenLine is the line of server.listen (0 when it is left out),
 	// for warnings about where it listens (PlainHTTPOnNetwork).
 	ListenLine int `yaml:"-"`
+	// MetricsListenLine is the line of server.metrics_listen (0 when it
+	// is left out).
+	MetricsListenLine int `yaml:"-"`
 	// secretLines are the lines of the keys naming secret files, for
 	// warnings about their modes (SecretFiles).
 	secretLines map[string]int

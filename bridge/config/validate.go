@@ -28,6 +28,9 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 	if n := line("server", "listen"); n != nil {
 		c.ListenLine = n.Line
 	}
+	if n := line("server", "metrics_listen"); n != nil {
+		c.MetricsListenLine = n.Line
+	}
 	if err := CheckListenSyntax(c.Server.Listen); err != nil {
 		ps.Add(line("server", "listen"), "server.listen %q %v", c.Server.Listen, err)
 	}

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"syscall"
 
 	"github.com/switchbridge/switchbridge/bridge/certs"
 	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/drivers"
 	"github.com/switchbridge/switchbridge/drivers/builtin"
 )
@@ -39,12 +41,20 @@ func checkConfig(c *invocation) error {
 			}
 		}
 	}
+	var taken []config.Problem
+	if cfg != nil && len(ps.List) == 0 {
+		// Only a config without other problems: a listener a typo made
+		// unusable is reported once, as that typo.
+		var errs []config.Problem
+		errs, taken = portsInUse(cfg, set, runningHub(cfg))
+		ps.List = append(ps.List, errs...)
+	}
 	if err := ps.Err(); err != nil {
 		return err
 	}
 	// Warnings do not fail the check: the config works as it is.
 	warnings := append(set.Warnings(), config.ExposedSecrets(append(cfg.SecretFiles(), set.SecretFiles()...))...)
-	warnings = append(warnings, portsInUse(cfg)...)
+	warnings = append(warnings, taken...)
 	warnings = append(warnings, cfg.PlainHTTPOnNetwork()...)
 	for _, w := range warnings {
 		if w.Line > 0 {
@@ -61,26 +71,67 @@ func checkConfig(c *invocation) error {
 	return nil
 }
 
-// portsInUse warns of a server listener whose port is taken now: serve
-// would not start. Only a warning, since the daemon that holds it may be
-// this config's own, checked before a reload (which keeps its listeners).
-func portsInUse(cfg *config.Config) []config.Problem {
-	var out []config.Problem
-	for _, l := range []struct{ key, addr string }{
-		{"server.listen", cfg.Server.Listen},
-		{"server.metrics_listen", cfg.Server.MetricsListen},
-	} {
-		if l.addr == "off" || l.addr == "" {
+// portsInUse tries every port the config listens on (server.listen,
+// server.metrics_listen, a driver's such as mqtt.listen). A port in use
+// means serve would not start, an error at the key's line; unless hub, a
+// running daemon, has this config's database open: it holds its own
+// ports, checked before a reload (which keeps its listeners), so those
+// are only warnings.
+func portsInUse(cfg *config.Config, set *drivers.Set, hub runningDaemon) (errs, warnings []config.Problem) {
+	listens := []drivers.Listen{
+		{Key: "server.listen", Addr: cfg.Server.Listen, Line: cfg.ListenLine},
+		{Key: "server.metrics_listen", Addr: cfg.Server.MetricsListen, Line: cfg.MetricsListenLine},
+	}
+	if set != nil {
+		listens = append(listens, set.Listens()...)
+	}
+	for _, l := range listens {
+		if l.Addr == "off" || l.Addr == "" {
 			continue
 		}
-		ln, err := net.Listen("tcp", l.addr)
+		ln, err := net.Listen("tcp", l.Addr)
 		if err == nil {
 			ln.Close()
 			continue
 		}
-		if errors.Is(err, syscall.EADDRINUSE) {
-			out = append(out, config.Problem{Msg: fmt.Sprintf("%s %s: the port is in use now, so serve would not start; ignore this when the daemon holding it runs this config", l.key, l.addr)})
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			continue // the host is checked already (CheckListenHost)
 		}
+		if hub.pid < 0 {
+			warnings = append(warnings, config.Problem{Line: l.Line, Msg: fmt.Sprintf(
+				"%s %s: the port is in use now, so serve would not start; ignore this when the daemon holding it runs this config", l.Key, l.Addr)})
+			continue
+		}
+		if hub.pid > 0 {
+			warnings = append(warnings, config.Problem{Line: l.Line, Msg: fmt.Sprintf(
+				"%s %s: the port is in use, by the running switchbridge (pid %d) that has this config's database open: fine for a reload; serve would not start beside it",
+				l.Key, l.Addr, hub.pid)})
+			continue
+		}
+		errs = append(errs, config.Problem{Line: l.Line, Msg: fmt.Sprintf(
+			"%s %s: the port is in use by another program, so serve would not start: stop that program or choose another port", l.Key, l.Addr)})
 	}
-	return out
+	return errs, warnings
+}
+
+// runningDaemon is the process that has a config's database open: its
+// pid, 0 for none, -1 when that cannot be told.
+type runningDaemon struct{ pid int }
+
+// runningHub tells whether a daemon runs with cfg's database (its SQLite
+// file in data_dir) open. Unknown (the data_dir unreadable, as it is for
+// the switchbridge group, or a platform on PostgreSQL) counts as
+// running: a port it may hold is then only a warning, as before.
+func runningHub(cfg *config.Config) runningDaemon {
+	if cfg.Storage.Postgres != nil {
+		return runningDaemon{pid: -1}
+	}
+	pid, inUse, err := store.InUse(filepath.Join(cfg.DataDir, store.FileName))
+	switch {
+	case err != nil:
+		return runningDaemon{pid: -1}
+	case inUse:
+		return runningDaemon{pid: pid}
+	}
+	return runningDaemon{}
 }

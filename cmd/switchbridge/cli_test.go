@@ -288,8 +288,11 @@ func TestPermissionErrorNamesTheFix(t *testing.T) {
 	}
 }
 
-// check-config says when serve could not bind its port now.
-func TestCheckConfigWarnsOfAPortInUse(t *testing.T) {
+// check-config fails, naming the key and its line, on a port another
+// program holds (serve would not start); a port the running daemon of
+// this config holds (its database open) is only a warning, so a check
+// before a reload passes. mqtt.listen, the embedded broker's, likewise.
+func TestCheckConfigPortsInUse(t *testing.T) {
 	dir := t.TempDir()
 	cfg, addr := writeConfig(t, dir)
 	if r := runCLI(t, "", "check-config", "--config", cfg); r.code != 0 || strings.Contains(r.stderr, "in use") {
@@ -299,10 +302,51 @@ func TestCheckConfigWarnsOfAPortInUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
 	r := runCLI(t, "", "check-config", "--config", cfg)
-	if r.code != 0 || !strings.Contains(r.stderr, cfg+": warning: server.listen "+addr+": the port is in use now") {
-		t.Errorf("port in use: %+v", r)
+	if want := cfg + ":2: server.listen " + addr + ": the port is in use by another program"; r.code == 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("port held by another program: %+v, want a failure with %q", r, want)
+	}
+	ln.Close()
+
+	broker := freePort(t)
+	body, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The embedded broker runs only for a switch of the mqtt driver.
+	body = bytes.Replace(body, []byte("      - {id: shed, name: Shed light, driver: virtual}\n"),
+		[]byte("      - {id: shed, name: Shed light, driver: virtual}\n      - {id: plug, name: Plug, driver: mqtt, profile: tasmota, topic: plug}\n"), 1)
+	body = append(body, fmt.Sprintf("mqtt:\n  broker: embedded\n  listen: %s\n", broker)...)
+	if err := os.WriteFile(cfg, body, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Count(string(body), "\n")
+	ln, err = net.Listen("tcp", broker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = runCLI(t, "", "check-config", "--config", cfg)
+	if want := fmt.Sprintf("%s:%d: mqtt.listen %s: the port is in use by another program", cfg, line, broker); r.code == 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("mqtt.listen held by another program: %+v, want a failure with %q", r, want)
+	}
+	// serve's own bind error names the key too.
+	if r := runCLI(t, "", "serve", "--config", cfg); r.code == 0 || !strings.Contains(r.stderr, "mqtt.listen "+broker+": ") {
+		t.Errorf("serve with mqtt.listen held by another program: %+v, want an error naming mqtt.listen", r)
+	}
+	ln.Close()
+
+	if os.Getenv("SWITCHBRIDGE_TEST_EMULATED") != "" {
+		return // the daemon below runs the test binary as a process
+	}
+	startDaemon(t, cfg)
+	r = runCLI(t, "", "check-config", "--config", cfg)
+	for _, want := range []string{
+		cfg + ":2: warning: server.listen " + addr + ": the port is in use, by the running switchbridge",
+		fmt.Sprintf("%s:%d: warning: mqtt.listen %s: the port is in use, by the running switchbridge", cfg, line, broker),
+	} {
+		if r.code != 0 || !strings.Contains(r.stderr, want) {
+			t.Errorf("ports held by the daemon of this config: %+v, want ok with %q", r, want)
+		}
 	}
 }
 

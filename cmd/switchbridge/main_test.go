@@ -292,11 +292,15 @@ func TestCommandsRefuseUnknownSections(t *testing.T) {
 func TestCheckConfigWarnsOfLooseLogins(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "hub.yaml")
+	// Free ports, not the defaults: check-config fails on a port another
+	// program holds (a Mosquitto of the machine's on 1883).
 	os.WriteFile(cfg, []byte(`data_dir: `+dir+`
 mqtt:
   broker: embedded
   users:
     plug: secret
+  listen: `+freePort(t)+`
+server: {listen: "`+freePort(t)+`", metrics_listen: "off"}
 locations:
   - id: 1
     name: Home

@@ -216,9 +216,9 @@ func readyAddrs(log string) (addr, metrics string, ok bool) {
 
 // bindTakenRE is serve's error for a listener whose address is in use:
 // "server.listen ADDR: listen tcp ADDR: bind: address already in use",
-// likewise server.metrics_listen, or "embedded MQTT broker: listen tcp
-// ADDR: ...".
-var bindTakenRE = regexp.MustCompile(`(server\.listen|server\.metrics_listen|embedded MQTT broker)\b[^\n]*?listen tcp (\S+): bind: address already in use`)
+// likewise server.metrics_listen and mqtt.listen ("mqtt.listen ADDR:
+// embedded MQTT broker: listen tcp ADDR: ...").
+var bindTakenRE = regexp.MustCompile(`(server\.listen|server\.metrics_listen|mqtt\.listen)\b[^\n]*?listen tcp (\S+): bind: address already in use`)
 
 // takenListener returns the config key and address of the listener serve
 // could not bind because another process holds its port; "" when that is
@@ -228,11 +228,7 @@ func takenListener(stderr string) (key, addr string) {
 	if m == nil {
 		return "", ""
 	}
-	key = m[1]
-	if key == "embedded MQTT broker" {
-		key = "mqtt.listen"
-	}
-	return key, m[2]
+	return m[1], m[2]
 }
 
 // moveListener replaces address from with to everywhere in the config at

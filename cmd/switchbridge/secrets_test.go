@@ -25,7 +25,7 @@ func TestSecretFilesReadableByOthersWarn(t *testing.T) {
 	ca := certstest.NewCA(t)
 	pair := ca.NewPair(t, 1)
 	dir := t.TempDir()
-	cfg, addr := writeTLSConfig(t, dir, pair.CertFile, pair.KeyFile)
+	cfg, _ := writeTLSConfig(t, dir, pair.CertFile, pair.KeyFile)
 	secret := filepath.Join(dir, "hub.secret")
 	if err := os.WriteFile(secret, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ locations:
     name: Home
     switches:
       - {id: tas, name: Plug, driver: mqtt, profile: tasmota, topic: tas1}
-`, addr, filepath.Join(dir, "data2"), pair.CertFile, pair.KeyFile), 0o600)
+`, freePort(t), filepath.Join(dir, "data2"), pair.CertFile, pair.KeyFile), 0o600)
 	want := fmt.Sprintf("warning: mqtt.tls.key %s %s (mode 0604)", pair.KeyFile, exposed)
 	if r := runCLI(t, "", "check-config", "--config", mq); r.code != 0 || !strings.Contains(r.stderr, want) {
 		t.Errorf("check-config with a 0604 MQTT client key: %+v\nwant %q", r, want)

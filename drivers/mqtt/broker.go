@@ -97,7 +97,7 @@ type embeddedOptions struct {
 func startEmbedded(o embeddedOptions, log *slog.Logger) (*embeddedBroker, error) {
 	ln, err := net.Listen("tcp", o.set.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("embedded MQTT broker: %w", err)
+		return nil, fmt.Errorf("mqtt.listen %s: embedded MQTT broker: %w", o.set.Listen, err)
 	}
 	secret := make([]byte, 16)
 	if _, err := rand.Read(secret); err != nil {
