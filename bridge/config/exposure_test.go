@@ -7,50 +7,65 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/config"
 )
 
-// TestPlainHTTPOnNetwork: a listener other machines can reach, without
-// server.tls, is warned of at server.listen's line; loopback, or TLS, is
-// not. The shipped hub config listens on loopback, so a fresh install
-// says nothing and serves nobody but the Pi itself.
-func TestPlainHTTPOnNetwork(t *testing.T) {
+// TestNetworkWarnings: a listener other machines can reach is warned of at
+// server.listen's line: without server.tls (plain HTTP, or a proxy's https
+// that clients can go around), and without a public_url clients elsewhere
+// can use. Loopback, with or without TLS, is not. The shipped configs
+// listen on loopback, so a fresh install says nothing and serves nobody
+// but the Pi itself.
+func TestNetworkWarnings(t *testing.T) {
 	base := "locations:\n  - {id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}\n"
-	for listen, warn := range map[string]bool{
-		"127.0.0.1:8080":        false,
-		"127.0.0.2:8080":        false,
-		"[::1]:8080":            false,
-		"localhost:8080":        false,
-		"[::ffff:127.0.0.1]:80": false,
-		"0.0.0.0:8080":          true,
-		":8080":                 true,
-		"[::]:8080":             true,
-		"192.168.1.5:8080":      true,
-		"hub.lan:8080":          true,
+	const (
+		plain    = "reaches the network over plain HTTP"
+		bypass   = "clients on the network can bypass the proxy"
+		noPublic = "set public_url to the address clients use"
+	)
+	for _, c := range []struct {
+		listen, publicURL, tls string
+		want                   []string
+	}{
+		{"127.0.0.1:8080", "", "", nil},
+		{"127.0.0.2:8080", "", "", nil},
+		{"[::1]:8080", "", "", nil},
+		{"localhost:8080", "", "", nil},
+		{"[::ffff:127.0.0.1]:80", "", "", nil},
+		{"127.0.0.1:8080", "https://hub.example", "", nil},
+		{"0.0.0.0:8080", "http://hub.lan:8080", "", []string{plain}},
+		{":8080", "http://hub.lan:8080", "", []string{plain}},
+		{"[::]:8080", "http://hub.lan:8080", "", []string{plain}},
+		{"192.168.1.5:8080", "http://192.168.1.5:8080", "", []string{plain}},
+		{"hub.lan:8080", "http://hub.lan:8080", "", []string{plain}},
+		{"0.0.0.0:8080", "", "", []string{noPublic, plain}},
+		{"0.0.0.0:8080", "http://localhost:8080", "", []string{noPublic, plain}},
+		{"0.0.0.0:8080", "https://hub.example", "", []string{bypass}},
+		{"0.0.0.0:8443", "https://hub.lan:8443", "  tls: {cert_file: c, key_file: k}\n", nil},
+		{"0.0.0.0:8443", "", "  tls: {cert_file: c, key_file: k}\n", []string{noPublic}},
 	} {
-		cfg, err := config.Load("x.yaml", config.Text("# comment\nserver:\n  listen: \""+listen+"\"\n"+base))
-		if err != nil {
-			t.Fatalf("%s: %v", listen, err)
+		text := "# comment\nserver:\n  listen: \"" + c.listen + "\"\n"
+		if c.publicURL != "" {
+			text += "  public_url: " + c.publicURL + "\n"
 		}
-		ws := cfg.PlainHTTPOnNetwork()
-		if warn != (len(ws) == 1) {
-			t.Errorf("listen %s: warnings %v, want a warning: %v", listen, ws, warn)
+		cfg, err := config.Load("x.yaml", config.Text(text+c.tls+base))
+		if err != nil {
+			t.Fatalf("%s: %v", c.listen, err)
+		}
+		ws := cfg.NetworkWarnings()
+		if len(ws) != len(c.want) {
+			t.Errorf("listen %s, public_url %q: warnings %v, want %d", c.listen, c.publicURL, ws, len(c.want))
 			continue
 		}
-		if warn && (ws[0].Line != 3 || !strings.Contains(ws[0].Msg, "server.listen "+listen+" reaches the network over plain HTTP") || !strings.Contains(ws[0].Msg, "server.tls")) {
-			t.Errorf("listen %s: warning %+v, want line 3 naming the listener and server.tls", listen, ws[0])
+		for i, w := range ws {
+			if w.Line != 3 || !strings.Contains(w.Msg, c.want[i]) || !strings.Contains(w.Msg, c.listen) {
+				t.Errorf("listen %s, public_url %q: warning %+v, want line 3 naming the listener and %q", c.listen, c.publicURL, w, c.want[i])
+			}
 		}
-	}
-	cfg, err := config.Load("x.yaml", config.Text("server:\n  listen: 0.0.0.0:8443\n  tls: {cert_file: c, key_file: k}\n"+base))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ws := cfg.PlainHTTPOnNetwork(); len(ws) != 0 {
-		t.Errorf("a TLS listener is warned of: %v", ws)
 	}
 	for _, f := range []string{"../../configs/hub.yaml", "../../configs/demo.yaml"} {
 		cfg, err := config.Load(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ws := cfg.PlainHTTPOnNetwork(); len(ws) != 0 || !strings.HasPrefix(cfg.Server.Listen, "127.0.0.1:") {
+		if ws := cfg.NetworkWarnings(); len(ws) != 0 || !strings.HasPrefix(cfg.Server.Listen, "127.0.0.1:") {
 			t.Errorf("%s listens on %s (warnings %v): a fresh install must serve loopback only", f, cfg.Server.Listen, ws)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -176,9 +175,6 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		return nil, err
 	}
 	d.warnExposedSecrets(cfg, d.drivers)
-	for _, p := range cfg.PlainHTTPOnNetwork() {
-		logger.Warn(p.Msg, "config", cfg.File, "line", p.Line)
-	}
 	// A driver's own listener (the embedded broker) is checked against
 	// this machine as server.listen is, before anything binds.
 	if err := d.drivers.CheckListens(cfg.File); err != nil {
@@ -198,14 +194,8 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		}
 	}
 	d.publicURL = cfg.AdvertisedURL(d.ln.Addr().String())
-	if cfg.Server.PublicURL == "" && !isLoopback(d.ln.Addr()) {
-		logger.Warn("server.public_url is not set: clients are told to use " + d.publicURL + ", which reaches the hub only from this machine")
-	}
-	if u, err := url.Parse(d.publicURL); err == nil && u.Scheme == "https" && !cfg.Server.TLS.Enabled() && !isLoopback(d.ln.Addr()) {
-		// The https is a reverse proxy's; this listener speaks plain HTTP
-		// to anyone who reaches it, around the proxy.
-		logger.Warn("server.public_url is https but server.listen is not loopback: clients on the network can bypass the proxy "+
-			"and send passwords and tokens in plain HTTP; listen on 127.0.0.1 behind the proxy", "listen", d.ln.Addr().String())
+	for _, p := range cfg.NetworkWarnings() {
+		logger.Warn(p.Msg, "config", cfg.File, "line", p.Line)
 	}
 	d.setSelf()
 	switches, err := d.drivers.Open(ctx)
@@ -351,12 +341,6 @@ func logReplay(logger *slog.Logger, path string, rep *store.JournalReport) {
 			"switch", o.SwitchID, "value", string(o.Journaled), "at", o.JournaledAt.UTC().Format(time.RFC3339Nano),
 			"stored_value", string(o.Stored), "stored_at", o.StoredAt.UTC().Format(time.RFC3339Nano))
 	}
-}
-
-// isLoopback reports whether a listener is bound to loopback only.
-func isLoopback(a net.Addr) bool {
-	tcp, ok := a.(*net.TCPAddr)
-	return ok && tcp.IP.IsLoopback()
 }
 
 // PublicURL is the address the hub advertises: auth_url and base_url.

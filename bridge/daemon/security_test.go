@@ -338,18 +338,23 @@ func TestHTTPCookiesAndLogout(t *testing.T) {
 
 // TestWarnsWhenHTTPSIsBypassable: with an https public_url (a proxy's) the
 // hub warns at start when its own plain-HTTP listener is reachable from
-// other machines.
+// other machines; with an http one, that logins cross the network in
+// plain HTTP; with none, or a loopback one, that clients elsewhere are
+// given an address they cannot use.
 func TestWarnsWhenHTTPSIsBypassable(t *testing.T) {
 	pair := certstest.NewCA(t).NewPair(t, 1)
 	tlsKeys := fmt.Sprintf(", tls: {cert_file: %q, key_file: %q}", pair.CertFile, pair.KeyFile)
 	for _, c := range []struct {
-		listen, publicURL, tls string
-		warn                   bool
+		listen, publicURL, tls   string
+		warn, plain, unreachable bool
 	}{
-		{"0.0.0.0:0", "HTTPS://hub.example", "", true},
-		{"127.0.0.1:0", "https://hub.example", "", false},
-		{"0.0.0.0:0", "http://hub.example", "", false},
-		{"0.0.0.0:0", "https://hub.example", tlsKeys, false}, // the hub's own TLS: nothing to bypass
+		{"0.0.0.0:0", "HTTPS://hub.example", "", true, false, false},
+		{"127.0.0.1:0", "https://hub.example", "", false, false, false},
+		{"0.0.0.0:0", "http://hub.example", "", false, true, false},
+		{"0.0.0.0:0", "https://hub.example", tlsKeys, false, false, false}, // the hub's own TLS: nothing to bypass
+		{"0.0.0.0:0", "", "", false, true, true},
+		{"0.0.0.0:0", "http://127.0.0.1:8080", "", false, true, true},
+		{"127.0.0.1:0", "", "", false, false, false},
 	} {
 		var logs logtest.Buffer
 		text := fmt.Sprintf("server: {listen: %q, public_url: %q, metrics_listen: \"off\"%s}\ndata_dir: %q\n%s", c.listen, c.publicURL, c.tls, t.TempDir(), hubConfig)
@@ -364,6 +369,12 @@ func TestWarnsWhenHTTPSIsBypassable(t *testing.T) {
 		d.Close()
 		if got := strings.Contains(logs.String(), "clients on the network can bypass the proxy"); got != c.warn {
 			t.Errorf("listen %s, public_url %s: warned %v, want %v\n%s", c.listen, c.publicURL, got, c.warn, logs.String())
+		}
+		if got := strings.Contains(logs.String(), "reaches the network over plain HTTP"); got != c.plain {
+			t.Errorf("listen %s, public_url %s: warned of plain HTTP %v, want %v\n%s", c.listen, c.publicURL, got, c.plain, logs.String())
+		}
+		if got := strings.Contains(logs.String(), "set public_url to the address clients use"); got != c.unreachable {
+			t.Errorf("listen %s, public_url %s: warned of public_url %v, want %v\n%s", c.listen, c.publicURL, got, c.unreachable, logs.String())
 		}
 	}
 }

@@ -55,7 +55,7 @@ func checkConfig(c *invocation) error {
 	// Warnings do not fail the check: the config works as it is.
 	warnings := append(set.Warnings(), config.ExposedSecrets(append(cfg.SecretFiles(), set.SecretFiles()...))...)
 	warnings = append(warnings, taken...)
-	warnings = append(warnings, cfg.PlainHTTPOnNetwork()...)
+	warnings = append(warnings, cfg.NetworkWarnings()...)
 	for _, w := range warnings {
 		if w.Line > 0 {
 			fmt.Fprintf(c.stderr, "%s:%d: warning: %s\n", cfg.File, w.Line, w.Msg)
