@@ -9,6 +9,9 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +164,11 @@ func TestSessionFromBeforeDerivedCSRF(t *testing.T) {
 	}
 	cookie, oldToken := NewSecret(), NewSecret()
 	now := time.Now()
+	for _, q := range undoMigrationsAfter(t, 17) {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
 	for _, q := range []string{
 		`ALTER TABLE login_sessions ADD COLUMN csrf TEXT NOT NULL DEFAULT ''`,
 		`INSERT INTO login_sessions (hash, user_id, password, csrf, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)`,
@@ -200,4 +208,71 @@ func TestSessionFromBeforeDerivedCSRF(t *testing.T) {
 	if w := br.do(mux, "/oauth/authorize", form); w.Code != http.StatusSeeOther {
 		t.Errorf("the reloaded form = %d: %.300s", w.Code, w.Body)
 	}
+}
+
+// undoMigrationsAfter returns the statements that take a database of the
+// newest schema back to where SQLite migration n left it, newest first,
+// read from the migrations themselves: tables, indexes and triggers made
+// are dropped, columns added dropped. A migration that does anything
+// else fails the test, which then needs another way to build the old
+// schema.
+func undoMigrationsAfter(t *testing.T, n int) []string {
+	t.Helper()
+	files, err := filepath.Glob("../store/migrations/sqlite/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the SQLite migrations: %v", err)
+	}
+	sort.Sort(sort.Reverse(sort.StringSlice(files)))
+	made := regexp.MustCompile(`(?i)^CREATE\s+(TABLE|UNIQUE\s+INDEX|INDEX|TRIGGER)\s+(\w+)`)
+	added := regexp.MustCompile(`(?i)^ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)`)
+	var undo []string
+	for _, f := range files {
+		v, err := strconv.Atoi(strings.SplitN(filepath.Base(f), "_", 2)[0])
+		if err != nil {
+			t.Fatalf("%s: not numbered", f)
+		}
+		if v <= n {
+			continue
+		}
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, stmt := range statements(string(body)) {
+			if m := made.FindStringSubmatch(stmt); m != nil {
+				kind := strings.ToUpper(strings.Fields(m[1])[len(strings.Fields(m[1]))-1])
+				undo = append(undo, "DROP "+kind+" IF EXISTS "+m[2])
+			} else if m := added.FindStringSubmatch(stmt); m != nil {
+				undo = append(undo, "ALTER TABLE "+m[1]+" DROP COLUMN "+m[2])
+			} else {
+				t.Fatalf("%s: %q cannot be undone here; build the schema of migration %d another way", f, stmt, n)
+			}
+		}
+	}
+	return undo
+}
+
+// statements splits a migration into its statements, comments left out;
+// a trigger's body (BEGIN … END;) stays whole.
+func statements(body string) []string {
+	var lines []string
+	for _, l := range strings.Split(body, "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--") {
+			lines = append(lines, l)
+		}
+	}
+	var out []string
+	var cur []string
+	inTrigger := false
+	for _, l := range lines {
+		cur = append(cur, l)
+		if strings.HasPrefix(strings.ToUpper(l), "CREATE TRIGGER") {
+			inTrigger = true
+		}
+		if (inTrigger && strings.EqualFold(l, "END;")) || (!inTrigger && strings.HasSuffix(l, ";")) {
+			out = append(out, strings.Join(cur, " "))
+			cur, inTrigger = nil, false
+		}
+	}
+	return out
 }
