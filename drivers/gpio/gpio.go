@@ -132,11 +132,31 @@ func (s spec) where() string {
 	return fmt.Sprintf("%s line %d", s.chip, s.offset)
 }
 
+// key is the line as the duplicate check sees it. A pin's name is taken
+// as periph resolves it on a Raspberry Pi (gpioreg.ByName): a number is
+// the GPIO of that number ("17", "017" are GPIO17), and a position on the
+// 40-pin header its GPIO ("P1_11" is GPIO17), so two names of one line
+// are caught before anything opens it.
 func (s spec) key() string {
 	if s.pin != "" {
-		return "pin " + s.pin
+		name := s.pin
+		if n, err := strconv.ParseUint(name, 10, 16); err == nil {
+			name = "GPIO" + strconv.FormatUint(n, 10)
+		} else if g, ok := headerGPIO[name]; ok {
+			name = "GPIO" + strconv.Itoa(g)
+		}
+		return "pin " + name
 	}
 	return "chip " + s.chip + " line " + strconv.Itoa(s.offset)
+}
+
+// headerGPIO is the GPIO behind each GPIO position of the Raspberry Pi's
+// 40-pin header (P1_1 is pin 1), as periph registers the aliases.
+var headerGPIO = map[string]int{
+	"P1_3": 2, "P1_5": 3, "P1_7": 4, "P1_8": 14, "P1_10": 15, "P1_11": 17, "P1_12": 18,
+	"P1_13": 27, "P1_15": 22, "P1_16": 23, "P1_18": 24, "P1_19": 10, "P1_21": 9, "P1_22": 25,
+	"P1_23": 11, "P1_24": 8, "P1_26": 7, "P1_27": 0, "P1_28": 1, "P1_29": 5, "P1_31": 6,
+	"P1_32": 12, "P1_33": 13, "P1_35": 19, "P1_36": 16, "P1_37": 26, "P1_38": 20, "P1_40": 21,
 }
 
 // Add checks a switch's options. It does no I/O.

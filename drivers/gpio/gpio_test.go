@@ -750,3 +750,32 @@ func TestReloadKeepsRelayValue(t *testing.T) {
 		}
 	}
 }
+
+// Two names of one line, as periph resolves them on a Raspberry Pi (the
+// number, the chipset name, the header position), are one line: the
+// second switch is refused at its line, naming the first.
+func TestAddRejectsOneLineUnderTwoNames(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ first, second string }{
+		{"GPIO17", "17"},
+		{"17", "GPIO17"},
+		{"P1_11", "GPIO17"},
+		{"017", "P1_11"},
+		{"GPIO2", "P1_3"},
+	} {
+		d := newTestDriver(t, nil, &recorder{})
+		if err := d.Add(drivers.Spec{ID: "a", Options: options(t, "{pin: \""+c.first+"\"}"), Line: 10}); err != nil {
+			t.Fatal(err)
+		}
+		err := d.Add(drivers.Spec{ID: "b", Options: options(t, "{pin: \""+c.second+"\"}"), Line: 12})
+		if err == nil || !containsAll(err.Error(), `switch "b"`, c.second, `already used by switch "a" at line 10`) {
+			t.Errorf("%s then %s: %v, want the second refused", c.first, c.second, err)
+		}
+	}
+	d := newTestDriver(t, nil, &recorder{})
+	for i, pin := range []string{"GPIO17", "GPIO27", "18", "P1_13x"} {
+		if err := d.Add(drivers.Spec{ID: fmt.Sprint("s", i), Options: options(t, "{pin: \""+pin+"\"}"), Line: 10 + i}); err != nil {
+			t.Errorf("%s: %v, want distinct lines accepted", pin, err)
+		}
+	}
+}
