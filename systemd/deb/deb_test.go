@@ -3,7 +3,9 @@ package deb
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -137,6 +139,11 @@ var wantFiles = map[string]file{
 	"./etc/switchbridge/config.yaml":                {"-rw-r-----", "root/switchbridge"},
 	"./usr/share/doc/switchbridge/copyright":        {"-rw-r--r--", "root/root"},
 	"./usr/share/doc/switchbridge/changelog.gz":     {"-rw-r--r--", "root/root"},
+	"./usr/share/doc/switchbridge/README.md.gz":     {"-rw-r--r--", "root/root"},
+	"./usr/share/doc/switchbridge/config.md.gz":     {"-rw-r--r--", "root/root"},
+	"./usr/share/doc/switchbridge/mqtt.md.gz":       {"-rw-r--r--", "root/root"},
+	"./usr/share/doc/switchbridge/gpio.md.gz":       {"-rw-r--r--", "root/root"},
+	"./usr/share/doc/switchbridge/systemd.md.gz":    {"-rw-r--r--", "root/root"},
 	"./usr/share/lintian/overrides/switchbridge":    {"-rw-r--r--", "root/root"},
 }
 
@@ -200,6 +207,24 @@ func TestPackageContents(t *testing.T) {
 			} {
 				if !bytes.Equal(readFile(t, filepath.Join(repo, src)), readFile(t, filepath.Join(root, dst))) {
 					t.Errorf("/%s is not %s", dst, src)
+				}
+			}
+			// The guides in /usr/share/doc are the repository's, compressed.
+			for src, dst := range map[string]string{
+				"README.md":               "README.md.gz",
+				"bridge/config/README.md": "config.md.gz",
+				"drivers/mqtt/README.md":  "mqtt.md.gz",
+				"drivers/gpio/README.md":  "gpio.md.gz",
+				"systemd/README.md":       "systemd.md.gz",
+			} {
+				zr, err := gzip.NewReader(bytes.NewReader(readFile(t, filepath.Join(root, "usr/share/doc/switchbridge", dst))))
+				if err != nil {
+					t.Errorf("%s: %v", dst, err)
+					continue
+				}
+				doc, err := io.ReadAll(zr)
+				if err != nil || !bytes.Equal(doc, readFile(t, filepath.Join(repo, src))) {
+					t.Errorf("/usr/share/doc/switchbridge/%s is not %s (%v)", dst, src, err)
 				}
 			}
 			if !regexp.MustCompile(`(?m)^ExecStart=/usr/bin/switchbridge serve `).Match(readFile(t, filepath.Join(root, "usr/lib/systemd/system/switchbridge.service"))) {
