@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"syscall"
 
 	"github.com/switchbridge/switchbridge/bridge/certs"
 	"github.com/switchbridge/switchbridge/bridge/config"
-	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/drivers"
 	"github.com/switchbridge/switchbridge/drivers/builtin"
 )
@@ -112,26 +110,4 @@ func portsInUse(cfg *config.Config, set *drivers.Set, hub runningDaemon) (errs, 
 			"%s %s: the port is in use by another program, so serve would not start: stop that program or choose another port", l.Key, l.Addr)})
 	}
 	return errs, warnings
-}
-
-// runningDaemon is the process that has a config's database open: its
-// pid, 0 for none, -1 when that cannot be told.
-type runningDaemon struct{ pid int }
-
-// runningHub tells whether a daemon runs with cfg's database (its SQLite
-// file in data_dir) open. Unknown (the data_dir unreadable, as it is for
-// the switchbridge group, or a platform on PostgreSQL) counts as
-// running: a port it may hold is then only a warning, as before.
-func runningHub(cfg *config.Config) runningDaemon {
-	if cfg.Storage.Postgres != nil {
-		return runningDaemon{pid: -1}
-	}
-	pid, inUse, err := store.InUse(filepath.Join(cfg.DataDir, store.FileName))
-	switch {
-	case err != nil:
-		return runningDaemon{pid: -1}
-	case inUse:
-		return runningDaemon{pid: pid}
-	}
-	return runningDaemon{}
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/daemon"
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/bridge/version"
 	"github.com/switchbridge/switchbridge/drivers/mqtt"
 )
@@ -379,4 +381,26 @@ func parseLocationID(v string) (int64, error) {
 func printVersion(c *invocation) error {
 	_, err := fmt.Fprintln(c.stdout, "switchbridge", version.Get())
 	return err
+}
+
+// runningDaemon is the process that has a config's database open: its
+// pid, 0 for none, -1 when that cannot be told.
+type runningDaemon struct{ pid int }
+
+// runningHub tells whether a daemon runs with cfg's database (its SQLite
+// file in data_dir) open. Unknown (the data_dir unreadable, as it is for
+// the switchbridge group, or a platform on PostgreSQL) counts as
+// running: a port it may hold is then only a warning, as before.
+func runningHub(cfg *config.Config) runningDaemon {
+	if cfg.Storage.Postgres != nil {
+		return runningDaemon{pid: -1}
+	}
+	pid, inUse, err := store.InUse(filepath.Join(cfg.DataDir, store.FileName))
+	switch {
+	case err != nil:
+		return runningDaemon{pid: -1}
+	case inUse:
+		return runningDaemon{pid: pid}
+	}
+	return runningDaemon{}
 }
