@@ -316,7 +316,11 @@ func (x *discovery) put(source string, devs []Device) {
 				}
 				continue
 			}
-			x.limited[source] = false
+			if b.tokens >= newPerSourceBurst-1 {
+				// The flood is over (the burst refilled): the next one is
+				// logged again.
+				x.limited[source] = false
+			}
 		}
 		d.LastSeen = now
 		d.UsedBy = x.used[d.fingerprint]

@@ -134,3 +134,39 @@ func TestDiscoveryHostile(t *testing.T) {
 		})
 	}
 }
+
+// On the embedded broker a plug login announces only its own plugs: a
+// Tasmota config naming another login's plug is dropped by the broker,
+// its own is listed.
+func TestDiscoveryEmbeddedLoginsAnnounceOnlyTheirOwn(t *testing.T) {
+	d := openDriver(t, "broker: embedded\nlisten: 127.0.0.1:0\nusers:\n  kitchen: {password: pw-kitchen-1, switches: [kitchen]}\n  hall: {password: pw-hall-12, switches: [hall]}",
+		`id: kitchen, name: Kitchen, profile: tasmota, topic: tas1`, `id: hall, name: Hall, profile: tasmota, topic: tas2`)
+	url := "tcp://" + d.broker.dialAddr
+	login := func(user, pw string) paho.Client {
+		c := paho.NewClient(paho.NewClientOptions().AddBroker(url).SetClientID("c-" + user).SetUsername(user).SetPassword(pw))
+		if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("connect %s: %v", user, tok.Error())
+		}
+		t.Cleanup(func() { c.Disconnect(0) })
+		return c
+	}
+	hall, kitchen := login("hall", "pw-hall-12"), login("kitchen", "pw-kitchen-1")
+	// hall announces kitchen's plug under a MAC of its own choosing.
+	hall.Publish("tasmota/discovery/A4CF12000009/config", 0, true,
+		mqtttest.TasmotaDiscoveryConfig(mqtttest.TasmotaOptions{Topic: "tas1", MAC: "A4CF12000009"}, 1)).Wait()
+	// Then its own, which arrives after: once listed, the first was read.
+	hall.Publish("tasmota/discovery/A4CF12000002/config", 0, true,
+		mqtttest.TasmotaDiscoveryConfig(mqtttest.TasmotaOptions{Topic: "tas2", MAC: "A4CF12000002"}, 1)).Wait()
+	kitchen.Publish("tasmota/discovery/A4CF12000001/config", 0, true,
+		mqtttest.TasmotaDiscoveryConfig(mqtttest.TasmotaOptions{Topic: "tas1", MAC: "A4CF12000001"}, 1)).Wait()
+	eventually(t, 10*time.Second, "both logins' own plugs listed", func() bool { return len(d.Discovered()) >= 2 })
+	time.Sleep(100 * time.Millisecond)
+	got := map[string]string{}
+	for _, dev := range d.Discovered() {
+		got[dev.ID] = dev.UsedBy
+	}
+	want := map[string]string{"tasmota-A4CF12000001": "kitchen", "tasmota-A4CF12000002": "hall"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("listed %v, want %v (hall's announcement of kitchen's plug dropped)", got, want)
+	}
+}
