@@ -202,3 +202,26 @@ func (x *discovery) shellyInfo(payload []byte) {
 		return devs, nil
 	})
 }
+
+// shellyGen1Online reads shellies/<id>/online: a Gen1 device online that
+// is not listed (it connected before the hub, so its announcement was
+// missed) is asked, once, to announce itself on its own command topic.
+func (x *discovery) shellyGen1Online(id string, payload []byte) {
+	topic := "shellies/" + id + "/online"
+	if x.isAvailability(topic) {
+		x.availability(topic, payload)
+		return
+	}
+	if parseAvailability(payload, "true", "false") != availOnline || !topicLevel.MatchString(id) {
+		return
+	}
+	x.mu.Lock()
+	key := "gen1:" + id
+	asked := x.asked[key] || len(x.asked) >= maxDiscovered
+	x.asked[key] = true
+	ask := x.ask
+	x.mu.Unlock()
+	if !asked && ask != nil {
+		ask(message{topic: "shellies/" + id + "/command", payload: []byte("announce")})
+	}
+}

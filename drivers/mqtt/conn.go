@@ -208,7 +208,6 @@ func (d *driver) onConnect(filters map[string]byte) {
 	d.once.Do(func() { close(d.first) })
 	d.log.Info("MQTT broker connected", "broker", d.url, "topics", len(filters))
 	d.resubscribeDiscovered()
-	d.askShellies()
 	for _, dev := range d.devs {
 		dev.apply(report{}, true)
 	}

@@ -172,6 +172,7 @@ func (x *discovery) filters() []string {
 		"tasmota/discovery/+/config",
 		"tasmota/discovery/+/sensors",
 		"shellies/announce",
+		"shellies/+/online",
 		"+/online",
 		x.hubSource + "/rpc",
 		"+/bridge/devices",
@@ -210,6 +211,8 @@ func (x *discovery) handle(topic string, payload []byte) (newAvail []string, ok 
 		if len(payload) <= maxAnnouncement {
 			x.add(sourceShelly, func() ([]Device, error) { return parseShellyAnnounce(payload) })
 		}
+	case len(levels) == 3 && levels[0] == "shellies" && levels[2] == "online":
+		x.shellyGen1Online(levels[1], payload)
 	case len(levels) == 2 && levels[1] == "online":
 		x.shellyOnline(levels[0], payload)
 	case topic == x.hubSource+"/rpc":

@@ -44,9 +44,16 @@ func (d *driver) discover(topic string, payload []byte) {
 	if len(subs) > 0 && d.connected() {
 		filters := make(map[string]byte, len(subs))
 		for _, t := range subs {
-			filters[t] = qos
+			// A switch's own topic is subscribed already: subscribing
+			// again would have the broker send its retained message
+			// anew, which the switch would take for a fresh report.
+			if _, routed := d.routes[t]; !routed {
+				filters[t] = qos
+			}
 		}
-		d.c.SubscribeMultiple(filters, nil)
+		if len(filters) > 0 {
+			d.c.SubscribeMultiple(filters, nil)
+		}
 	}
 }
 
@@ -58,17 +65,13 @@ func (d *driver) resubscribeDiscovered() {
 	}
 	filters := map[string]byte{}
 	for _, t := range d.disc.availabilityTopics() {
-		filters[t] = qos
+		if _, routed := d.routes[t]; !routed {
+			filters[t] = qos
+		}
 	}
 	if len(filters) > 0 {
 		d.c.SubscribeMultiple(filters, nil).WaitTimeout(subscribeTimeout)
 	}
-}
-
-// askShellies publishes shellies/command announce, which every Gen1 Shelly
-// answers with its shellies/announce.
-func (d *driver) askShellies() {
-	d.publish(message{topic: "shellies/command", payload: []byte("announce")})
 }
 
 // Discovered lists the devices the driver heard announce themselves, by
