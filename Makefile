@@ -63,6 +63,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAuthorizeRequest$$' -fuzztime $(FUZZTIME) ./bridge/oauth
 	$(GO) test -run '^$$' -fuzz '^FuzzParsers$$' -fuzztime $(FUZZTIME) ./drivers/mqtt
 	$(GO) test -run '^$$' -fuzz '^FuzzEmbeddedBroker$$' -fuzztime $(FUZZTIME) ./drivers/mqtt
+	$(GO) test -run '^$$' -fuzz '^FuzzAnnouncements$$' -fuzztime $(FUZZTIME) ./drivers/mqtt
 	$(GO) test -run '^$$' -fuzz '^FuzzDaemonBroker$$' -fuzztime $(FUZZTIME) ./bridge/daemon
 
 # The cross-compiled targets must build, and the Pi binaries must run:

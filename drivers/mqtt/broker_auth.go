@@ -385,6 +385,10 @@ func (h *authHook) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packe
 		h.refused(cl, user, "may not publish on "+pk.TopicName)
 		return pk, packets.CodeSuccessIgnore
 	}
+	if !h.rules.mayAnnounce(user, pk.TopicName, pk.Payload) {
+		h.refused(cl, user, "may not announce another plug's device on "+pk.TopicName)
+		return pk, packets.CodeSuccessIgnore
+	}
 	if !pk.FixedHeader.Retain || len(pk.Payload) == 0 {
 		return pk, nil // an empty retained message clears one
 	}

@@ -207,6 +207,7 @@ func (d *driver) onConnect(filters map[string]byte) {
 	d.ready.Store(true)
 	d.once.Do(func() { close(d.first) })
 	d.log.Info("MQTT broker connected", "broker", d.url, "topics", len(filters))
+	d.resubscribeDiscovered()
 	for _, dev := range d.devs {
 		dev.apply(report{}, true)
 	}

@@ -74,6 +74,9 @@ type driver struct {
 	once   sync.Once
 	outbox chan publishJob // Do's commands for the publisher
 
+	// disc listens for the devices that announce themselves.
+	disc *discovery
+
 	// replies maps each reply topic of the plugs' repliers to its switch.
 	replies map[string]*device
 	mu      sync.Mutex // guards pending: the requests awaiting an answer
@@ -113,6 +116,7 @@ func (d *driver) Open(ctx context.Context) (map[string]bridge.Device, error) {
 	d.pending = map[uint64]call{}
 	// Room for every plug's command: a plug has one in flight at a time.
 	d.outbox = make(chan publishJob, len(d.devs))
+	d.openDiscovery(filters)
 	if err := d.connect(ctx, filters); err != nil {
 		return nil, err
 	}
@@ -141,6 +145,9 @@ func (d *driver) Close() error {
 	}
 	if d.broker != nil {
 		d.broker.close()
+	}
+	if d.disc != nil {
+		d.disc.close()
 	}
 	return nil
 }

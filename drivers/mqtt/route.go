@@ -55,11 +55,16 @@ func (d *driver) dispatch(_ paho.Client, m paho.Message) {
 			rep.retained = m.Retained()
 			r.dev.apply(rep, false)
 		}
+		if discoveryTopic(topic) {
+			d.discover(topic, payload)
+		}
 		return
 	}
 	if dev, ok := d.replies[topic]; ok {
 		d.answer(dev, payload)
+		return
 	}
+	d.discover(topic, payload)
 }
 
 // query asks dev for its state where the firmware allows it. It does not

@@ -96,7 +96,7 @@ func (o *tasmota) plug(c *checker) *plug {
 	}
 	p.acl = plugACL{
 		commands:  []string{anyDevice + "#"},
-		publish:   []string{expand(prefixes[1], "#"), expand(prefixes[2], "#")},
+		publish:   append([]string{expand(prefixes[1], "#"), expand(prefixes[2], "#")}, tasmotaAnnouncements...),
 		subscribe: []string{expand(prefixes[0], "#"), expand(prefixes[1], "#"), expand(prefixes[2], "#")},
 	}
 	cmd := c.topic("topic", expand(prefixes[0], power))

@@ -33,7 +33,11 @@ func NewShellyGen1(tb testing.TB, broker, id string, relays int, retain bool) *S
 	s.subs["shellies/command"] = 0
 	s.handle = s.onMessage
 	s.announce = func() { s.pub("shellies/"+id+"/online", 0, true, "true") }
-	s.greet = s.publishAll
+	s.greet = func() {
+		// At every connect, as on shellies/command announce.
+		s.pub("shellies/announce", 0, false, ShellyGen1Announce(id, len(s.relays)))
+		s.publishAll()
+	}
 	s.Start()
 	return s
 }
@@ -54,7 +58,7 @@ func (s *ShellyGen1) onMessage(topic string, payload []byte) {
 	case "shellies/command", "shellies/" + s.devID + "/command":
 		switch p {
 		case "announce":
-			s.pub("shellies/announce", 0, false, fmt.Sprintf(`{"id":%q,"mac":"A8032AB12345","ip":"192.0.2.10","new_fw":false,"fw_ver":"20230913-112003/v1.14.0-gcb84623"}`, s.devID))
+			s.pub("shellies/announce", 0, false, ShellyGen1Announce(s.devID, len(s.relays)))
 		case "update":
 			s.publishAll()
 		}
@@ -164,10 +168,17 @@ func (s *ShellyRPC) onMessage(topic string, payload []byte) {
 	if json.Unmarshal(payload, &req) != nil || len(req.ID) == 0 || req.Src == "" {
 		return // without id and src there is no one to answer
 	}
+	reply := map[string]any{"id": req.ID, "src": s.prefix, "dst": req.Src}
+	if req.Method == "Shelly.GetDeviceInfo" {
+		// A question, not a command: not counted.
+		reply["result"] = s.deviceInfo()
+		b, _ := json.Marshal(reply)
+		s.pub(req.Src+"/rpc", 1, false, string(b))
+		return
+	}
 	if !s.command() {
 		return
 	}
-	reply := map[string]any{"id": req.ID, "src": s.prefix, "dst": req.Src}
 	i := 0
 	if req.Params.ID != nil {
 		i = *req.Params.ID

@@ -18,6 +18,11 @@ type TasmotaOptions struct {
 	SetOption26 bool   // POWER1 even with one relay
 	PowerRetain bool   // plain stat/<topic>/POWER retained
 	StateText   [2]string
+	// Discovery publishes tasmota/discovery/<MAC>/config and …/sensors
+	// at every connect, as the firmware does by default (SetOption19 0);
+	// off here so that tests of other things see only the plug's topics.
+	Discovery bool
+	MAC       string // 12 hex digits; default from the topic (TasmotaMAC)
 }
 
 // Tasmota simulates a Tasmota device with the default FullTopic
@@ -50,6 +55,9 @@ func NewTasmota(tb testing.TB, broker string, o TasmotaOptions) *Tasmota {
 	t.handle = t.onMessage
 	t.announce = func() { t.pub("tele/"+o.Topic+"/LWT", 1, true, "Online") }
 	t.greet = func() {
+		if o.Discovery {
+			t.announceDiscovery()
+		}
 		// The iobroker workaround: an empty POWER to itself, so a
 		// RESULT/POWER pair follows.
 		t.pub("cmnd/"+o.Topic+"/POWER", 0, false, "")

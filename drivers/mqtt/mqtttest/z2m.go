@@ -56,6 +56,7 @@ func NewZ2M(tb testing.TB, broker, base string, avail string, devs ...Z2MDevice)
 	z.handle = z.onMessage
 	z.announce = func() {
 		z.pub(base+"/bridge/state", 1, true, z.payload("online"))
+		z.pub(base+"/bridge/devices", 0, true, z.bridgeDevices())
 		if avail != Z2MAvailabilityOff {
 			for _, d := range devs {
 				z.pub(base+"/"+d.Name+"/availability", 1, true, z.payload("online"))
