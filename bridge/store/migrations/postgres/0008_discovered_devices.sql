@@ -1,5 +1,5 @@
 -- The devices the MQTT driver heard announce themselves (SQLite migration
--- 0022, whose comments explain the table). A hub keeps them in its SQLite;
+-- 0021, whose comments explain the table). A hub keeps them in its SQLite;
 -- the table is here too so that both dialects' schemas stay one. No
 -- trigger: none of it is in the change log.
 CREATE TABLE discovered_devices (
