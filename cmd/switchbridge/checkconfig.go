@@ -15,10 +15,37 @@ import (
 )
 
 func checkConfig(c *invocation) error {
-	ps := &config.Problems{}
-	cfg, err := config.Load(c.configPath, config.ForServe(), config.AllProblems(ps))
+	cfg, set, err := checkProblems(c.configPath)
 	if err != nil {
 		return err
+	}
+	// Warnings do not fail the check: the config works as it is.
+	warnings := append(set.Warnings(), config.ExposedSecrets(append(cfg.SecretFiles(), set.SecretFiles()...))...)
+	warnings = append(warnings, portsInUse(cfg)...)
+	warnings = append(warnings, cfg.PlainHTTPOnNetwork()...)
+	for _, w := range warnings {
+		if w.Line > 0 {
+			fmt.Fprintf(c.stderr, "%s:%d: warning: %s\n", cfg.File, w.Line, w.Msg)
+		} else {
+			fmt.Fprintf(c.stderr, "%s: warning: %s\n", cfg.File, w.Msg)
+		}
+	}
+	n := 0
+	for _, l := range cfg.Locations {
+		n += len(l.Switches)
+	}
+	fmt.Fprintf(c.stdout, "%s: ok (%d locations, %d switches)\n", c.configPath, len(cfg.Locations), n)
+	return nil
+}
+
+// checkProblems checks the config at path as check-config does, every
+// problem listed at once; opts may give its text (config.Text), which
+// devices adopt checks before it writes it.
+func checkProblems(path string, opts ...config.Option) (*config.Config, *drivers.Set, error) {
+	ps := &config.Problems{}
+	cfg, err := config.Load(path, append([]config.Option{config.ForServe(), config.AllProblems(ps)}, opts...)...)
+	if err != nil {
+		return nil, nil, err
 	}
 	// The drivers' own keys are checked even when the rest has problems, so
 	// one run lists everything there is to fix.
@@ -40,25 +67,9 @@ func checkConfig(c *invocation) error {
 		}
 	}
 	if err := ps.Err(); err != nil {
-		return err
+		return nil, nil, err
 	}
-	// Warnings do not fail the check: the config works as it is.
-	warnings := append(set.Warnings(), config.ExposedSecrets(append(cfg.SecretFiles(), set.SecretFiles()...))...)
-	warnings = append(warnings, portsInUse(cfg)...)
-	warnings = append(warnings, cfg.PlainHTTPOnNetwork()...)
-	for _, w := range warnings {
-		if w.Line > 0 {
-			fmt.Fprintf(c.stderr, "%s:%d: warning: %s\n", cfg.File, w.Line, w.Msg)
-		} else {
-			fmt.Fprintf(c.stderr, "%s: warning: %s\n", cfg.File, w.Msg)
-		}
-	}
-	n := 0
-	for _, l := range cfg.Locations {
-		n += len(l.Switches)
-	}
-	fmt.Fprintf(c.stdout, "%s: ok (%d locations, %d switches)\n", c.configPath, len(cfg.Locations), n)
-	return nil
+	return cfg, set, nil
 }
 
 // portsInUse warns of a server listener whose port is taken now: serve
