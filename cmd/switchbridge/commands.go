@@ -114,6 +114,17 @@ var commands = []command{
 	{Name: "mqtt release-client-id", Args: "ID", Short: "frees a client id of the embedded MQTT broker: the next login to connect with it keeps it", Store: anyStore,
 		Long:  "For a plug moved to another login, or replaced by one reusing its client id. A running hub applies it at the next connection; a client connected with the id stays connected. Listing the id under the new login's client_ids does the same from the config.",
 		Setup: mqttReleaseClientID},
+	{Name: "devices", Short: "lists the devices the hub discovered on its MQTT broker: id, firmware, model, name, topics, online, the switch entry that would use each and the switch already using it", Store: anyStore,
+		Long:  "The running hub keeps the list in its database; the switch using a device is looked up in the config file. --json prints it as an array. See \"Discovery\" in drivers/mqtt/README.md.",
+		Setup: devicesList},
+	{Name: "devices adopt", Args: "ID", Short: "adds a discovered device's switch entry to a location of the config file", Store: anyStore, Required: []string{"location"},
+		Long: "Only that entry is inserted (and, with the embedded broker, the plug's login under mqtt.users, its password printed once): every other line and comment stays as it was. " +
+			"The new file must pass check-config before it replaces the old one, which is kept as config.yaml.bak (of the previous adoption, the one before). " +
+			"Refused, the file untouched, for an unknown device, a device a switch already uses, a location not in the config and a switch id taken. Then reload the hub (sudo systemctl reload switchbridge).",
+		Setup: devicesAdopt},
+	{Name: "devices setup", Args: "SWITCH_ID", Short: "prints what to set on a configured switch's device so it reaches this hub: host, port, login, topic", Store: noStore,
+		Long:  "For its firmware (Tasmota console, Shelly settings or RPC, Zigbee2MQTT's configuration.yaml, ESPHome's mqtt: component). The password only with --show-password. See \"Setting up a device\" in drivers/mqtt/README.md.",
+		Setup: devicesSetup},
 	{Name: "version", Short: "prints the version, the commit and the Go release it was built with (also --version)",
 		Long:  "For example switchbridge v1.2.3 (commit 2e0fa4e…, go1.26.8); -dirty after the commit marks a build with uncommitted changes. The start-up log line, the switchbridge_build_info metric and the version a hub reports to its platform (hub list) say the same.",
 		Setup: func(*flag.FlagSet) func(*invocation) error { return printVersion }},

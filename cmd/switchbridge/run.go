@@ -203,16 +203,21 @@ func isHelpFlag(s string) bool {
 
 // findCommand finds the command args start with. When args name only a
 // group (or a group and an unknown word), cmd is nil and group is set.
+// The longest name wins: "devices adopt" over "devices".
 func findCommand(args []string) (cmd *command, rest []string, group string) {
 	for i := range commands {
 		c := &commands[i]
 		words := strings.Fields(c.Name)
-		if len(args) >= len(words) && strings.Join(args[:len(words)], " ") == c.Name {
-			return c, args[len(words):], ""
+		if len(args) >= len(words) && strings.Join(args[:len(words)], " ") == c.Name &&
+			(cmd == nil || len(words) > len(strings.Fields(cmd.Name))) {
+			cmd, rest = c, args[len(words):]
 		}
 		if len(words) > 1 && words[0] == args[0] {
 			group = words[0]
 		}
+	}
+	if cmd != nil {
+		return cmd, rest, ""
 	}
 	return nil, args[1:], group
 }
@@ -285,6 +290,7 @@ type storage interface {
 	oauth.IssuerStore
 	link.PlatformStore
 	mqtt.ClientIDAdmin
+	discoveredStore
 	Close() error
 }
 

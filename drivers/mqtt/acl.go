@@ -40,9 +40,10 @@ const spareSessions = 2
 
 // loginRules is what one login tied to its switches may do.
 type loginRules struct {
-	switches  map[string]bool
-	publish   []string
-	subscribe []string
+	switches        map[string]bool
+	publish         []string
+	subscribe       []string
+	clientSubscribe []string // with %client% for the client's id
 }
 
 // newBrokerRules derives the rules from the logins and the plugs, keyed by
@@ -81,6 +82,7 @@ func newBrokerRules(hubUser, hubClientID string, logins map[string]Login, plugs 
 			lr.switches[id] = true
 			lr.publish = append(lr.publish, p.acl.publish...)
 			lr.subscribe = append(lr.subscribe, p.acl.subscribe...)
+			lr.clientSubscribe = append(lr.clientSubscribe, p.acl.clientSubscribe...)
 		}
 		r.tied[user] = lr
 	}

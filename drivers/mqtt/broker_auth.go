@@ -370,7 +370,7 @@ func (h *authHook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 		return true
 	}
 	user := string(cl.Properties.Username)
-	if h.rules.mayRead(user, topic) {
+	if h.rules.mayReadAs(user, cl.ID, topic) {
 		return true
 	}
 	h.refused(cl, user, "may not subscribe to "+topic)
@@ -382,6 +382,9 @@ func (h *authHook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 func (h *authHook) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet, error) {
 	user := string(cl.Properties.Username)
 	if !h.rules.mayPublish(user, pk.TopicName) {
+		if h.rules.quietDrop(user, cl.ID, pk.TopicName, pk.Payload, pk.FixedHeader.Retain) {
+			return pk, packets.CodeSuccessIgnore
+		}
 		h.refused(cl, user, "may not publish on "+pk.TopicName)
 		return pk, packets.CodeSuccessIgnore
 	}

@@ -54,6 +54,11 @@ type plugACL struct {
 	publish []string
 	// subscribe is what the plug's login may subscribe to.
 	subscribe []string
+	// clientSubscribe are filters the firmware subscribes to by default
+	// that hold the connecting client's id, written %client% (Tasmota's
+	// fallback topic cmnd/DVES_1A2B3C_fb/#): allowed with that client's
+	// own id only.
+	clientSubscribe []string
 }
 
 // askable reports whether the firmware can be asked for its state.

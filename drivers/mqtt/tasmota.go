@@ -99,6 +99,16 @@ func (o *tasmota) plug(c *checker) *plug {
 		publish:   append([]string{expand(prefixes[1], "#"), expand(prefixes[2], "#")}, tasmotaAnnouncements...),
 		subscribe: []string{expand(prefixes[0], "#"), expand(prefixes[1], "#"), expand(prefixes[2], "#")},
 	}
+	if strings.Contains(full, "%topic%") {
+		// What the firmware subscribes to at every connect besides its own
+		// topic: the default group topic and its fallback topic. Only the
+		// hub publishes on command topics, and it uses neither, so they
+		// bring the plug nothing; refusing them would log at every connect.
+		group := strings.NewReplacer("%prefix%", prefixes[0], "%topic%", "tasmotas", "%hostname%", o.Hostname, "%id%", o.MAC).Replace(full)
+		fallback := strings.NewReplacer("%prefix%", prefixes[0], "%topic%", "%client%_fb", "%hostname%", o.Hostname, "%id%", o.MAC).Replace(full)
+		p.acl.subscribe = append(p.acl.subscribe, strings.TrimSuffix(group, "/")+"/#")
+		p.acl.clientSubscribe = []string{strings.TrimSuffix(fallback, "/") + "/#"}
+	}
 	cmd := c.topic("topic", expand(prefixes[0], power))
 	p.command = fixedCommands(func(v bridge.Value) message {
 		return message{topic: cmd, payload: []byte(strings.ToUpper(string(v)))}

@@ -1,0 +1,8 @@
+//go:build !unix
+
+package main
+
+import "os"
+
+// chownLike does nothing where files have no Unix owner.
+func chownLike(*os.File, os.FileInfo) error { return nil }
