@@ -111,12 +111,6 @@ func startEmbedded(o embeddedOptions, log *slog.Logger) (*embeddedBroker, error)
 		b.dialAddr = net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
 	}
 
-	logins := map[string]string{b.hubUser: b.hubPassword}
-	for u, l := range o.set.Users {
-		if u != b.hubUser {
-			logins[u] = l.Password
-		}
-	}
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumPacketSize = uint32(o.set.MaxPacketSize)
 	// One more for the hub's own client: OnConnect holds the others to
@@ -147,19 +141,14 @@ func startEmbedded(o embeddedOptions, log *slog.Logger) (*embeddedBroker, error)
 		}
 	}
 	shares := len(o.set.Users) + 1 // and the hub's
-	hook := &authHook{srv: b.srv, log: blog, logins: logins, anonymous: len(o.set.Users) == 0,
-		rules: o.rules, mqtt5: o.set.MQTT5, maxSessions: 2 * o.set.MaxClients, maxClients: o.set.MaxClients,
+	hook := &authHook{srv: b.srv, log: blog, mqtt5: o.set.MQTT5, maxSessions: 2 * o.set.MaxClients, maxClients: o.set.MaxClients,
 		refusals: logLimiter{every: refusalLogEvery}, count: refused,
 		subs:     &subscriptionBounds{maxPerClient: o.set.MaxSubsPerClient, maxPerLogin: o.set.MaxSubsPerLogin, pending: map[*mochi.Client]int{}},
 		retained: newRetainedShares(o.set.MaxRetainedPerLogin, o.set.MaxRetainedBytesLogin, max(maxRetained, shares*o.set.MaxRetainedPerLogin)),
-		throttle: newLoginThrottle(), clientIDs: map[string]string{}, bound: o.clientIDs}
+		throttle: newLoginThrottle(), bound: o.clientIDs}
+	hook.cfg.Store(newAuthConfig(b.hubUser, b.hubPassword, o.set.Users, o.rules))
 	if hook.bound == nil {
 		hook.bound = newMemoryClientIDs()
-	}
-	for u, l := range o.set.Users {
-		for _, id := range l.ClientIDs {
-			hook.clientIDs[id] = u
-		}
 	}
 	b.hook = hook
 	if err := b.srv.AddHook(hook, nil); err != nil {

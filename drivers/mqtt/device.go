@@ -15,6 +15,9 @@ type device struct {
 	id   string
 	line int // of its switch in the config
 	plug *plug
+	// options is its switch's driver keys as text: a reload keeps the
+	// device (and what it knows) when they did not change.
+	options string
 	// cmd holds a token while a command runs, so a plug has one command in
 	// flight at a time and each confirmation belongs to one command.
 	cmd chan struct{}
