@@ -154,9 +154,11 @@ func TestReloadKeepsPlugsConnected(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		start := time.Now()
 		if err := h.Reload(context.Background(), cfg); err != nil {
 			t.Fatalf("reload: %v", err)
 		}
+		t.Logf("reload took %s", time.Since(start).Round(time.Millisecond))
 	}
 	alice := h.AddUser(t, "alice", "alice-pw", 1)
 	app := h.AddApp(t, alice, true, redirect)
@@ -226,6 +228,7 @@ func TestReloadKeepsPlugsConnected(t *testing.T) {
 		}
 		got[sw.ID]++
 	}
+	t.Logf("through the reload: %v changes reported, %v events", want, got)
 	for _, p := range []*loginPlug{kitchen, hall} {
 		if c, l := p.connects.Load(), p.losses.Load(); c != 1 || l != 0 {
 			t.Errorf("plug %s: %d connects, %d losses; want its one connection kept", p.topic, c, l)

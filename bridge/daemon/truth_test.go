@@ -85,6 +85,7 @@ locations:
 	start := time.Now()
 	p := h.Call(t, http.MethodPut, g.URI+"/switches/late/on", g.Token.AccessToken)
 	took := time.Since(start)
+	t.Logf("a command to the plug never heard from failed after %s (confirm_timeout %s)", took.Round(time.Millisecond), confirm)
 	if p.StatusCode != http.StatusBadGateway || failureBody(t, p)["late"] != "unavailable" {
 		t.Fatalf("PUT late/on = %d %s, want 502 with the plug unavailable", p.StatusCode, p.Body)
 	}
