@@ -66,6 +66,7 @@ func (d *driver) Reload(ctx context.Context, next drivers.Driver) (map[string]br
 	// The broker first: the new rules let the new plugs in.
 	var dropped []string
 	if d.broker != nil {
+		d.broker.hook.retained.resize(retainedTotal(n.set))
 		dropped = d.broker.reload(newAuthConfig(d.broker.hubUser, d.broker.hubPassword, n.set.Users, n.brokerRules()))
 	}
 	d.set.Users, d.set.ConfirmTimeout = n.set.Users, n.set.ConfirmTimeout
