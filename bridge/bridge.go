@@ -61,9 +61,15 @@ func (c Command) Value() Value {
 
 // State is what the hub knows of one switch right now.
 type State struct {
-	Value     Value     // "" when not known
-	Available bool      // false when the device is known to be unreachable
+	Value Value // "" when not known
+	// Available is true only while the hub has heard from the device
+	// since the driver opened and knows of nothing that makes it
+	// unreachable: a device the hub has not heard from is not claimed.
+	Available bool
 	Updated   time.Time // when Value was last learnt; zero when never
+	// LastSeen is when the device last gave a sign of itself (a message it
+	// sent, a read of its line, a command it took); zero when never.
+	LastSeen time.Time
 }
 
 // Device is one switch's hardware as a driver exposes it. State never blocks:

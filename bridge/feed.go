@@ -42,6 +42,9 @@ type Event struct {
 	Available bool
 	At        time.Time
 	Cause     Cause
+	// LastSeen is the device's State.LastSeen as the feed last heard it
+	// (a command's confirmation counts); zero when never.
+	LastSeen time.Time
 
 	kept time.Time // when the feed took it in, by the feed's clock
 }
@@ -87,6 +90,7 @@ type feedState struct {
 	available bool
 	known     bool // available was reported
 	at        time.Time
+	lastSeen  time.Time
 }
 
 // FeedOptions change a feed's bounds; zero values take the defaults.
@@ -189,6 +193,14 @@ func (f *Feed) notify(id string, st State, cause Cause) {
 	} else if !prev.known {
 		next.available, next.known = true, true
 	}
+	// A sign of the device is no change by itself: a plug's telemetry
+	// every few minutes would flood the streams. Events carry the latest.
+	if st.LastSeen.After(next.lastSeen) {
+		next.lastSeen = st.LastSeen
+	}
+	if cause == CauseAPI && st.Updated.After(next.lastSeen) {
+		next.lastSeen = st.Updated // the device confirmed the command then
+	}
 	valueChanged := false
 	if st.Value != "" && !st.Updated.IsZero() {
 		// A value learnt before the one the feed has (a confirmation
@@ -228,7 +240,7 @@ func (f *Feed) notify(id string, st State, cause Cause) {
 	}
 	f.seq++
 	f.counts[id]++
-	e := Event{Seq: f.seq, SwitchID: id, Value: next.value, Previous: prev.value, Available: next.available, At: at, Cause: cause, kept: f.now()}
+	e := Event{Seq: f.seq, SwitchID: id, Value: next.value, Previous: prev.value, Available: next.available, At: at, Cause: cause, LastSeen: next.lastSeen, kept: f.now()}
 	if len(f.ring) >= 2*f.buffer {
 		// Keep the newest buffer events, copying them down once per
 		// buffer events rather than once per event.

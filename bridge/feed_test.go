@@ -300,3 +300,23 @@ func BenchmarkFeedView(b *testing.B) {
 		f.View("6f1e0c52-8d7a-4c1b-9f00-2b3c4d5e6f70", ids)
 	}
 }
+
+// TestFeedLastSeen: a sign of life alone is no event, and every event
+// carries the latest last_seen the feed heard of (a command's
+// confirmation counts as one), never an older one.
+func TestFeedLastSeen(t *testing.T) {
+	f := bridge.NewFeed(bridge.FeedOptions{})
+	f.Started()
+	sub, _, _ := f.Subscribe([]string{"a"}, 0, "")
+	t0 := time.Now()
+	f.Notify("a", bridge.State{Value: bridge.Off, Available: false}) // not heard from yet
+	f.Notify("a", bridge.State{Value: bridge.Off, Available: true, Updated: t0, LastSeen: t0})
+	f.Notify("a", bridge.State{Value: bridge.Off, Available: true, Updated: t0, LastSeen: t0.Add(time.Second)}) // telemetry
+	if es := recv(sub); len(es) != 1 || !es[0].Available || !es[0].LastSeen.Equal(t0) {
+		t.Fatalf("events %s, want one (available) carrying last_seen %s", describe(es), t0)
+	}
+	f.Notify("a", bridge.State{Value: bridge.On, Available: true, Updated: t0.Add(2 * time.Second), LastSeen: t0.Add(-time.Hour)})
+	if es := recv(sub); len(es) != 1 || !es[0].LastSeen.Equal(t0.Add(time.Second)) {
+		t.Fatalf("events %s, want one carrying the latest last_seen, not an older one", describe(es))
+	}
+}

@@ -1,6 +1,6 @@
 // The driver contract: what a driver is given (Spec, Env) and what it
-// implements (Driver, and where it needs them Checker, SecretFiler and
-// Listener).
+// implements (Driver, and where it needs them Checker, SecretFiler,
+// Listener and Reloader).
 
 // Package drivers is the contract between the hub and the code that reaches
 // real hardware, and the registry that maps a config's `driver:` name to that
@@ -146,6 +146,19 @@ type SecretFiler interface {
 // A reload does not: a name server that is down must not refuse it.
 type Listener interface {
 	Listens() []Listen
+}
+
+// Reloader is implemented by a driver that can take a new config while it
+// runs, keeping what did not change open (the embedded MQTT broker's
+// connections, a plug's state). A reload whose settings or switches of
+// that driver changed calls Reload on the running driver with next, the
+// same driver built for the new config (Add done, Check passed, never
+// opened). With ok, the running driver now serves next's switches and
+// settings, with the returned devices, and next is dropped unopened;
+// without ok, it changed nothing (the change needs a restart, which it has
+// logged) and is closed and next opened, as for a driver without Reload.
+type Reloader interface {
+	Reload(ctx context.Context, next Driver) (devices map[string]bridge.Device, ok bool)
 }
 
 // Listen is one address a driver will listen on, with the config key and

@@ -423,3 +423,64 @@ func TestRegistryMistakes(t *testing.T) {
 		}()
 	}
 }
+
+// reloading is a fake that takes a new config in place when told to.
+type reloading struct {
+	*fake
+	takes bool
+}
+
+func (r *reloading) Reload(_ context.Context, next drivers.Driver) (map[string]bridge.Device, bool) {
+	*r.log = append(*r.log, fmt.Sprintf("reload %s %v", r.name, r.takes))
+	if !r.takes {
+		return nil, false
+	}
+	r.ids = next.(*reloading).ids
+	out := map[string]bridge.Device{}
+	for _, id := range r.ids {
+		out[id] = dev{}
+	}
+	return out, true
+}
+
+// A changed driver that is a Reloader is asked first: taking the change,
+// it stays open and serves the new switches; refusing it, it is closed and
+// its replacement opened, as any other driver.
+func TestOpenReplacingReloadsInPlace(t *testing.T) {
+	for _, takes := range []bool{true, false} {
+		var log []string
+		reg := drivers.Registry{{Name: "r", New: func(drivers.Env) (drivers.Driver, error) {
+			return &reloading{fake: &fake{name: "r", log: &log}, takes: takes}, nil
+		}}}
+		cfg := func(ids ...string) *config.Config {
+			src := "locations:\n  - id: 1\n    name: Home\n    switches:\n"
+			for _, id := range ids {
+				src += fmt.Sprintf("      - {id: %s, name: %s, driver: r}\n", id, id)
+			}
+			return mustConfig(t, src)
+		}
+		old, _ := drivers.Build(cfg("s1"), reg, drivers.Env{})
+		if _, err := old.Open(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		next, _ := drivers.Build(cfg("s1", "s2"), reg, drivers.Env{})
+		log = nil
+		sws, err := next.OpenReplacing(context.Background(), old)
+		if err != nil || len(sws) != 2 {
+			t.Fatalf("takes %v: %d switches, %v", takes, len(sws), err)
+		}
+		want := "reload r true"
+		if !takes {
+			want = "reload r false,close r,open r"
+		}
+		if got := strings.Join(log, ","); got != want {
+			t.Errorf("takes %v: %s, want %s", takes, got, want)
+		}
+		log = nil
+		old.Close()
+		next.Close()
+		if got := strings.Join(log, ","); got != "close r" {
+			t.Errorf("takes %v: closing both sets: %s, want the running driver closed once", takes, got)
+		}
+	}
+}

@@ -226,7 +226,9 @@ func (s *Set) Open(ctx context.Context) ([]*bridge.Switch, error) {
 	return s.OpenReplacing(ctx, nil)
 }
 
-// OpenReplacing is Open for a reload: each driver of old with the same
+// OpenReplacing is Open for a reload: a running driver of old that can take
+// its new settings and switches in place (Reloader) does, and keeps its
+// connections; each other driver of old with the same
 // name as one being opened is closed just before its replacement opens, so
 // a changed driver's hardware (GPIO lines) is released only while its own
 // replacement opens, not while others do (an MQTT driver can take seconds
@@ -243,6 +245,9 @@ func (s *Set) OpenReplacing(ctx context.Context, old *Set) ([]*bridge.Switch, er
 	var out []*bridge.Switch
 	for _, name := range s.order {
 		devs, ok := s.devices[name] // kept open from the previous config
+		if !ok && old != nil {
+			devs, ok = s.reloadInPlace(ctx, old, name)
+		}
 		if !ok {
 			if old != nil {
 				old.closeOne(name)
@@ -266,6 +271,28 @@ func (s *Set) OpenReplacing(ctx context.Context, old *Set) ([]*bridge.Switch, er
 		}
 	}
 	return out, nil
+}
+
+// reloadInPlace hands the driver name of s to old's running one, when that
+// is a Reloader that takes it: the running driver moves into s, serving
+// s's switches, and s's own is dropped unopened.
+func (s *Set) reloadInPlace(ctx context.Context, old *Set, name string) (map[string]bridge.Device, bool) {
+	if !slices.Contains(old.opened, name) {
+		return nil, false
+	}
+	r, ok := old.drivers[name].(Reloader)
+	if !ok {
+		return nil, false
+	}
+	devs, ok := r.Reload(ctx, s.drivers[name])
+	if !ok {
+		return nil, false
+	}
+	s.drivers[name] = old.drivers[name]
+	s.devices[name] = devs
+	s.opened = append(s.opened, name)
+	old.opened = slices.DeleteFunc(old.opened, func(n string) bool { return n == name })
+	return devs, true
 }
 
 // closeOne closes one opened driver, if it is open.

@@ -83,22 +83,34 @@ var SwitchesApp = []Route{
 }
 
 // SwitchValue is one switch as the app reports it: its config id, its
-// name, its value (null while the hub does not know it yet) and whether
-// its device is reachable. Clients written for the original {name, value}
-// ignore the fields they do not know.
+// name, its value (null while the hub does not know it yet), whether its
+// device is reachable (false while the hub has not heard from it) and when
+// the hub last heard from the device (absent when never). Clients written
+// for the original {name, value} ignore the fields they do not know.
 type SwitchValue struct {
 	ID        string        `json:"id"`
 	Name      string        `json:"name"`
 	Value     *bridge.Value `json:"value"`
 	Available bool          `json:"available"`
+	LastSeen  *time.Time    `json:"last_seen,omitempty"`
 }
 
 func switchValue(s bridge.SwitchState) SwitchValue {
-	sv := SwitchValue{ID: s.Switch.ID, Name: s.Switch.Name, Available: s.State.Available}
+	sv := SwitchValue{ID: s.Switch.ID, Name: s.Switch.Name, Available: s.State.Available, LastSeen: lastSeen(s.State.LastSeen)}
 	if v := s.State.Value; v != "" {
 		sv.Value = &v
 	}
 	return sv
+}
+
+// lastSeen is a last_seen field: UTC, to the second's fraction the hub
+// knows, and absent (nil) for a device never heard from.
+func lastSeen(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	t = t.UTC().Round(0) // no monotonic reading in an answer
+	return &t
 }
 
 // listSwitches reports every switch the installation was granted, from the

@@ -131,11 +131,12 @@ type Event struct {
 	Available bool          `json:"available"`
 	At        time.Time     `json:"at"`
 	Cause     bridge.Cause  `json:"cause"`
+	LastSeen  *time.Time    `json:"last_seen,omitempty"`
 }
 
 // EventOf is the API's view of a feed event; name is the switch's name.
 func EventOf(e bridge.Event, name string) Event {
-	out := Event{ID: e.SwitchID, Name: name, Available: e.Available, At: e.At.UTC(), Cause: e.Cause}
+	out := Event{ID: e.SwitchID, Name: name, Available: e.Available, At: e.At.UTC(), Cause: e.Cause, LastSeen: lastSeen(e.LastSeen)}
 	if v := e.Value; v != "" {
 		out.Value = &v
 	}

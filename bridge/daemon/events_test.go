@@ -37,6 +37,7 @@ type switchEvent struct {
 	Available bool    `json:"available"`
 	At        string  `json:"at"`
 	Cause     string  `json:"cause"`
+	LastSeen  *string `json:"last_seen"`
 }
 
 // sseStream is an open GET <uri>/events, read line by line as the SSE

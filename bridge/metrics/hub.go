@@ -81,6 +81,7 @@ type switchCollector struct {
 	src       SwitchSource
 	state     *prometheus.Desc
 	available *prometheus.Desc
+	lastSeen  *prometheus.Desc
 	location  *prometheus.Desc
 }
 
@@ -91,7 +92,9 @@ func newSwitchCollector(src SwitchSource) *switchCollector {
 		state: prometheus.NewDesc(prometheus.BuildFQName(namespace, "switch", "state"),
 			"Whether the switch is on (1) or off (0); absent while its value is unknown. location is the location's id.", labels, nil),
 		available: prometheus.NewDesc(prometheus.BuildFQName(namespace, "switch", "available"),
-			"Whether the switch's device is reachable (1) or known to be unreachable (0). location is the location's id.", labels, nil),
+			"Whether the switch's device is reachable (1), or unreachable or not heard from since the hub started (0). location is the location's id.", labels, nil),
+		lastSeen: prometheus.NewDesc(prometheus.BuildFQName(namespace, "switch", "last_seen_timestamp_seconds"),
+			"When the hub last heard from the switch's device, in seconds since the epoch; absent while never. location is the location's id.", labels, nil),
 		location: prometheus.NewDesc(prometheus.BuildFQName(namespace, "location", "info"),
 			"Each configured location, always 1: its id (location, as on the switch metrics) and its name.", []string{"location", "name"}, nil),
 	}
@@ -100,6 +103,7 @@ func newSwitchCollector(src SwitchSource) *switchCollector {
 func (c *switchCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.state
 	ch <- c.available
+	ch <- c.lastSeen
 	ch <- c.location
 }
 
@@ -117,6 +121,9 @@ func (c *switchCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- constGauge(c.state, 0, sw.ID, loc)
 		}
 		ch <- constGauge(c.available, boolValue(st.Available), sw.ID, loc)
+		if !st.LastSeen.IsZero() {
+			ch <- constGauge(c.lastSeen, float64(st.LastSeen.Unix())+float64(st.LastSeen.Nanosecond())/1e9, sw.ID, loc)
+		}
 	}
 }
 

@@ -157,7 +157,7 @@ func TestSwitchGaugesFollowTheHub(t *testing.T) {
 	m := metrics.New(metrics.Options{Switches: h.Switchboard})
 
 	want := `
-# HELP switchbridge_switch_available Whether the switch's device is reachable (1) or known to be unreachable (0). location is the location's id.
+# HELP switchbridge_switch_available Whether the switch's device is reachable (1), or unreachable or not heard from since the hub started (0). location is the location's id.
 # TYPE switchbridge_switch_available gauge
 switchbridge_switch_available{location="1",switch="bell"} 1
 switchbridge_switch_available{location="1",switch="heater"} 1
@@ -192,7 +192,7 @@ switchbridge_switch_state{location="2",switch="pump"} 0
 		t.Error(err)
 	}
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
-# HELP switchbridge_switch_available Whether the switch's device is reachable (1) or known to be unreachable (0). location is the location's id.
+# HELP switchbridge_switch_available Whether the switch's device is reachable (1), or unreachable or not heard from since the hub started (0). location is the location's id.
 # TYPE switchbridge_switch_available gauge
 switchbridge_switch_available{location="1",switch="bell"} 1
 switchbridge_switch_available{location="1",switch="heater"} 1
@@ -200,6 +200,20 @@ switchbridge_switch_available{location="1",switch="lamp"} 0
 switchbridge_switch_available{location="2",switch="fan"} 1
 switchbridge_switch_available{location="2",switch="pump"} 0
 `), "switchbridge_switch_available"); err != nil {
+		t.Error(err)
+	}
+
+	// last_seen: a series only for a device heard from, in seconds to the
+	// fraction, built from the cache at scrape time.
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(""), "switchbridge_switch_last_seen_timestamp_seconds"); err != nil {
+		t.Errorf("a device never heard from has a last_seen series: %v", err)
+	}
+	h.fan.set(bridge.State{Value: bridge.On, Available: true, LastSeen: time.Unix(1700000000, 250e6)})
+	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(`
+# HELP switchbridge_switch_last_seen_timestamp_seconds When the hub last heard from the switch's device, in seconds since the epoch; absent while never. location is the location's id.
+# TYPE switchbridge_switch_last_seen_timestamp_seconds gauge
+switchbridge_switch_last_seen_timestamp_seconds{location="2",switch="fan"} 1.70000000025e+09
+`), "switchbridge_switch_last_seen_timestamp_seconds"); err != nil {
 		t.Error(err)
 	}
 

@@ -57,11 +57,12 @@ func (d *driver) openContact(sp spec, p gpio.PinIO) (*contact, error) {
 		wait = sleep
 	}
 	l := p.Read()
+	now := time.Now()
 	c := &contact{
 		sw: sp.id, name: sp.where(), pin: p, activeLow: sp.activeLow,
 		edges: edges, debounce: sp.debounce, interval: sp.interval,
 		notify: d.env.Notify, log: log, wait: wait, stable: l,
-		state: bridge.State{Value: value(l, sp.activeLow), Available: true, Updated: time.Now()},
+		state: bridge.State{Value: value(l, sp.activeLow), Available: true, Updated: now, LastSeen: now},
 	}
 	log.Info("contact ready", "value", string(c.state.Value), "level", l.String(), "edges", edges)
 	return c, nil
@@ -109,6 +110,7 @@ func (c *contact) watch(ctx context.Context) {
 			return
 		}
 		l := c.pin.Read()
+		c.seen()
 		if l == c.stable {
 			continue
 		}
@@ -125,10 +127,19 @@ func (c *contact) watch(ctx context.Context) {
 	}
 }
 
+// seen notes a read of the line: a contact's last_seen is its last read,
+// changed or not (no notification: a sign of life alone is no change).
+func (c *contact) seen() {
+	c.mu.Lock()
+	c.state.LastSeen = time.Now()
+	c.mu.Unlock()
+}
+
 func (c *contact) set(l gpio.Level) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.state = bridge.State{Value: value(l, c.activeLow), Available: true, Updated: time.Now()}
+	now := time.Now()
+	c.state = bridge.State{Value: value(l, c.activeLow), Available: true, Updated: now, LastSeen: now}
 	c.notify(c.sw, c.state)
 	c.log.Debug("contact changed", "value", string(c.state.Value), "level", l.String())
 }

@@ -751,6 +751,41 @@ func TestReloadKeepsRelayValue(t *testing.T) {
 	}
 }
 
+// A contact's last_seen is its last read of the line, changed or not; a
+// relay's, which is never read, the hub's last write to it.
+func TestLastSeen(t *testing.T) {
+	t.Parallel()
+	p := gpiotest.NewPin(t, false)
+	d := newTestDriver(t, nil, &recorder{})
+	s := newStepper()
+	d.wait = s.wait
+	mustAdd(t, d, "door", fmt.Sprintf("{pin: %s, mode: input, detect: poll, poll_interval: 10ms}", p.N))
+	dev := mustOpen(t, d)["door"]
+	opened := dev.State().LastSeen
+	if opened.IsZero() {
+		t.Fatal("a contact read at open has no last_seen")
+	}
+	s.next(t)
+	before := time.Now()
+	s.step(t) // a poll that finds the same level
+	s.next(t)
+	if st := dev.State(); st.LastSeen.Before(before) || !st.Updated.Before(before) {
+		t.Errorf("after a poll with no change: last_seen %s, updated %s; want last_seen at the poll (after %s), updated unchanged", st.LastSeen, st.Updated, before)
+	}
+
+	out := gpiotest.NewPin(t, false)
+	rd := newTestDriver(t, nil, &recorder{})
+	mustAdd(t, rd, "lamp", fmt.Sprintf("{pin: %s, mode: output, startup: off}", out.N))
+	relay := mustOpen(t, rd)["lamp"]
+	before = time.Now()
+	if err := relay.(bridge.Commander).Do(context.Background(), bridge.CommandOn); err != nil {
+		t.Fatal(err)
+	}
+	if st := relay.State(); st.LastSeen.Before(before) {
+		t.Errorf("a relay's last_seen %s is not its last write (after %s)", st.LastSeen, before)
+	}
+}
+
 // Two names of one line, as periph resolves them on a Raspberry Pi (the
 // number, the chipset name, the header position), are one line: the
 // second switch is refused at its line, naming the first.

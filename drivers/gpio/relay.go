@@ -41,9 +41,12 @@ func (d *driver) openRelay(sp spec, p gpio.PinIO) (*relay, error) {
 		return nil, fmt.Errorf("setting it as an output at %s: %w%s", l, err, busyHint(err))
 	}
 	d.env.Logger.Info("relay ready", "switch", sp.id, "pin", sp.where(), "value", string(v), "level", l.String(), "startup", why)
+	// An output line is never read (see gpio.go): its last_seen is the
+	// hub's last write to it.
+	now := time.Now()
 	return &relay{
 		sw: sp.id, name: sp.where(), pin: p, activeLow: sp.activeLow, notify: d.env.Notify,
-		state: bridge.State{Value: v, Available: true, Updated: time.Now()},
+		state: bridge.State{Value: v, Available: true, Updated: now, LastSeen: now},
 	}, nil
 }
 
@@ -112,7 +115,8 @@ func (r *relay) Do(ctx context.Context, cmd bridge.Command) error {
 	if err := r.pin.Out(l); err != nil {
 		return fmt.Errorf("gpio relay %s: writing %s to line %s: %w", r.sw, l, r.name, err)
 	}
-	r.state = bridge.State{Value: v, Available: true, Updated: time.Now()}
+	now := time.Now()
+	r.state = bridge.State{Value: v, Available: true, Updated: now, LastSeen: now}
 	// Notify under the lock: two commands racing must be stored in the
 	// order they reached the line, or a restore would bring back the loser.
 	r.notify(r.sw, r.state)

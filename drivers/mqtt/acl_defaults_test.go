@@ -84,7 +84,8 @@ func TestTasmotaDefaultsQuiet(t *testing.T) {
 		t.Fatalf("publish: %v", p.Error())
 	}
 	// The other plug's command: sent by the hub, confirmed by that plug,
-	// never delivered here.
+	// never delivered here. The hub commands only a plug it has heard from.
+	eventually(t, 10*time.Second, "the hub heard the other plug", func() bool { return (&testHub{Switchboard: h}).state(t, "other").Available })
 	if err := h.Command(ctx, []string{"other"}, bridge.CommandOn); err != nil {
 		t.Fatalf("command to the other plug: %v", err)
 	}

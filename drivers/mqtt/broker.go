@@ -111,12 +111,6 @@ func startEmbedded(o embeddedOptions, log *slog.Logger) (*embeddedBroker, error)
 		b.dialAddr = net.JoinHostPort("127.0.0.1", fmt.Sprint(tcp.Port))
 	}
 
-	logins := map[string]string{b.hubUser: b.hubPassword}
-	for u, l := range o.set.Users {
-		if u != b.hubUser {
-			logins[u] = l.Password
-		}
-	}
 	caps := mochi.NewDefaultServerCapabilities()
 	caps.MaximumPacketSize = uint32(o.set.MaxPacketSize)
 	// One more for the hub's own client: OnConnect holds the others to
@@ -146,20 +140,14 @@ func startEmbedded(o embeddedOptions, log *slog.Logger) (*embeddedBroker, error)
 			o.refused(reason)
 		}
 	}
-	shares := len(o.set.Users) + 1 // and the hub's
-	hook := &authHook{srv: b.srv, log: blog, logins: logins, anonymous: len(o.set.Users) == 0,
-		rules: o.rules, mqtt5: o.set.MQTT5, maxSessions: 2 * o.set.MaxClients, maxClients: o.set.MaxClients,
+	hook := &authHook{srv: b.srv, log: blog, mqtt5: o.set.MQTT5, maxSessions: 2 * o.set.MaxClients, maxClients: o.set.MaxClients,
 		refusals: logLimiter{every: refusalLogEvery}, count: refused,
 		subs:     &subscriptionBounds{maxPerClient: o.set.MaxSubsPerClient, maxPerLogin: o.set.MaxSubsPerLogin, pending: map[*mochi.Client]int{}},
-		retained: newRetainedShares(o.set.MaxRetainedPerLogin, o.set.MaxRetainedBytesLogin, max(maxRetained, shares*o.set.MaxRetainedPerLogin)),
-		throttle: newLoginThrottle(), clientIDs: map[string]string{}, bound: o.clientIDs}
+		retained: newRetainedShares(o.set.MaxRetainedPerLogin, o.set.MaxRetainedBytesLogin, retainedTotal(o.set)),
+		throttle: newLoginThrottle(), bound: o.clientIDs}
+	hook.cfg.Store(newAuthConfig(b.hubUser, b.hubPassword, o.set.Users, o.rules))
 	if hook.bound == nil {
 		hook.bound = newMemoryClientIDs()
-	}
-	for u, l := range o.set.Users {
-		for _, id := range l.ClientIDs {
-			hook.clientIDs[id] = u
-		}
 	}
 	b.hook = hook
 	if err := b.srv.AddHook(hook, nil); err != nil {
@@ -178,6 +166,12 @@ func startEmbedded(o embeddedOptions, log *slog.Logger) (*embeddedBroker, error)
 	}
 	log.Info("embedded MQTT broker listening", "address", b.addr, "logins", len(o.set.Users), "mqtt5", o.set.MQTT5)
 	return b, nil
+}
+
+// retainedTotal bounds the retained store: maxRetained messages, or every
+// login's share (the hub's among them) when that is more.
+func retainedTotal(s Settings) int {
+	return max(maxRetained, (len(s.Users)+1)*s.MaxRetainedPerLogin)
 }
 
 func (b *embeddedBroker) close() { b.srv.Close() }

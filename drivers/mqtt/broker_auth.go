@@ -31,11 +31,10 @@ import (
 // and applies rules to every publish and subscription.
 type authHook struct {
 	mochi.HookBase
-	srv         *mochi.Server
-	log         *slog.Logger
-	logins      map[string]string
-	anonymous   bool
-	rules       *brokerRules
+	srv *mochi.Server
+	log *slog.Logger
+	// cfg is the logins and rules, which a reload replaces (reload.go).
+	cfg         atomic.Pointer[authConfig]
 	mqtt5       bool
 	maxSessions int
 	maxClients  int
@@ -43,9 +42,6 @@ type authHook struct {
 	subs     *subscriptionBounds
 	retained *retainedShares
 	throttle *loginThrottle
-	// clientIDs maps each client id, or prefix ending in *, that a login
-	// claims (mqtt.users.<login>.client_ids) to that login.
-	clientIDs map[string]string
 	// bound keeps the login each other client id belongs to: the first
 	// that connected with it (clientids.go).
 	bound ClientIDs
@@ -55,6 +51,35 @@ type authHook struct {
 	refusals logLimiter
 	count    func(reason string)
 }
+
+// authConfig is what the config says of the broker's logins: a reload
+// replaces it whole, and each check reads one.
+type authConfig struct {
+	// logins maps each login, the hub's among them, to its password.
+	logins    map[string]string
+	anonymous bool // no plug logins: anyone may connect
+	rules     *brokerRules
+	// clientIDs maps each client id, or prefix ending in *, that a login
+	// claims (mqtt.users.<login>.client_ids) to that login.
+	clientIDs map[string]string
+}
+
+// newAuthConfig is the logins of users, and the hub's, with rules.
+func newAuthConfig(hubUser, hubPassword string, users map[string]Login, rules *brokerRules) *authConfig {
+	a := &authConfig{logins: map[string]string{hubUser: hubPassword}, anonymous: len(users) == 0, rules: rules, clientIDs: map[string]string{}}
+	for u, l := range users {
+		if u != hubUser {
+			a.logins[u] = l.Password
+		}
+		for _, id := range l.ClientIDs {
+			a.clientIDs[id] = u
+		}
+	}
+	return a
+}
+
+// conf is the logins and rules in force.
+func (h *authHook) conf() *authConfig { return h.cfg.Load() }
 
 func (h *authHook) ID() string { return "switchbridge-auth" }
 
@@ -79,10 +104,10 @@ func (h *authHook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 		// has panicked. [MQTT-3.1.2-2]
 		return refuse(packets.ErrUnsupportedProtocolVersion, "MQTT 5 is off (mqtt.mqtt5)")
 	}
-	if user == h.rules.hubUser {
+	if user == h.conf().rules.hubUser {
 		return nil
 	}
-	if cl.ID == h.rules.hubClientID {
+	if cl.ID == h.conf().rules.hubClientID {
 		return refuse(packets.ErrClientIdentifierNotValid, "the client id is the hub's")
 	}
 	if owner, ok := h.clientIDOwner(cl.ID); ok && owner != user {
@@ -115,13 +140,13 @@ func (h *authHook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 		h.count(refusedClients)
 		return refuse(packets.ErrServerUnavailable, "max_clients plugs are connected")
 	}
-	if bound := h.rules.keptSessions(user); !h.anonymous && h.connected(user, cl.ID) >= bound {
+	if bound := h.conf().rules.keptSessions(user); !h.conf().anonymous && h.connected(user, cl.ID) >= bound {
 		// Room for the other logins' plugs: one login (a compromised plug
 		// cycling client ids) cannot fill max_clients.
 		h.count(refusedLoginClients)
 		return refuse(packets.ErrServerUnavailable, fmt.Sprintf("the login has %d clients connected, one per switch it serves and %d more", bound, spareSessions))
 	}
-	if pk.Connect.WillFlag && !h.rules.mayPublish(user, pk.Connect.WillTopic) {
+	if pk.Connect.WillFlag && !h.conf().rules.mayPublish(user, pk.Connect.WillTopic) {
 		// mochi publishes a will without asking the ACL.
 		return refuse(packets.ErrBadUsernameOrPassword, "its last will is on a topic it may not publish on: "+pk.Connect.WillTopic)
 	}
@@ -129,11 +154,14 @@ func (h *authHook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 }
 
 // clientIDOwner returns the login that claims client id id, if any.
-func (h *authHook) clientIDOwner(id string) (string, bool) {
-	if u, ok := h.clientIDs[id]; ok {
+func (h *authHook) clientIDOwner(id string) (string, bool) { return h.conf().clientIDOwner(id) }
+
+// clientIDOwner returns the login that claims client id id, if any.
+func (a *authConfig) clientIDOwner(id string) (string, bool) {
+	if u, ok := a.clientIDs[id]; ok {
 		return u, true
 	}
-	for p, u := range h.clientIDs {
+	for p, u := range a.clientIDs {
 		if claims(p, id) {
 			return u, true
 		}
@@ -145,7 +173,7 @@ func (h *authHook) clientIDOwner(id string) (string, bool) {
 // less one when the connecting client takes over a connected one.
 func (h *authHook) pluggedIn(takesOver bool) int {
 	n := int(atomic.LoadInt64(&h.srv.Info.ClientsConnected))
-	if hub, ok := h.srv.Clients.Get(h.rules.hubClientID); ok && !hub.Closed() {
+	if hub, ok := h.srv.Clients.Get(h.conf().rules.hubClientID); ok && !hub.Closed() {
 		n--
 	}
 	if takesOver {
@@ -172,14 +200,14 @@ func (h *authHook) connected(user, id string) int {
 // bounds the sessions it keeps.
 func (h *authHook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bool {
 	user := string(pk.Connect.Username)
-	want, known := h.logins[user]
+	want, known := h.conf().logins[user]
 	var ok bool
 	switch {
-	case !known && h.anonymous:
+	case !known && h.conf().anonymous:
 		// Without configured users anyone may connect, whatever login the
 		// firmware sends by default (Tasmota sends DVES_USER).
 		ok = true
-	case user == h.rules.hubUser:
+	case user == h.conf().rules.hubUser:
 		// The hub's password is random and never fails: not throttled.
 		if ok = subtle.ConstantTimeCompare([]byte(want), pk.Connect.Password) == 1; !ok {
 			h.count(refusedPassword)
@@ -188,7 +216,7 @@ func (h *authHook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bo
 	default:
 		ok = h.checkPassword(cl, user, known, want, pk.Connect.Password)
 	}
-	if ok && user != h.rules.hubUser {
+	if ok && user != h.conf().rules.hubUser {
 		if !h.bindClientID(cl, user) {
 			return false
 		}
@@ -202,7 +230,7 @@ func (h *authHook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bo
 // first used it: with logins configured (anyone may connect without), and
 // not when the broker made the id up for a client that sent none.
 func (h *authHook) bindsClientIDs(cl *mochi.Client) bool {
-	return !h.anonymous && cl.Properties.Props.AssignedClientID == ""
+	return !h.conf().anonymous && cl.Properties.Props.AssignedClientID == ""
 }
 
 // bindClientID binds cl's client id to user, whose password is checked,
@@ -217,7 +245,7 @@ func (h *authHook) bindClientID(cl *mochi.Client, user string) bool {
 	_, listed := h.clientIDOwner(cl.ID) // then user's: OnConnect checked
 	ctx, cancel := context.WithTimeout(context.Background(), clientIDTimeout)
 	defer cancel()
-	owner, err := h.bound.BindMQTTClientID(ctx, cl.ID, user, time.Now(), listed, clientIDsKept*h.rules.keptSessions(user))
+	owner, err := h.bound.BindMQTTClientID(ctx, cl.ID, user, time.Now(), listed, clientIDsKept*h.conf().rules.keptSessions(user))
 	if err != nil {
 		h.log.Error("binding an MQTT client id to its login", "login", bridge.Untrusted(user), "client", bridge.Untrusted(cl.ID), "err", err)
 		owner, err = h.bound.MQTTClientIDLogin(ctx, cl.ID)
@@ -286,7 +314,7 @@ func (h *authHook) OnDisconnect(cl *mochi.Client, _ error, _ bool) { h.subs.done
 // its login's bounds (see subscriptionBounds); the hub's client has none.
 func (h *authHook) OnSubscribe(cl *mochi.Client, pk packets.Packet) packets.Packet {
 	user := string(cl.Properties.Username)
-	if user == h.rules.hubUser || cl.Net.Inline {
+	if user == h.conf().rules.hubUser || cl.Net.Inline {
 		return pk
 	}
 	pk, refused := h.subs.admit(h.srv, cl, user, pk)
@@ -342,7 +370,7 @@ func (h *authHook) boundSessions(cl *mochi.Client, user string) {
 			kept = append(kept, c)
 		}
 	}
-	bound := h.rules.keptSessions(user)
+	bound := h.conf().rules.keptSessions(user)
 	if len(kept) < bound {
 		return
 	}
@@ -370,7 +398,7 @@ func (h *authHook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 		return true
 	}
 	user := string(cl.Properties.Username)
-	if h.rules.mayReadAs(user, cl.ID, topic) {
+	if h.conf().rules.mayReadAs(user, cl.ID, topic) {
 		return true
 	}
 	h.refused(cl, user, "may not subscribe to "+topic)
@@ -381,21 +409,22 @@ func (h *authHook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 // from anyone, and the retain flag beyond the retained-message bounds.
 func (h *authHook) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packet, error) {
 	user := string(cl.Properties.Username)
-	if !h.rules.mayPublish(user, pk.TopicName) {
-		if h.rules.quietDrop(user, cl.ID, pk.TopicName, pk.Payload, pk.FixedHeader.Retain) {
+	rules := h.conf().rules
+	if !rules.mayPublish(user, pk.TopicName) {
+		if rules.quietDrop(user, cl.ID, pk.TopicName, pk.Payload, pk.FixedHeader.Retain) {
 			return pk, packets.CodeSuccessIgnore
 		}
 		h.refused(cl, user, "may not publish on "+pk.TopicName)
 		return pk, packets.CodeSuccessIgnore
 	}
-	if !h.rules.mayAnnounce(user, pk.TopicName, pk.Payload) {
+	if !rules.mayAnnounce(user, pk.TopicName, pk.Payload) {
 		h.refused(cl, user, "may not announce another plug's device on "+pk.TopicName)
 		return pk, packets.CodeSuccessIgnore
 	}
 	if !pk.FixedHeader.Retain || len(pk.Payload) == 0 {
 		return pk, nil // an empty retained message clears one
 	}
-	if h.rules.isCommand(pk.TopicName) {
+	if h.conf().rules.isCommand(pk.TopicName) {
 		// Tasmota replays a retained command at every reconnect.
 		h.refused(cl, user, "may not retain a command on "+pk.TopicName)
 		return pk, packets.CodeSuccessIgnore

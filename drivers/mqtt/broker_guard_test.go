@@ -430,7 +430,7 @@ func TestEmbeddedBrokerACL(t *testing.T) {
 			})
 			frame := fmt.Sprintf(`{"id":%d,"src":"shellyplus1-a","dst":"the-hub-shb",%s}`, id, forged)
 			// On every reply topic the hub reads: shb's, and sha's own.
-			for topic := range d.replies {
+			for topic := range d.plugs().replies {
 				publish(ac, topic, false, frame)
 			}
 			err := <-done

@@ -114,6 +114,14 @@ func newRetainedShares(count, bytes, total int) *retainedShares {
 	return &retainedShares{count: count, bytes: bytes, total: total, owners: map[string]retainedBy{}, used: map[string]*retainedUse{}}
 }
 
+// resize sets the store's bound (a reload changed the number of logins).
+// Messages kept beyond a smaller bound stay; new ones wait for room.
+func (r *retainedShares) resize(total int) {
+	r.mu.Lock()
+	r.total = total
+	r.mu.Unlock()
+}
+
 // take reports whether login may retain payload on topic, and if so
 // records it as the topic's retained message.
 func (r *retainedShares) take(login, topic string, payload []byte) bool {

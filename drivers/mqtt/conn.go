@@ -29,7 +29,7 @@ const (
 // connect makes the client (and the embedded broker) and connects it,
 // waiting at most startupWait for the broker: one that is not there yet is
 // retried in the background while the plugs show as unavailable.
-func (d *driver) connect(ctx context.Context, filters map[string]byte) error {
+func (d *driver) connect(ctx context.Context) error {
 	d.first = make(chan struct{})
 	d.stop = make(chan struct{})
 
@@ -57,7 +57,7 @@ func (d *driver) connect(ctx context.Context, filters map[string]byte) error {
 	})
 	o.SetOnConnectHandler(func(paho.Client) {
 		d.obs.connected(d.url, true)
-		d.onConnect(filters)
+		d.onConnect()
 	})
 	// paho keeps every publish the broker has not acknowledged and sends it
 	// again after a reconnect, clean session or not. A command is confirmed
@@ -185,7 +185,11 @@ func (d *driver) pause(wait time.Duration) {
 // is clean, so the subscriptions are made again here; once the broker has
 // confirmed them, every plug that can be asked for its state is asked
 // until it answers (resync).
-func (d *driver) onConnect(filters map[string]byte) {
+func (d *driver) onConnect() {
+	// The fleet now: a reload after this subscribes to what it adds, once
+	// the connection is ready (below).
+	f := d.plugs()
+	filters := f.filters
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		tok := d.c.SubscribeMultiple(filters, nil)
@@ -205,13 +209,21 @@ func (d *driver) onConnect(filters map[string]byte) {
 		return
 	}
 	d.ready.Store(true)
+	// A reload that replaced the fleet meanwhile found the connection not
+	// ready and left its subscriptions to here.
+	for g := d.plugs(); g != f; g = d.plugs() {
+		f = g
+		if tok := d.c.SubscribeMultiple(f.filters, nil); !tok.WaitTimeout(subscribeTimeout) || tok.Error() != nil {
+			d.log.Error("cannot subscribe to the reloaded plugs' topics", "broker", d.url, "error", tok.Error())
+		}
+	}
 	d.once.Do(func() { close(d.first) })
-	d.log.Info("MQTT broker connected", "broker", d.url, "topics", len(filters))
+	d.log.Info("MQTT broker connected", "broker", d.url, "topics", len(f.filters))
 	d.resubscribeDiscovered()
-	for _, dev := range d.devs {
+	for _, dev := range f.devs {
 		dev.apply(report{}, true)
 	}
-	for _, dev := range d.devs {
+	for _, dev := range f.devs {
 		d.resync(dev)
 	}
 }
@@ -224,7 +236,7 @@ func (d *driver) onDown() {
 		return // already down: a further reconnect attempt
 	}
 	var ids []string
-	for _, dev := range d.devs {
+	for _, dev := range d.plugs().devs {
 		dev.down()
 		ids = append(ids, dev.id)
 	}

@@ -15,6 +15,9 @@ type device struct {
 	id   string
 	line int // of its switch in the config
 	plug *plug
+	// options is its switch's driver keys as text: a reload keeps the
+	// device (and what it knows) when they did not change.
+	options string
 	// cmd holds a token while a command runs, so a plug has one command in
 	// flight at a time and each confirmation belongs to one command.
 	cmd chan struct{}
@@ -44,6 +47,16 @@ type device struct {
 	// a broker with persistence, a retained "online" may predate the
 	// outage, and the plug may not be back yet.
 	heardLive bool
+	// known is set by the first message from or about the plug itself
+	// (not its gateway's) since the driver opened, retained copies
+	// included, and never cleared: until then the hub does not claim the
+	// plug is there, and a command to it fails at once (see
+	// whyUnavailableLocked). A broker's retained copy counts: it is the
+	// plug's own last word, and its last will replaces it when it goes.
+	known bool
+	// lastSeen is when the plug last sent a message the hub received live
+	// (a retained copy is of an unknown age); zero when never.
+	lastSeen time.Time
 	// change is closed (and replaced) when heard, the availability or the
 	// connection changes: what a held command waits on.
 	change chan struct{}
@@ -57,16 +70,23 @@ func (dev *device) State() bridge.State {
 }
 
 func (dev *device) stateLocked() bridge.State {
-	return bridge.State{Value: dev.value, Available: dev.whyUnavailableLocked() == "", Updated: dev.updated}
+	// Not heard from is not available, whether or not a command may try.
+	return bridge.State{Value: dev.value, Available: dev.known && dev.whyUnavailableLocked() == "", Updated: dev.updated, LastSeen: dev.lastSeen}
 }
 
 // whyUnavailableLocked says why a command cannot reach the plug now, or "".
+// A plug not heard from since the hub started is one, unless a command is
+// the only way to hear from it (it can neither be asked nor announces
+// itself: a generic plug without availability_topic reports only what it
+// is told or changes by hand), so a command to it is sent.
 func (dev *device) whyUnavailableLocked() string {
 	switch {
 	case dev.d.closed.Load():
 		return "the hub is shutting down"
 	case !dev.d.connected():
 		return fmt.Sprintf("the MQTT broker %s is not connected", dev.d.url)
+	case !dev.known && dev.plug.hearable():
+		return "not heard from since the hub started; waiting for a message on " + dev.plug.waitsOn()
 	case dev.avail == availOffline:
 		return "the plug reports itself offline"
 	case dev.gateway == availOffline:
@@ -100,7 +120,7 @@ func (dev *device) changedLocked() {
 // report is empty (a connection came up).
 func (dev *device) apply(r report, force bool) {
 	dev.mu.Lock()
-	was := dev.whyUnavailableLocked()
+	was, wasKnown := dev.whyUnavailableLocked(), dev.known
 	// A plug (or its Zigbee2MQTT bridge) that comes online may have
 	// changed while away, and Zigbee2MQTT does not retain states: ask.
 	cameOnline := (r.avail == availOnline && dev.avail != availOnline) || (r.bridge == availOnline && dev.gateway != availOnline)
@@ -123,6 +143,13 @@ func (dev *device) apply(r report, force bool) {
 	if !force {
 		dev.heard = true
 		dev.heardLive = dev.heardLive || !r.retained
+		// Zigbee2MQTT's bridge/state speaks for the bridge, not the device.
+		if !r.gatewayOnly() {
+			dev.known = true
+			if !r.retained {
+				dev.lastSeen = time.Now()
+			}
+		}
 	}
 	why := dev.whyUnavailableLocked()
 	keep := dev.waiters[:0]
@@ -154,7 +181,11 @@ func (dev *device) apply(r report, force bool) {
 	if why != was && why != "" && dev.d.ready.Load() {
 		dev.d.log.Warn("switch unavailable", "switch", dev.id, "reason", bridge.Untrusted(why))
 	} else if why != was && why == "" && !force {
-		dev.d.log.Info("switch available again", "switch", dev.id)
+		if wasKnown {
+			dev.d.log.Info("switch available again", "switch", dev.id)
+		} else {
+			dev.d.log.Info("switch heard from: available", "switch", dev.id)
+		}
 	}
 	if cameOnline && dev.d.ready.Load() {
 		go dev.d.resync(dev) // not from here: this goroutine must never wait on the client
@@ -162,7 +193,8 @@ func (dev *device) apply(r report, force bool) {
 	if r.rejected != "" && len(keep) == 0 {
 		dev.d.log.Debug("firmware rejected a command or query", "switch", dev.id, "answer", bridge.Untrusted(r.rejected))
 	}
-	if force || r.value != "" || r.avail != availUnknown || r.bridge != availUnknown {
+	// Any live message moves last_seen, which the hub hears of too.
+	if force || why != was || r.value != "" || r.avail != availUnknown || r.bridge != availUnknown || !r.retained {
 		dev.d.notify(dev.id, st)
 	}
 }

@@ -143,6 +143,23 @@ type discovery struct {
 	done     chan struct{}
 }
 
+// setUsed takes the configured switches, at open and at each reload: a
+// device whose entry builds the same plug as one of them is adopted.
+// The devices listed are marked again.
+func (x *discovery) setUsed(devs []*device) {
+	used := make(map[string]string, len(devs))
+	for _, dev := range devs {
+		used[plugPrint(dev.plug)] = dev.id
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.used = used
+	for _, d := range x.devs {
+		d.UsedBy = used[d.fingerprint]
+	}
+	x.changedLocked()
+}
+
 func newDiscovery(log *slog.Logger, store DiscoveredStore, hubSource string) *discovery {
 	return &discovery{log: log.With("component", "discovery"), store: store, used: map[string]string{}, hubSource: hubSource,
 		devs: map[string]*Device{}, avail: map[string][]string{}, buckets: map[string]*bucket{},

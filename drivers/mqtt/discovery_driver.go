@@ -12,22 +12,17 @@ import (
 // its own, as each switch's replySource is.
 func discoverySource(clientID string) string { return clientID + "-discovery" }
 
-// openDiscovery starts discovery and adds its topics to filters.
-func (d *driver) openDiscovery(filters map[string]byte) {
+// openDiscovery starts discovery; newFleet subscribes to its topics.
+func (d *driver) openDiscovery() {
 	var st DiscoveredStore
 	if s, ok := d.env.Store.(DiscoveredStore); ok {
 		st = s
 	}
 	x := newDiscovery(d.log, st, discoverySource(d.set.ClientID))
-	for _, dev := range d.devs {
-		x.used[plugPrint(dev.plug)] = dev.id
-	}
+	x.setUsed(d.devs)
 	x.ask = func(m message) {
 		// From paho's router goroutine: publishing there must not wait.
 		go d.publish(m)
-	}
-	for _, f := range x.filters() {
-		filters[f] = qos
 	}
 	x.run()
 	d.disc = x
@@ -47,7 +42,7 @@ func (d *driver) discover(topic string, payload []byte) {
 			// A switch's own topic is subscribed already: subscribing
 			// again would have the broker send its retained message
 			// anew, which the switch would take for a fresh report.
-			if _, routed := d.routes[t]; !routed {
+			if _, routed := d.plugs().routes[t]; !routed {
 				filters[t] = qos
 			}
 		}
@@ -65,7 +60,7 @@ func (d *driver) resubscribeDiscovered() {
 	}
 	filters := map[string]byte{}
 	for _, t := range d.disc.availabilityTopics() {
-		if _, routed := d.routes[t]; !routed {
+		if _, routed := d.plugs().routes[t]; !routed {
 			filters[t] = qos
 		}
 	}

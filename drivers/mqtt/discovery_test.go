@@ -39,7 +39,7 @@ var wantDiscovered = map[string]struct{ entry, usedBy string }{
 
 func checkDiscovered(t *testing.T, d *driver) {
 	t.Helper()
-	eventually(t, 10*time.Second, "every announced device listed", func() bool {
+	eventually(t, 30*time.Second, "every announced device listed", func() bool {
 		got := map[string]Device{}
 		for _, dev := range d.Discovered() {
 			got[dev.ID] = dev

@@ -46,8 +46,19 @@ func TestEmbeddedBrokerLogins(t *testing.T) {
 			t.Errorf("login %q/%q accepted", bad[0], bad[1])
 		}
 	}
-	// The hub's own client got in with its generated login.
-	eventually(t, 3*time.Second, "hub connected to its broker", func() bool { return h.state(t, "esp").Available })
+	// The hub's own client got in with its generated login: it hears the
+	// plug's login announce the plug.
+	o := paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID("esp-node").SetUsername("plug").SetPassword("s3cret")
+	c := paho.NewClient(o)
+	if tok := c.Connect(); !tok.WaitTimeout(3*time.Second) || tok.Error() != nil {
+		t.Fatalf("plug login: %v", tok.Error())
+	}
+	defer c.Disconnect(0)
+	eventually(t, 3*time.Second, "hub connected to its broker, hearing the plug", func() bool {
+		c.Publish("node/status", 0, false, "online")
+		time.Sleep(20 * time.Millisecond)
+		return h.state(t, "esp").Available
+	})
 }
 
 func TestEmbeddedBrokerBindError(t *testing.T) {

@@ -42,6 +42,7 @@ func (o *esphome) plug(c *checker) *plug {
 		return message{topic: cmd, payload: []byte(strings.ToUpper(string(v)))}
 	})
 	p.routes[state] = func(b []byte) report { return report{value: parseWord(b, "ON", "OFF")} }
+	p.announces = true // its birth message and will, retained
 	p.routes[prefix+"/status"] = func(b []byte) report {
 		return report{avail: parseAvailability(b, "online", "offline")}
 	}

@@ -88,6 +88,7 @@ func (o *generic) plug(c *checker) *plug {
 			no = "offline"
 		}
 		p.routes[avail] = func(b []byte) report { return report{avail: parseAvailability(b, yes, no)} }
+		p.announces = true
 		p.acl.publish = append(p.acl.publish, avail)
 	} else if o.PayloadAvailable != "" || o.PayloadNotAvailable != "" {
 		c.bad("payload_available", "payload_available and payload_not_available need availability_topic")

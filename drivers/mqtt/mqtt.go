@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"gopkg.in/yaml.v3"
+
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/drivers"
 )
@@ -65,8 +67,8 @@ type driver struct {
 	c      client
 	broker *embeddedBroker
 	url    string
-	routes map[string][]route
-	ready  atomic.Bool // connected and subscribed
+	fleet  atomic.Pointer[fleet] // replaced by a reload
+	ready  atomic.Bool           // connected and subscribed
 	closed atomic.Bool
 	stop   chan struct{} // closed by Close: ends a wait before a connection attempt
 	retry  backoff
@@ -77,8 +79,6 @@ type driver struct {
 	// disc listens for the devices that announce themselves.
 	disc *discovery
 
-	// replies maps each reply topic of the plugs' repliers to its switch.
-	replies map[string]*device
 	mu      sync.Mutex // guards pending: the requests awaiting an answer
 	pending map[uint64]call
 
@@ -97,7 +97,8 @@ func (d *driver) Add(s drivers.Spec) error {
 	if _, dup := d.byID[s.ID]; dup {
 		return fmt.Errorf("switch %q is added twice", s.ID)
 	}
-	dev := &device{d: d, id: s.ID, line: s.Line, plug: p, cmd: make(chan struct{}, 1)}
+	opts, _ := yaml.Marshal(s.Options)
+	dev := &device{d: d, id: s.ID, line: s.Line, plug: p, options: string(opts), cmd: make(chan struct{}, 1)}
 	d.devs = append(d.devs, dev)
 	d.byID[s.ID] = dev
 	return nil
@@ -107,7 +108,8 @@ func (d *driver) Open(ctx context.Context) (map[string]bridge.Device, error) {
 	if d.c != nil {
 		return nil, errors.New("mqtt driver opened twice")
 	}
-	filters := d.routeTopics()
+	d.openDiscovery() // before the fleet, whose filters take its topics
+	d.fleet.Store(d.newFleet(d.devs))
 	for _, dev := range d.devs {
 		if v, ok := d.env.LastValue(dev.id); ok {
 			dev.value = v // shown until the plug reports; Updated stays zero
@@ -116,8 +118,7 @@ func (d *driver) Open(ctx context.Context) (map[string]bridge.Device, error) {
 	d.pending = map[uint64]call{}
 	// Room for every plug's command: a plug has one in flight at a time.
 	d.outbox = make(chan publishJob, len(d.devs))
-	d.openDiscovery(filters)
-	if err := d.connect(ctx, filters); err != nil {
+	if err := d.connect(ctx); err != nil {
 		return nil, err
 	}
 	go d.publisher()

@@ -36,6 +36,12 @@ type plug struct {
 	requests replier
 	// acl is what the embedded broker lets the plug's login do.
 	acl plugACL
+	// announces is set when the firmware says by itself that it is there
+	// (an availability topic) without being asked.
+	announces bool
+	// gateway is the route that speaks for the plug's gateway rather than
+	// the plug (Zigbee2MQTT's bridge/state), or "".
+	gateway string
 }
 
 // plugACL is the embedded broker's view of one plug's topics, in MQTT
@@ -63,6 +69,27 @@ type plugACL struct {
 
 // askable reports whether the firmware can be asked for its state.
 func (p *plug) askable() bool { return p.requests != nil || p.query != nil }
+
+// hearable reports whether the hub hears from the plug without
+// commanding it: it can be asked, or it announces itself.
+func (p *plug) hearable() bool { return p.askable() || p.announces }
+
+// waitsOn names the topics the plug's own messages come on, for an error
+// that says what the hub is waiting for.
+func (p *plug) waitsOn() string {
+	var ts []string
+	for t := range p.routes {
+		if t != p.gateway {
+			ts = append(ts, t)
+		}
+	}
+	slices.Sort(ts)
+	const most = 4 // Tasmota's are four; a message stays one line
+	if len(ts) > most {
+		ts = append(ts[:most], "…")
+	}
+	return strings.Join(ts, ", ")
+}
 
 // commandable reports whether the plug takes commands.
 func (p *plug) commandable() bool { return p.requests != nil || p.command != nil }
@@ -115,6 +142,12 @@ type report struct {
 	// because the hub subscribed, rather than the plug's word now: after a
 	// broker restart with persistence it may predate the outage.
 	retained bool
+}
+
+// gatewayOnly reports whether the report is only of the gateway in front
+// of the plug: a sign of the gateway, not of the plug.
+func (r report) gatewayOnly() bool {
+	return r.bridge != availUnknown && r.value == "" && r.avail == availUnknown && r.failure == "" && r.rejected == ""
 }
 
 type availability int8

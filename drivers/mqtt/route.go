@@ -10,26 +10,46 @@ type route struct {
 	parse parser
 }
 
-// routeTopics builds the routing table of every plug's topics, and of the reply
-// topics of the plugs whose firmware answers requests, and returns the
+// fleet is the plugs the driver serves and how a message reaches them.
+// Open makes the first; a reload (reload.go) replaces it whole, so paho's
+// router and the driver's goroutines each see one consistent fleet.
+type fleet struct {
+	devs []*device
+	// routes maps each topic to the plugs reading it; replies maps each
+	// reply topic of the plugs' repliers to its switch.
+	routes  map[string][]route
+	replies map[string]*device
+	// filters are the subscriptions the fleet needs.
+	filters map[string]byte
+}
+
+// newFleet builds the routing table of every plug's topics, and of the
+// reply topics of the plugs whose firmware answers requests, and the
 // filters to subscribe to.
-func (d *driver) routeTopics() map[string]byte {
-	d.routes = map[string][]route{}
-	d.replies = map[string]*device{}
-	filters := map[string]byte{}
-	for _, dev := range d.devs {
+func (d *driver) newFleet(devs []*device) *fleet {
+	f := &fleet{devs: devs, routes: map[string][]route{}, replies: map[string]*device{}, filters: map[string]byte{}}
+	for _, dev := range devs {
 		for t, p := range dev.plug.routes {
-			d.routes[t] = append(d.routes[t], route{dev: dev, parse: p})
-			filters[t] = qos
+			f.routes[t] = append(f.routes[t], route{dev: dev, parse: p})
+			f.filters[t] = qos
 		}
 		if r := dev.plug.requests; r != nil {
 			t := r.replyTopic(replySource(d.set.ClientID, dev.id))
-			d.replies[t] = dev
-			filters[t] = qos
+			f.replies[t] = dev
+			f.filters[t] = qos
 		}
 	}
-	return filters
+	if d.disc != nil {
+		// What devices announce, whatever the switches are.
+		for _, t := range d.disc.filters() {
+			f.filters[t] = qos
+		}
+	}
+	return f
 }
+
+// plugs is the fleet the driver serves now.
+func (d *driver) plugs() *fleet { return d.fleet.Load() }
 
 // qos is the QoS of the hub's subscriptions and commands, on every broker:
 // 0. A command is confirmed by its plug's own report, or times out and is
@@ -49,7 +69,8 @@ const qos = 0
 // dispatch handles every message the broker delivers. It must not block.
 func (d *driver) dispatch(_ paho.Client, m paho.Message) {
 	topic, payload := m.Topic(), m.Payload()
-	if plugs, ok := d.routes[topic]; ok {
+	f := d.plugs()
+	if plugs, ok := f.routes[topic]; ok {
 		for _, r := range plugs {
 			rep := r.parse(payload)
 			rep.retained = m.Retained()
@@ -60,7 +81,7 @@ func (d *driver) dispatch(_ paho.Client, m paho.Message) {
 		}
 		return
 	}
-	if dev, ok := d.replies[topic]; ok {
+	if dev, ok := f.replies[topic]; ok {
 		d.answer(dev, payload)
 		return
 	}

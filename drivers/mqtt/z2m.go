@@ -56,7 +56,8 @@ func (o *zigbee2MQTT) plug(c *checker) *plug {
 	p.routes[dev+"/availability"] = func(b []byte) report {
 		return report{avail: parseZ2MAvailability(b)}
 	}
-	p.routes[base+"/bridge/state"] = func(b []byte) report {
+	p.gateway = base + "/bridge/state"
+	p.routes[p.gateway] = func(b []byte) report {
 		return report{bridge: parseZ2MAvailability(b)}
 	}
 	return p

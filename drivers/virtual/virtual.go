@@ -104,7 +104,10 @@ func (d *driver) Open(context.Context) (map[string]bridge.Device, error) {
 			}
 		}
 		sw := &Switch{id: sp.id, commands: sp.commands, delay: sp.delay, fail: sp.fail, notify: d.env.Notify}
-		sw.state = bridge.State{Value: v, Available: true, Updated: time.Now()}
+		// A virtual switch is the hub's own: it is seen whenever the hub
+		// sets it, at start and at each command (its last_seen).
+		now := time.Now()
+		sw.state = bridge.State{Value: v, Available: true, Updated: now, LastSeen: now}
 		d.env.Notify(sp.id, sw.state)
 		out[sp.id] = sw
 	}
@@ -155,7 +158,8 @@ func (s *Switch) Do(ctx context.Context, cmd bridge.Command) error {
 		return fmt.Errorf("virtual switch %s is configured to fail", s.id)
 	}
 	s.mu.Lock()
-	s.state = bridge.State{Value: cmd.Value(), Available: true, Updated: time.Now()}
+	now := time.Now()
+	s.state = bridge.State{Value: cmd.Value(), Available: true, Updated: now, LastSeen: now}
 	st := s.state
 	s.mu.Unlock()
 	s.notify(s.id, st)

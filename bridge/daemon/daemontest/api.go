@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/switchbridge/switchbridge/bridge/oauth"
 )
@@ -57,6 +58,8 @@ type Switch struct {
 	Name      string  `json:"name"`
 	Value     *string `json:"value"`
 	Available bool    `json:"available"`
+	// LastSeen is absent (nil) for a device the hub never heard from.
+	LastSeen *time.Time `json:"last_seen"`
 }
 
 // List calls GET <uri>/switches and decodes it.

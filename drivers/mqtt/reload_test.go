@@ -1,0 +1,117 @@
+package mqtt
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/drivers"
+	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
+)
+
+// Which mqtt: keys a reload applies in place, and which need a restart.
+func TestRestartFor(t *testing.T) {
+	base := Settings{Broker: Embedded, Listen: "127.0.0.1:1883", ClientID: "hub", MaxClients: 10,
+		Users: map[string]Login{"a": {Password: "x"}}, TLS: &TLSFiles{CA: "ca.pem"}}
+	for _, c := range []struct {
+		name   string
+		change func(s *Settings)
+		want   []string
+	}{
+		{"nothing", func(*Settings) {}, nil},
+		{"logins", func(s *Settings) { s.Users = map[string]Login{"b": {Password: "y", Switches: []string{"p"}}} }, nil},
+		{"confirm_timeout", func(s *Settings) { s.ConfirmTimeout = config.Duration(time.Second) }, nil},
+		{"the same TLS files, another pointer", func(s *Settings) { s.TLS = &TLSFiles{CA: "ca.pem"} }, nil},
+		{"listen", func(s *Settings) { s.Listen = "127.0.0.1:1884" }, []string{"listen"}},
+		{"listen and max_clients", func(s *Settings) { s.Listen, s.MaxClients = "0.0.0.0:1883", 20 }, []string{"listen", "max_clients"}},
+		{"broker", func(s *Settings) { s.Broker = "tcp://192.0.2.1:1883" }, []string{"broker"}},
+	} {
+		next := base
+		c.change(&next)
+		if got := restartFor(base, next); !slices.Equal(got, c.want) {
+			t.Errorf("%s: restart for %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// Which connected clients a reload of the logins disconnects.
+func TestReloadAdmits(t *testing.T) {
+	rules := &brokerRules{}
+	prev := newAuthConfig(HubLogin, "hubpw", map[string]Login{"a": {Password: "1"}, "b": {Password: "2"}, "c": {Password: "3"}}, rules)
+	next := newAuthConfig(HubLogin, "hubpw", map[string]Login{"a": {Password: "1"}, "b": {Password: "changed"}, "d": {Password: "4", ClientIDs: []string{"DVES_*"}}}, rules)
+	open := newAuthConfig(HubLogin, "hubpw", nil, rules)
+	for _, c := range []struct {
+		prev, next *authConfig
+		user, id   string
+		want       bool
+	}{
+		{prev, next, "a", "plug-a", true},     // unchanged
+		{prev, next, "b", "plug-b", false},    // its password changed
+		{prev, next, "c", "plug-c", false},    // its login removed
+		{prev, next, "a", "DVES_1", false},    // its client id now claimed by d
+		{open, open, "DVES_USER", "x", true},  // no logins before or after
+		{open, next, "DVES_USER", "x", false}, // logins now: anonymous no more
+		{open, next, "a", "x", false},         // came in without a password a now needs
+	} {
+		if got := admits(c.prev, c.next, c.user, c.id); got != c.want {
+			t.Errorf("admits(%s as %s) = %v, want %v", c.user, c.id, got, c.want)
+		}
+	}
+}
+
+// On an external broker a reload that adds and removes switches keeps the
+// hub's connection: the same client, no reconnect, the kept plug's state
+// as it was, the new plug's retained state taken in.
+func TestReloadKeepsTheBrokerConnection(t *testing.T) {
+	b := mqtttest.StartMosquitto(t)
+	kept := mqtttest.NewTasmota(t, b.URL, mqtttest.TasmotaOptions{Topic: "kept"})
+	kept.Set(true)
+	added := mqtttest.NewTasmota(t, b.URL, mqtttest.TasmotaOptions{Topic: "added", PowerRetain: true})
+	added.Set(true)
+	section := "broker: " + b.URL + "\nclient_id: reload-hub"
+	h := startHub(t, hubConfig(section,
+		`id: kept, name: Kept, profile: tasmota, topic: kept`,
+		`id: gone, name: Gone, profile: tasmota, topic: gone`))
+	eventually(t, 5*time.Second, "the kept plug's state", func() bool { return h.state(t, "kept").Value == "on" })
+	sw, _ := h.Switch("kept")
+	dev := sw.Device.(*device)
+	d := dev.d
+	client := d.c
+	seen := h.state(t, "kept").LastSeen
+
+	c, err := config.Load("next.yaml", config.Text(hubConfig(section,
+		`id: kept, name: Kept, profile: tasmota, topic: kept`,
+		`id: added, name: Added, profile: tasmota, topic: added`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := drivers.Build(c, drivers.Registry{Registration()}, drivers.Env{Notify: h.notes.notify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	devs, err := next.OpenReplacing(context.Background(), h.set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.set = next
+	t.Cleanup(func() { next.Close() })
+	var got map[string]*device = map[string]*device{}
+	for _, s := range devs {
+		got[s.ID] = s.Device.(*device)
+	}
+	if got["kept"] != dev || dev.d.c != client || d.closed.Load() {
+		t.Fatal("the reload replaced the kept plug or the broker connection")
+	}
+	if st := dev.State(); st.Value != "on" || !st.Available || st.LastSeen.Before(seen) {
+		t.Errorf("the kept plug after the reload: %+v", st)
+	}
+	if _, ok := got["gone"]; ok {
+		t.Error("the removed switch is still served")
+	}
+	eventually(t, 5*time.Second, "the added plug's state", func() bool {
+		st := got["added"].State()
+		return st.Value == "on" && st.Available
+	})
+}
