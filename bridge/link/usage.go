@@ -167,7 +167,11 @@ func (h *Follower) reportUsageWhileRunning(ctx context.Context) {
 		case <-retry.C:
 		}
 		if !h.Up() {
-			continue // the next session kicks it
+			// The next session kicks it; and should the link be up again
+			// without a new session (a poll retried on a fresh
+			// connection), the retry does.
+			retry.Reset(usageRetry)
+			continue
 		}
 		if !h.reportUsage(ctx) {
 			retry.Reset(usageRetry)
