@@ -247,6 +247,20 @@ locations:
 	u := h.AddUser(t, "alice", "pw", 1)
 	app := h.AddApp(t, u, false, "https://svc.example/cb")
 	g := h.Authorize(t, app, "alice", "pw", 1, "z0", "z199")
+	// The hub commands only devices it has heard from.
+	// (Its cache, not the API: polling that would spend the rate limit.)
+	eventually(t, 30*time.Second, "the hub hears both devices", func() bool {
+		states, err := h.Switchboard.States([]string{"z0", "z199"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range states {
+			if !st.State.Available {
+				return false
+			}
+		}
+		return true
+	})
 	if p := h.Command(t, g, "on"); p.StatusCode != 204 {
 		t.Fatalf("PUT on for two of 200 Zigbee devices: %d %s", p.StatusCode, p.Body)
 	}
@@ -379,7 +393,7 @@ func TestDaemonBrokerClientIDSquatting(t *testing.T) {
 		t.Errorf("another login with the offline node's client id: code %#x, want 2 (identifier rejected)", code)
 	}
 	h.Stop()
-	h, addr = brokerHubOn(t, h.DataDir, "")
+	_, addr = brokerHubOn(t, h.DataDir, "")
 	if _, code := mqttLogin(t, "127.0.0.2", addr, "esp-node-1", "old", "pw3"); code != 2 {
 		t.Errorf("after a restart, another login with the node's client id: code %#x, want 2", code)
 	}

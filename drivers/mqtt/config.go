@@ -126,8 +126,12 @@ const (
 	DefaultKeepAlive      = 30 * time.Second
 	DefaultEmbeddedListen = "127.0.0.1:1883"
 	// DefaultMaxPacketSize bounds what one client can make the embedded
-	// broker allocate, logged in or not: plugs send a few hundred bytes.
-	DefaultMaxPacketSize = 64 << 10
+	// broker allocate, logged in or not. Plugs send a few hundred bytes,
+	// but a Zigbee2MQTT bridge publishes its whole inventory as one
+	// retained message (bridge/devices: one to a few KiB per device, so
+	// about a MiB for two hundred), and the broker disconnects a client
+	// whose packet is larger, the bridge's devices going offline with it.
+	DefaultMaxPacketSize = 1 << 20
 	// DefaultMaxClients is room for a house full of plugs.
 	DefaultMaxClients = 128
 	// DefaultMaxSubsPerClient: a plug subscribes to a handful of filters
