@@ -94,7 +94,7 @@ var commands = []command{
 		Required: []string{"client-id", "user", "location", "switch"},
 		Long:     "The user must own the app; the consent page's rules apply.",
 		Setup:    install},
-	{Name: "installation list", Short: "lists installations: app, user, location, switches, when granted and last used, webhooks", Store: platformStore,
+	{Name: "installation list", Short: "lists installations: app, user, location, switches, when granted and last used, webhooks (active, failing, suspended, disabled)", Store: platformStore,
 		Setup: installationList},
 	{Name: "installation delete", Args: "ID", Short: "uninstalls one installation; its tokens stop working at once, also on a running hub", Store: platformStore,
 		Setup: func(*flag.FlagSet) func(*invocation) error { return installationDelete }},
