@@ -110,15 +110,16 @@ cross:
 # rest is the same Go on every CPU and runs natively in unit; run under
 # emulation as well, it made make qemu take 17 minutes (the build cache
 # partly cold) instead of 70 s. In -short mode, as make check: the store
-# on SQLite, not PostgreSQL, and without the broker soaks, whose timing
+# on SQLite, not PostgreSQL, and without the broker's soaks, whose timing
 # and SQL are the same on every CPU and run natively in unit. Every
 # package and its tests is still compiled for both targets (go vet), and
-# cross serves the demo from the ARMv6 and arm64 binaries. No race detector (it needs cgo and amd64 or
-# arm64 hosts). SWITCHBRIDGE_TEST_EMULATED makes the tests that cannot run
-# under emulation skip: those that run the test binary as a process (the
-# kernel cannot execute a foreign binary without binfmt_misc) and the
-# browser test. Tests that start Mosquitto or promtool still run:
-# qemu-user hands a host binary to the kernel, which runs it natively.
+# cross serves the demo from the ARMv6 and arm64 binaries. No race
+# detector (it needs cgo and amd64 or arm64 hosts).
+# SWITCHBRIDGE_TEST_EMULATED makes the tests that cannot run under
+# emulation skip: those that run the test binary as a process (the kernel
+# cannot execute a foreign binary without binfmt_misc) and the browser
+# test. Tests that start Mosquitto or promtool still run: qemu-user hands
+# a host binary to the kernel, which runs it natively.
 # make qemu QEMU_PKGS=./... runs every package's tests there.
 QEMU_PKGS ?= ./bridge ./bridge/config ./bridge/certs ./bridge/store ./drivers/gpio ./drivers/mqtt
 qemu:
