@@ -242,6 +242,9 @@ func findBrowser(t *testing.T) string {
 	if e := os.Getenv("SWITCHBRIDGE_TEST_EMULATED"); e != "" {
 		t.Skipf("the browser test does not run under %s", e)
 	}
+	if testing.Short() {
+		t.Skip("-short: starts a browser (make test runs it)")
+	}
 	for _, name := range browserNames {
 		if p, err := exec.LookPath(name); err == nil {
 			return p

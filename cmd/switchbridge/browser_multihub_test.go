@@ -30,6 +30,9 @@ func TestBrowserConsentForAHub(t *testing.T) {
 	if e := os.Getenv("SWITCHBRIDGE_TEST_EMULATED"); e != "" {
 		t.Skipf("the browser test does not run under %s", e)
 	}
+	if testing.Short() {
+		t.Skip("-short: starts a browser (make test runs it)")
+	}
 	exe := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
 		if p, err := exec.LookPath(name); err == nil {

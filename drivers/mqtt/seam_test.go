@@ -119,7 +119,9 @@ func TestTokenThatNeverCompletes(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err = %v, want DeadlineExceeded", err)
 	}
-	if d := time.Since(start); d > time.Second {
+	// The confirm_timeout here is 10 s: half of it tells the context's
+	// deadline from it, however loaded the machine.
+	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("Do took %s past a 200ms deadline", d)
 	}
 	fake.mu.Lock()

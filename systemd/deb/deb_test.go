@@ -78,6 +78,9 @@ var build struct {
 func packages(t *testing.T) (dir, dir2 string) {
 	t.Helper()
 	notEmulated(t)
+	if testing.Short() {
+		t.Skip("-short: builds three packages (make test runs it)")
+	}
 	need(t, "bash", "bash")
 	build.once.Do(func() {
 		tmp, build.err = os.MkdirTemp("", "switchbridge-deb-")

@@ -9,7 +9,7 @@
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 //
 // Without PostgreSQL installed the tests are skipped, except under CI=true,
-// where they fail.
+// where they fail. Under go test -short (make check) they are skipped too.
 package pgtest
 
 import (
@@ -88,6 +88,16 @@ func Available() error {
 	return binsErr
 }
 
+// skipShort skips tb under go test -short: make check's loop leaves
+// PostgreSQL to make test, as a server's start and a schema's migration
+// cost seconds each.
+func skipShort(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("-short: needs PostgreSQL (make test runs it)")
+	}
+}
+
 // unavailable skips tb, or fails it under CI=true, where a missing
 // PostgreSQL means the machine was not set up and skipping would hide the
 // tests that need it.
@@ -111,6 +121,7 @@ var shared struct {
 // when tb ends, its remaining connections terminated first.
 func DSN(tb testing.TB) string {
 	tb.Helper()
+	skipShort(tb)
 	if err := Available(); err != nil {
 		unavailable(tb, err)
 	}
@@ -169,6 +180,7 @@ type Server struct {
 // PostgreSQL; it is stopped and deleted when tb ends.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	skipShort(tb)
 	if err := Available(); err != nil {
 		unavailable(tb, err)
 	}

@@ -151,6 +151,9 @@ func TestDSNsAreSeparateDatabases(t *testing.T) {
 // A test's database is gone when it ends, even if the test left a
 // connection to it open.
 func TestCleanupDropsTheDatabase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: needs PostgreSQL (make test runs it)")
+	}
 	var name string
 	var leftover *sql.DB
 	t.Run("user", func(t *testing.T) {
@@ -246,6 +249,9 @@ func TestServerFromInitdb(t *testing.T) {
 // A test binary that is killed does not leave its server running: the
 // postmaster is told by the kernel when its parent dies.
 func TestServerDiesWithTheTestBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts PostgreSQL in a child process")
+	}
 	if e := os.Getenv("SWITCHBRIDGE_TEST_EMULATED"); e != "" {
 		t.Skipf("runs the test binary as a process, which cannot be done under %s", e)
 	}

@@ -17,6 +17,7 @@ import (
 // server would. The server must start on another port, say so, and be the
 // server its DSNs reach.
 func TestServerMovesOffATakenPort(t *testing.T) {
+	skipShort(t)
 	if err := Available(); err != nil {
 		unavailable(t, err)
 	}
