@@ -22,6 +22,14 @@ func (d *driver) openDiscovery(filters map[string]byte) {
 	for _, dev := range d.devs {
 		x.used[plugPrint(dev.plug)] = dev.id
 	}
+	x.origin = func(topic string, payload []byte) (Origin, bool) {
+		// d.broker is set before the hub's client connects, and so
+		// before any message arrives.
+		if d.broker == nil {
+			return Origin{}, false
+		}
+		return d.broker.hook.origins.of(topic, payload)
+	}
 	x.ask = func(m message) {
 		// From paho's router goroutine: publishing there must not wait.
 		go d.publish(m)
