@@ -66,7 +66,7 @@ func (h *authHook) ID() string { return "switchbridge-auth" }
 func (h *authHook) Provides(b byte) bool {
 	return bytes.Contains([]byte{mochi.OnConnect, mochi.OnConnectAuthenticate, mochi.OnSessionEstablish,
 		mochi.OnDisconnect, mochi.OnACLCheck, mochi.OnSubscribe, mochi.OnSubscribed, mochi.OnPublish, mochi.OnWill,
-		mochi.OnRetainMessage, mochi.OnRetainedExpired, mochi.OnSelectSubscribers}, []byte{b})
+		mochi.OnRetainMessage, mochi.OnRetainedExpired}, []byte{b})
 }
 
 // OnConnect refuses, with the CONNACK code that says why, what no login may

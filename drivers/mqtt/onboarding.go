@@ -3,7 +3,9 @@ package mqtt
 // The embedded broker's onboarding login: a way in for a device not yet
 // adopted, open only while the owner has opened it (switchbridge devices
 // listen). Its clients may announce themselves and publish their own last
-// will, nothing else; they receive no command; an announcement may not
+// will, nothing else; they may subscribe to nothing, so receive no
+// command (a Gen2+ Shelly is listed from its prefix alone: the hub's
+// Shelly.GetDeviceInfo would need it to read its rpc topic); an announcement may not
 // claim a configured plug's topics. The window is kept in the hub's store,
 // read at each onboarding login, so the running hub needs no reload; once
 // it closes, the clients connected with it are disconnected.
@@ -12,7 +14,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/json"
 	"strings"
 	"sync"
 	"time"
@@ -65,22 +66,17 @@ const (
 var onboardingPublish = []string{
 	"tasmota/discovery/+/config", "tasmota/discovery/+/sensors", "tele/+/LWT", // Tasmota
 	"shellies/announce", "shellies/+/online", // Shelly Gen1
-	"+/online",                                                          // Shelly Gen2+
+	"+/online",                                                         // Shelly Gen2+
 	"homeassistant/switch/+/config", "homeassistant/switch/+/+/config", // ESPHome, Tasmota SetOption19
-	"+/status",                          // ESPHome's birth and will
+	"+/status",                           // ESPHome's birth and will
 	"+/bridge/devices", "+/bridge/state", // a Zigbee2MQTT bridge's inventory and will
 }
 
 // onboardingMayPublish reports whether an onboarding client may publish on
-// topic: an announcement or will topic no configured plug reports on, or
-// its answer to the hub's question (Shelly.GetDeviceInfo, asked of a
-// Gen2+ device that came online).
+// topic: an announcement or will topic no configured plug reports on.
 func (r *brokerRules) onboardingMayPublish(topic string) bool {
 	if r.isCommand(topic) || r.owned(topic) {
 		return false
-	}
-	if topic == discoverySource(r.hubClientID)+"/rpc" {
-		return true
 	}
 	for _, f := range onboardingPublish {
 		if topicMatch(f, topic) {
@@ -90,34 +86,10 @@ func (r *brokerRules) onboardingMayPublish(topic string) bool {
 	return false
 }
 
-// onboardingMayRead reports whether an onboarding client may subscribe to
-// filter: only a Gen2+ device's own <prefix>/rpc, on which it is sent
-// nothing but the hub's Shelly.GetDeviceInfo (onboardingDelivers). Every
-// other subscription a firmware makes (Tasmota's cmnd/<topic>/#, Shelly's
-// command topics) is refused: an onboarding client receives no command.
-func (r *brokerRules) onboardingMayRead(filter string) bool {
-	levels := strings.Split(filter, "/")
-	return len(levels) == 2 && levels[1] == "rpc" && levels[0] != "" && !strings.ContainsAny(levels[0], "+#$") &&
-		filter != discoverySource(r.hubClientID)+"/rpc" && !r.isCommand(filter)
-}
-
 // owned reports whether the hub reads topic for a configured switch.
 func (r *brokerRules) owned(topic string) bool {
 	_, ok := r.owners[topic]
 	return ok
-}
-
-// onboardingDelivers reports whether a message on topic may reach an
-// onboarding client: only the hub's question Shelly.GetDeviceInfo, from
-// the hub, on a <prefix>/rpc.
-func onboardingDelivers(fromHub bool, topic string, payload []byte) bool {
-	if !fromHub || !strings.HasSuffix(topic, "/rpc") || len(payload) > maxAnnouncement {
-		return false
-	}
-	var req struct {
-		Method string `json:"method"`
-	}
-	return json.Unmarshal(payload, &req) == nil && req.Method == "Shelly.GetDeviceInfo"
 }
 
 // onboardingMayAnnounce reports whether an onboarding client may publish
@@ -237,26 +209,6 @@ func (h *authHook) forgetOnboarded(cl *mochi.Client) {
 	h.onboard.mu.Lock()
 	delete(h.onboard.clients, cl)
 	h.onboard.mu.Unlock()
-}
-
-// OnSelectSubscribers keeps every message but the hub's
-// Shelly.GetDeviceInfo from the onboarding clients subscribed to it.
-func (h *authHook) OnSelectSubscribers(subs *mochi.Subscribers, pk packets.Packet) *mochi.Subscribers {
-	var decided, delivers bool
-	for id := range subs.Subscriptions {
-		cl, ok := h.srv.Clients.Get(id)
-		if !ok || string(cl.Properties.Username) != OnboardingLogin {
-			continue
-		}
-		if !decided {
-			// OnConnect keeps the hub's client id for the hub.
-			delivers, decided = onboardingDelivers(pk.Origin == h.rules.hubClientID, pk.TopicName, pk.Payload), true
-		}
-		if !delivers {
-			delete(subs.Subscriptions, id)
-		}
-	}
-	return subs
 }
 
 // origins keeps who published each announcement the broker let through,
