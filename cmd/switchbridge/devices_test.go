@@ -539,3 +539,32 @@ func onboardingAccepted(addr, pw string) bool {
 	}
 	return false
 }
+
+// TestDevicesListenExternalBroker: on the owner's own broker the hub only
+// listens: devices listen says so and opens nothing.
+func TestDevicesListenExternalBroker(t *testing.T) {
+	dir := t.TempDir()
+	_, text, mqttAddr := writeAdoptConfig(t, dir)
+	embedded := "broker: embedded\n  listen: " + mqttAddr + "\n"
+	if !strings.Contains(text, embedded) {
+		t.Fatalf("the config has no %q", embedded)
+	}
+	text = strings.Replace(text, embedded, "broker: tcp://192.0.2.1:1883\n  username: hub\n  password: secret\n", 1)
+	text = regexp.MustCompile(`(?s)  users:.*?\nlocations:`).ReplaceAllString(text, "locations:")
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(text), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "", "devices", "listen", "--for", "10m", "--config", cfg)
+	if r.code != 0 || !strings.Contains(r.stdout, "the hub only listens there") || strings.Contains(r.stdout, "password") || strings.Contains(r.stdout, "secret") {
+		t.Fatalf("devices listen with an external broker: %+v", r)
+	}
+	db, err := store.Open(context.Background(), filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if w, err := db.MQTTOnboarding(context.Background()); err != nil || w != nil {
+		t.Errorf("onboarding window stored with an external broker: %+v, %v", w, err)
+	}
+}
