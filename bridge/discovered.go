@@ -24,4 +24,23 @@ type DiscoveredDevice struct {
 	// UsedBy is the configured switch that already uses it, "" when none.
 	UsedBy   string
 	LastSeen time.Time
+	// ClientID and Login are the client and the login of the hub's own
+	// broker that announced it ("" on another broker): adopting it binds
+	// that client id to the device's login.
+	ClientID string
+	Login    string
+}
+
+// MQTTOnboarding is the embedded broker's onboarding window: while it is
+// open a device not yet adopted may log in, with the password whose
+// SHA-256 is PasswordHash, to announce itself.
+type MQTTOnboarding struct {
+	PasswordHash []byte
+	Opened       time.Time
+	Expires      time.Time
+}
+
+// OpenAt reports whether the window is open at t.
+func (o *MQTTOnboarding) OpenAt(t time.Time) bool {
+	return o != nil && len(o.PasswordHash) > 0 && t.Before(o.Expires)
 }

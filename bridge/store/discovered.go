@@ -1,6 +1,6 @@
 package store
 
-// The devices the MQTT driver discovered (migration 0022): written by the
+// The devices the MQTT driver discovered (migrations 0021 and 0022): written by the
 // running hub, read by the owner's commands in another process.
 
 import (
@@ -30,9 +30,9 @@ func (db *DB) ReplaceDiscoveredDevices(ctx context.Context, devs []bridge.Discov
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO discovered_devices (id, firmware, model, name, version, command_topic,
-			state_topic, availability_topic, online, entry, used_by, last_seen) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			state_topic, availability_topic, online, entry, used_by, last_seen, client_id, login) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			d.ID, d.Firmware, d.Model, d.Name, d.Version, d.CommandTopic, d.StateTopic, d.AvailabilityTopic,
-			online, d.Entry, d.UsedBy, unix(d.LastSeen)); err != nil {
+			online, d.Entry, d.UsedBy, unix(d.LastSeen), d.ClientID, d.Login); err != nil {
 			return err
 		}
 	}
@@ -42,7 +42,7 @@ func (db *DB) ReplaceDiscoveredDevices(ctx context.Context, devs []bridge.Discov
 // DiscoveredDevices lists the discovered devices, by id.
 func (db *DB) DiscoveredDevices(ctx context.Context) ([]bridge.DiscoveredDevice, error) {
 	rows, err := db.db.QueryContext(ctx, `SELECT id, firmware, model, name, version, command_topic, state_topic,
-		availability_topic, online, entry, used_by, last_seen FROM discovered_devices ORDER BY id`)
+		availability_topic, online, entry, used_by, last_seen, client_id, login FROM discovered_devices ORDER BY id`)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +53,7 @@ func (db *DB) DiscoveredDevices(ctx context.Context) ([]bridge.DiscoveredDevice,
 		var online sql.NullInt64
 		var seen int64
 		if err := rows.Scan(&d.ID, &d.Firmware, &d.Model, &d.Name, &d.Version, &d.CommandTopic, &d.StateTopic,
-			&d.AvailabilityTopic, &online, &d.Entry, &d.UsedBy, &seen); err != nil {
+			&d.AvailabilityTopic, &online, &d.Entry, &d.UsedBy, &seen, &d.ClientID, &d.Login); err != nil {
 			return nil, err
 		}
 		if online.Valid {

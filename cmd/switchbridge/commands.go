@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/switchbridge/switchbridge/drivers/mqtt"
 )
 
 // storeUse says what a command opens before it runs.
@@ -117,6 +119,10 @@ var commands = []command{
 	{Name: "devices", Short: "lists the devices the hub discovered on its MQTT broker: id, firmware, model, name, topics, online, the switch entry that would use each and the switch already using it", Store: anyStore,
 		Long:  "The running hub keeps the list in its database; the switch using a device is looked up in the config file. --json prints it as an array. See \"Discovery\" in drivers/mqtt/README.md.",
 		Setup: devicesList},
+	{Name: "devices listen", Short: "opens the embedded MQTT broker's onboarding login for a while (--for, default 10m, at most 24h; --off closes it), so that a device not yet adopted can log in to announce itself", Store: anyStore,
+		Long: "Prints the login (" + mqtt.OnboardingLogin + "), a new password shown only then, and what to type on a device. An onboarding client may publish only its announcement and its last will, never on a configured switch's topics, and receives no command; " +
+			"the running hub reads the window at each onboarding login (no reload), and disconnects its clients within seconds of its end. With your own broker the hub only listens: nothing to open. See \"Discovery\" in drivers/mqtt/README.md.",
+		Setup: devicesListen},
 	{Name: "devices adopt", Args: "ID", Short: "adds a discovered device's switch entry to a location of the config file", Store: anyStore, Required: []string{"location"},
 		Long: "Only that entry is inserted (and, with the embedded broker, the plug's login under mqtt.users, its password printed once): every other line and comment stays as it was. " +
 			"The new file must pass check-config before it replaces the old one, which is kept as config.yaml.bak (of the previous adoption, the one before). " +

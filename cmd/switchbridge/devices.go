@@ -48,6 +48,9 @@ type deviceJSON struct {
 	Entry    string    `json:"entry"`
 	UsedBy   string    `json:"used_by,omitempty"`
 	LastSeen time.Time `json:"last_seen"`
+	// ClientID and Login are who announced it on the embedded broker.
+	ClientID string `json:"client_id,omitempty"`
+	Login    string `json:"login,omitempty"`
 }
 
 // discovered lists the devices the hub discovered, each marked with the
@@ -99,7 +102,7 @@ func devicesList(fs *flag.FlagSet) func(*invocation) error {
 			out := make([]deviceJSON, len(devs))
 			for i, d := range devs {
 				o := deviceJSON{ID: d.ID, Firmware: d.Firmware, Model: d.Model, Name: d.Name, Version: d.Version,
-					Online: d.Online, Entry: d.Entry, UsedBy: d.UsedBy, LastSeen: d.LastSeen.UTC()}
+					Online: d.Online, Entry: d.Entry, UsedBy: d.UsedBy, LastSeen: d.LastSeen.UTC(), ClientID: d.ClientID, Login: d.Login}
 				o.Topics.Command, o.Topics.State, o.Topics.Availability = d.CommandTopic, d.StateTopic, d.AvailabilityTopic
 				out[i] = o
 			}
@@ -137,6 +140,9 @@ func writeDevice(w io.Writer, d bridge.DiscoveredDevice) {
 		if t.v != "" {
 			fmt.Fprintf(w, "  %-13s %s\n", t.k, bridge.Untrusted(t.v))
 		}
+	}
+	if d.ClientID != "" {
+		fmt.Fprintf(w, "  announced by  client %s, login %s\n", bridge.Untrusted(d.ClientID), bridge.Untrusted(d.Login))
 	}
 	fmt.Fprintf(w, "  entry         %s\n", d.Entry)
 	if d.UsedBy != "" {
@@ -183,13 +189,33 @@ func devicesAdopt(fs *flag.FlagSet) func(*invocation) error {
 		switch {
 		case a.password != "":
 			fmt.Fprintf(c.stdout, "broker login %s created for it, password %s (shown only now; it is in the config)\n", a.login, a.password)
-			fmt.Fprintf(c.stdout, "if the device connected under another login, free its client id for this one: switchbridge mqtt client-ids lists them, switchbridge mqtt release-client-id ID frees one\n")
+			c.bindAnnouncer(dev, a.login)
 		case a.login != "":
 			fmt.Fprintf(c.stdout, "broker login %s now serves it too\n", a.login)
 		}
 		fmt.Fprintf(c.stdout, "next: sudo systemctl reload switchbridge (the running hub then serves it), and set the device as switchbridge devices setup %s says\n", a.switchID)
 		return nil
 	}
+}
+
+// bindAnnouncer binds the client id the device announced itself with to
+// its new login, taking it from the login it connected with (the
+// onboarding login binds none; a login of the older form may have): the
+// device then logs in with its new login and the same client id, and no
+// other login can take that id meanwhile. The binding is the broker's own
+// record, in the database, so it holds across restarts and leaves the
+// config as the owner wrote it.
+func (c *invocation) bindAnnouncer(dev bridge.DiscoveredDevice, login string) {
+	if dev.ClientID == "" {
+		return
+	}
+	owner, err := c.store.BindMQTTClientID(c.ctx, dev.ClientID, login, time.Now(), true, mqtt.ClientIDsKept(1))
+	if err != nil || owner != login {
+		fmt.Fprintf(c.stderr, "switchbridge: the client id %s the device announced itself with could not be bound to login %s (%v): if the broker refuses it, switchbridge mqtt release-client-id %s frees it\n",
+			bridge.Untrusted(dev.ClientID), login, err, bridge.Untrusted(dev.ClientID))
+		return
+	}
+	fmt.Fprintf(c.stdout, "client id %s, which the device announced itself with, now belongs to login %s\n", bridge.Untrusted(dev.ClientID), login)
 }
 
 // adoption is what adopting a device adds to the config.
@@ -252,6 +278,12 @@ func prepareAdoption(cfg *config.Config, dev bridge.DiscoveredDevice, id, name s
 	}
 	if login := bridgeLogin(cfg, set, dev); login != "" {
 		a.login = login
+		return a, nil
+	}
+	if l, ok := set.Users[dev.Login]; ok && len(l.Switches) > 0 {
+		// The device announced itself under a login that serves its other
+		// relays: it logs in once for all of them.
+		a.login = dev.Login
 		return a, nil
 	}
 	a.login = a.switchID

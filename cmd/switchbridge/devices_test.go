@@ -13,8 +13,11 @@ import (
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
+
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/drivers/mqtt"
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
 
@@ -391,13 +394,11 @@ func TestDevicesAdoptThenReload(t *testing.T) {
 		t.Fatalf("install: %+v", r)
 	}
 
-	// It connected for its announcement under the onboarding login, which
-	// its client id is bound to: freed for its own login, as adopt says.
-	if !strings.Contains(r0, "switchbridge mqtt release-client-id") {
-		t.Errorf("adopt does not say how to free the client id:\n%s", r0)
-	}
-	if r := runCLI(t, "", "mqtt", "release-client-id", "DVES_tas_kitchen", "--config", cfg); r.code != 0 {
-		t.Fatalf("release-client-id: %+v", r)
+	// It connected for its announcement under the shared login onboard,
+	// which its client id was bound to: adopt hands the id to its own.
+	if !strings.Contains(r0, "client id DVES_tas_kitchen, which the device announced itself with, now belongs to login "+m[1]) ||
+		strings.Contains(r0, "release-client-id") {
+		t.Errorf("adopt does not say the client id moved to the new login (or still asks to free it):\n%s", r0)
 	}
 	reloaded := time.Now()
 	p.cmd.Process.Signal(syscall.SIGHUP)
@@ -427,5 +428,143 @@ func TestDevicesAdoptThenReload(t *testing.T) {
 	}
 	if !plug.On() {
 		t.Error("the API said on, the plug is off")
+	}
+}
+
+// TestDevicesListenAdoptThenReload: the onboarding login is refused until
+// devices listen opens it; a Tasmota then logs in with it and announces
+// itself, and is listed with its client id and login; adopted, the hub
+// reloaded and the plug set to its new login, it connects with the same
+// client id (no release-client-id) and switches through the API;
+// listen --off closes onboarding.
+func TestDevicesListenAdoptThenReload(t *testing.T) {
+	dir := t.TempDir()
+	cfg, _, mqttAddr := writeAdoptConfig(t, dir)
+	app := addDeveloperApp(t, cfg, "1")
+	p := startServe(t, cfg, serveOptions{moved: func(key, _, to string) {
+		if key == "mqtt.listen" {
+			mqttAddr = to
+		}
+	}})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon log:\n%s", p.stderr)
+		}
+	})
+	if onboardingAccepted(mqttAddr, "") {
+		t.Error("the onboarding login was accepted before devices listen")
+	}
+	r := runCLI(t, "", "devices", "listen", "--for", "10m", "--config", cfg)
+	if r.code != 0 {
+		t.Fatalf("devices listen: %+v", r)
+	}
+	m := regexp.MustCompile(`(?m)^  password  (\S+) `).FindStringSubmatch(r.stdout)
+	if m == nil || !strings.Contains(r.stdout, "login     "+mqtt.OnboardingLogin) || !strings.Contains(r.stdout, "Backlog MqttHost") {
+		t.Fatalf("devices listen says:\n%s", r.stdout)
+	}
+	opts := mqtttest.TasmotaOptions{Topic: "tas_new", Discovery: true}
+	plug := mqtttest.NewTasmota(t, "tcp://"+mqtt.OnboardingLogin+":"+m[1]+"@"+mqttAddr, opts)
+	id := "tasmota-" + mqtttest.TasmotaMAC(opts)
+
+	var dev struct{ ID, ClientID, Login string }
+	for deadline := time.Now().Add(15 * time.Second); dev.ID != id; time.Sleep(100 * time.Millisecond) {
+		r := runCLI(t, "", "devices", "--json", "--config", cfg)
+		var devs []struct {
+			ID       string `json:"id"`
+			ClientID string `json:"client_id"`
+			Login    string `json:"login"`
+		}
+		json.Unmarshal([]byte(r.stdout), &devs)
+		for _, d := range devs {
+			if d.ID == id {
+				dev.ID, dev.ClientID, dev.Login = d.ID, d.ClientID, d.Login
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the plug onboarding is not listed: %+v", r)
+		}
+	}
+	if dev.ClientID != "DVES_tas_new" || dev.Login != mqtt.OnboardingLogin {
+		t.Errorf("listed as announced by client %q, login %q; want DVES_tas_new, %s", dev.ClientID, dev.Login, mqtt.OnboardingLogin)
+	}
+	r = runCLI(t, "", "devices", "adopt", id, "--location", "1", "--id", "porch", "--config", cfg)
+	login := regexp.MustCompile(`broker login (\S+) created for it, password (\S+) `).FindStringSubmatch(r.stdout)
+	if r.code != 0 || login == nil || !strings.Contains(r.stdout, "client id DVES_tas_new") || strings.Contains(r.stdout, "release-client-id") {
+		t.Fatalf("adopt: %+v", r)
+	}
+	r = runCLI(t, "", "install", "--client-id", app.ID, "--user", "alice", "--location", "1", "--switch", "porch", "--json", "--config", cfg)
+	var inst struct{ Token, Endpoint string }
+	if err := json.Unmarshal([]byte(r.stdout), &inst); err != nil {
+		t.Fatalf("install: %+v", r)
+	}
+	p.cmd.Process.Signal(syscall.SIGHUP)
+	plug.Crash()
+	plug = mqtttest.NewTasmota(t, "tcp://"+login[1]+":"+login[2]+"@"+mqttAddr, opts)
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		code, body := call(t, http.MethodGet, inst.Endpoint+"/switches/porch", inst.Token)
+		if code == http.StatusOK && strings.Contains(body, `"value":"off"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("porch not served after the reload: %d %s", code, body)
+		}
+	}
+	if code, body := call(t, http.MethodPut, inst.Endpoint+"/switches/porch/on", inst.Token); code != http.StatusNoContent {
+		t.Fatalf("PUT on: %d %s", code, body)
+	}
+	if !plug.On() {
+		t.Error("the API said on, the plug is off")
+	}
+
+	if r := runCLI(t, "", "devices", "listen", "--off", "--config", cfg); r.code != 0 || !strings.Contains(r.stdout, "onboarding closed") {
+		t.Errorf("devices listen --off: %+v", r)
+	}
+	if r := runCLI(t, "", "devices", "listen", "--for", "25h", "--config", cfg); r.code == 0 {
+		t.Errorf("devices listen --for 25h: %+v", r)
+	}
+	if onboardingAccepted(mqttAddr, m[1]) {
+		t.Error("the onboarding login was accepted after listen --off")
+	}
+}
+
+// onboardingAccepted reports whether the broker at addr accepts the
+// onboarding login with password pw.
+func onboardingAccepted(addr, pw string) bool {
+	o := paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID("onboarding-probe").SetUsername(mqtt.OnboardingLogin).SetPassword(pw).
+		SetConnectTimeout(2 * time.Second).SetAutoReconnect(false)
+	c := paho.NewClient(o)
+	if tok := c.Connect(); tok.WaitTimeout(3*time.Second) && tok.Error() == nil {
+		c.Disconnect(0)
+		return true
+	}
+	return false
+}
+
+// TestDevicesListenExternalBroker: on the owner's own broker the hub only
+// listens: devices listen says so and opens nothing.
+func TestDevicesListenExternalBroker(t *testing.T) {
+	dir := t.TempDir()
+	_, text, mqttAddr := writeAdoptConfig(t, dir)
+	embedded := "broker: embedded\n  listen: " + mqttAddr + "\n"
+	if !strings.Contains(text, embedded) {
+		t.Fatalf("the config has no %q", embedded)
+	}
+	text = strings.Replace(text, embedded, "broker: tcp://192.0.2.1:1883\n  username: hub\n  password: secret\n", 1)
+	text = regexp.MustCompile(`(?s)  users:.*?\nlocations:`).ReplaceAllString(text, "locations:")
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(cfg, []byte(text), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	r := runCLI(t, "", "devices", "listen", "--for", "10m", "--config", cfg)
+	if r.code != 0 || !strings.Contains(r.stdout, "the hub only listens there") || strings.Contains(r.stdout, "password") || strings.Contains(r.stdout, "secret") {
+		t.Fatalf("devices listen with an external broker: %+v", r)
+	}
+	db, err := store.Open(context.Background(), filepath.Join(dir, "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if w, err := db.MQTTOnboarding(context.Background()); err != nil || w != nil {
+		t.Errorf("onboarding window stored with an external broker: %+v, %v", w, err)
 	}
 }

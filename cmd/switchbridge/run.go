@@ -290,6 +290,8 @@ type storage interface {
 	oauth.IssuerStore
 	link.PlatformStore
 	mqtt.ClientIDAdmin
+	mqtt.ClientIDs
+	onboardingAdmin
 	discoveredStore
 	Close() error
 }

@@ -92,6 +92,9 @@ func newBrokerRules(hubUser, hubClientID string, logins map[string]Login, plugs 
 // keptSessions is how many sessions user may have the broker keep while
 // its clients are disconnected (clean session off).
 func (r *brokerRules) keptSessions(user string) int {
+	if user == OnboardingLogin {
+		return onboardingSessions
+	}
 	if l, ok := r.tied[user]; ok {
 		return len(l.switches) + spareSessions
 	}
@@ -112,6 +115,9 @@ func (r *brokerRules) isCommand(topic string) bool {
 func (r *brokerRules) mayPublish(user, topic string) bool {
 	if user == r.hubUser {
 		return true
+	}
+	if user == OnboardingLogin {
+		return r.onboardingMayPublish(topic)
 	}
 	if strings.HasPrefix(topic, "$") || r.isCommand(topic) {
 		return false
@@ -145,6 +151,12 @@ func (r *brokerRules) mayRead(user, filter string) bool {
 	// Nothing that starts with a wildcard (#, +/#: everything), no $SYS
 	// and no shared subscriptions ($share/…).
 	if filter == "" || filter[0] == '#' || filter[0] == '+' || filter[0] == '$' {
+		return false
+	}
+	if user == OnboardingLogin {
+		// It receives nothing: every filter a firmware subscribes to at
+		// connect (Tasmota's cmnd/<topic>/#, a Shelly's command and rpc
+		// topics) carries commands.
 		return false
 	}
 	l, tied := r.tied[user]

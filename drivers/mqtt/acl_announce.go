@@ -39,6 +39,9 @@ func (r *brokerRules) mayAnnounce(user, topic string, payload []byte) bool {
 		// What the hub would refuse anyway: not passed on to others.
 		return false
 	}
+	if user == OnboardingLogin {
+		return r.onboardingMayAnnounce(devs)
+	}
 	for _, d := range devs {
 		if !r.mayPublish(user, d.Topics.State) {
 			return false

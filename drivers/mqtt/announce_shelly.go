@@ -153,7 +153,7 @@ func (x *discovery) shellyOnline(prefix string, payload []byte) {
 	id, ask := x.nextAsk, x.ask
 	x.mu.Unlock()
 	if !known {
-		x.add(sourceShelly, func() ([]Device, error) {
+		x.add(sourceShelly, prefix+"/online", payload, func() ([]Device, error) {
 			devs, err := shellyRPCDevices(prefix, nil)
 			for i := range devs {
 				on := true
@@ -181,7 +181,8 @@ func (x *discovery) shellyInfo(payload []byte) {
 	if !asked {
 		return
 	}
-	x.add(sourceShelly, func() ([]Device, error) {
+	// Who answers is who came online under the prefix asked.
+	x.add(sourceShelly, prefix+"/online", []byte("true"), func() ([]Device, error) {
 		var info shellyDeviceInfo
 		if err := json.Unmarshal(r.Result, &info); err != nil {
 			return nil, err

@@ -67,6 +67,8 @@ type embeddedBroker struct {
 	// refusals counts what the broker refused, by reason, as the metric
 	// does (this one for tests and the log).
 	refusals map[string]*atomic.Int64
+	// stopWatch ends the watch on the onboarding window.
+	stopWatch chan struct{}
 }
 
 // refusalsCounted is how often the broker refused for reason.
@@ -88,6 +90,9 @@ type embeddedOptions struct {
 	// clientIDs keeps which login each client id belongs to; nil keeps
 	// them in memory.
 	clientIDs ClientIDs
+	// onboarding is where the onboarding window is kept; nil keeps the
+	// onboarding login closed.
+	onboarding OnboardingStore
 }
 
 // startEmbedded listens on o.set.Listen (a bind error comes back here,
@@ -144,7 +149,9 @@ func startEmbedded(o embeddedOptions, log *slog.Logger) (*embeddedBroker, error)
 		refusals: logLimiter{every: refusalLogEvery}, count: refused,
 		subs:     &subscriptionBounds{maxPerClient: o.set.MaxSubsPerClient, maxPerLogin: o.set.MaxSubsPerLogin, pending: map[*mochi.Client]int{}},
 		retained: newRetainedShares(o.set.MaxRetainedPerLogin, o.set.MaxRetainedBytesLogin, retainedTotal(o.set)),
-		throttle: newLoginThrottle(), bound: o.clientIDs}
+		throttle: newLoginThrottle(), bound: o.clientIDs,
+		onboard: &onboarding{store: o.onboarding, clients: map[*mochi.Client]onboardedClient{}},
+		origins: &origins{m: map[string]Origin{}}}
 	hook.cfg.Store(newAuthConfig(b.hubUser, b.hubPassword, o.set.Users, o.rules))
 	if hook.bound == nil {
 		hook.bound = newMemoryClientIDs()
@@ -164,17 +171,22 @@ func startEmbedded(o embeddedOptions, log *slog.Logger) (*embeddedBroker, error)
 		b.srv.Close()
 		return nil, err
 	}
+	b.stopWatch = make(chan struct{})
+	go hook.watchOnboarding(b.stopWatch)
 	log.Info("embedded MQTT broker listening", "address", b.addr, "logins", len(o.set.Users), "mqtt5", o.set.MQTT5)
 	return b, nil
 }
 
 // retainedTotal bounds the retained store: maxRetained messages, or every
-// login's share (the hub's among them) when that is more.
+// login's share (the hub's and onboarding's among them) when that is more.
 func retainedTotal(s Settings) int {
-	return max(maxRetained, (len(s.Users)+1)*s.MaxRetainedPerLogin)
+	return max(maxRetained, (len(s.Users)+2)*s.MaxRetainedPerLogin)
 }
 
-func (b *embeddedBroker) close() { b.srv.Close() }
+func (b *embeddedBroker) close() {
+	close(b.stopWatch)
+	b.srv.Close()
+}
 
 // recovered drops the client whose packet made mochi panic, and what the
 // broker holds for it: the panic skipped mochi's own clean-up after the
@@ -227,11 +239,12 @@ const (
 	refusedClientID     = "client_id"          // a client id that belongs to another login, or is held by one
 	refusedClients      = "max_clients"        // a plug over max_clients
 	refusedLoginClients = "login_clients"      // a client over its login's share of the connections
+	refusedOnboarding   = "onboarding_closed"  // the onboarding login while it is closed
 )
 
 // refusalReasons lists every reason, so each series exists from the start.
 var refusalReasons = []string{refusedSubscription, refusedFilter, refusedPassword, refusedThrottled,
-	refusedHandshake, refusedAddress, refusedRetained, refusedClientID, refusedClients, refusedLoginClients}
+	refusedHandshake, refusedAddress, refusedRetained, refusedClientID, refusedClients, refusedLoginClients, refusedOnboarding}
 
 const refusalLogEvery = 10 * time.Second
 

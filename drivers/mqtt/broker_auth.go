@@ -46,6 +46,11 @@ type authHook struct {
 	// that connected with it (clientids.go).
 	bound ClientIDs
 
+	// onboard is the onboarding login's window and clients (onboarding.go).
+	onboard *onboarding
+	// origins keeps who published each announcement, for discovery.
+	origins *origins
+
 	// Refusals are logged at most once per refusalLogEvery, with a count,
 	// and each is counted by reason.
 	refusals logLimiter
@@ -127,7 +132,11 @@ func (h *authHook) OnConnect(cl *mochi.Client, pk packets.Packet) error {
 		}
 	}
 	existing, ok := h.srv.Clients.Get(cl.ID)
-	if ok && !existing.Closed() && string(existing.Properties.Username) != user {
+	if ok && !existing.Closed() && string(existing.Properties.Username) != user &&
+		(string(existing.Properties.Username) != OnboardingLogin || user == OnboardingLogin) {
+		// A plug's own login, once its password is checked, takes its
+		// client id over from an onboarding client: the plug adopted, or
+		// one squatting its id.
 		// mochi would disconnect the client holding the id.
 		h.count(refusedClientID)
 		return refuse(packets.ErrClientIdentifierNotValid, "the client id is in use by another login")
@@ -207,6 +216,8 @@ func (h *authHook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bo
 		// Without configured users anyone may connect, whatever login the
 		// firmware sends by default (Tasmota sends DVES_USER).
 		ok = true
+	case user == OnboardingLogin:
+		ok = h.checkOnboarding(cl, pk.Connect.Password)
 	case user == h.conf().rules.hubUser:
 		// The hub's password is random and never fails: not throttled.
 		if ok = subtle.ConstantTimeCompare([]byte(want), pk.Connect.Password) == 1; !ok {
@@ -214,7 +225,9 @@ func (h *authHook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bo
 			h.refused(cl, user, "wrong password for the hub's own login")
 		}
 	default:
-		ok = h.checkPassword(cl, user, known, want, pk.Connect.Password)
+		ok = h.checkPassword(cl, user, func() bool {
+			return known && subtle.ConstantTimeCompare([]byte(want), pk.Connect.Password) == 1
+		})
 	}
 	if ok && user != h.conf().rules.hubUser {
 		if !h.bindClientID(cl, user) {
@@ -239,7 +252,10 @@ func (h *authHook) bindsClientIDs(cl *mochi.Client) bool {
 // user is bound to user whatever it was bound to. When the binding cannot
 // be written, only a client id bound to user already is let in.
 func (h *authHook) bindClientID(cl *mochi.Client, user string) bool {
-	if !h.bindsClientIDs(cl) {
+	if !h.bindsClientIDs(cl) || user == OnboardingLogin {
+		// An onboarding client binds nothing: it would keep the client id
+		// from the login the device is adopted with, and one squatting
+		// ids would keep them from the plugs that use them.
 		return true
 	}
 	_, listed := h.clientIDOwner(cl.ID) // then user's: OnConnect checked
@@ -259,14 +275,13 @@ func (h *authHook) bindClientID(cl *mochi.Client, user string) bool {
 	return true
 }
 
-// checkPassword checks a plug login's password, throttled per login and
-// address: a login that must still wait is refused unchecked. Failures
-// (an unknown login among them) are logged, rate-limited, and counted.
-func (h *authHook) checkPassword(cl *mochi.Client, user string, known bool, want string, got []byte) bool {
+// checkPassword checks a plug login's password with match, throttled per
+// login and address: a login that must still wait is refused unchecked.
+// Failures (an unknown login among them) are logged, rate-limited, and
+// counted.
+func (h *authHook) checkPassword(cl *mochi.Client, user string, match func() bool) bool {
 	addr := remoteKey(cl.Net.Conn.RemoteAddr())
-	wait, ok, attack := h.throttle.check(user, addr, func() bool {
-		return known && subtle.ConstantTimeCompare([]byte(want), got) == 1
-	})
+	wait, ok, attack := h.throttle.check(user, addr, match)
 	if wait > 0 {
 		h.count(refusedThrottled)
 		h.refused(cl, user, fmt.Sprintf("too many failed logins from this address; refused unchecked for %s more", wait.Round(time.Second)))
@@ -307,8 +322,12 @@ func (h *authHook) OnSessionEstablish(cl *mochi.Client, _ packets.Packet) {
 	}
 }
 
-// OnDisconnect forgets a SUBSCRIBE of cl left undecided.
-func (h *authHook) OnDisconnect(cl *mochi.Client, _ error, _ bool) { h.subs.done(cl) }
+// OnDisconnect forgets a SUBSCRIBE of cl left undecided, and cl if it was
+// an onboarding client.
+func (h *authHook) OnDisconnect(cl *mochi.Client, _ error, _ bool) {
+	h.subs.done(cl)
+	h.forgetOnboarded(cl)
+}
 
 // OnSubscribe refuses the filters of a SUBSCRIBE beyond the client's or
 // its login's bounds (see subscriptionBounds); the hub's client has none.
@@ -401,7 +420,11 @@ func (h *authHook) OnACLCheck(cl *mochi.Client, topic string, write bool) bool {
 	if h.conf().rules.mayReadAs(user, cl.ID, topic) {
 		return true
 	}
-	h.refused(cl, user, "may not subscribe to "+topic)
+	if user != OnboardingLogin {
+		// An onboarding client's firmware subscribes to its commands at
+		// every connect: refused by design, not logged each time.
+		h.refused(cl, user, "may not subscribe to "+topic)
+	}
 	return false
 }
 
@@ -420,6 +443,9 @@ func (h *authHook) OnPublish(cl *mochi.Client, pk packets.Packet) (packets.Packe
 	if !rules.mayAnnounce(user, pk.TopicName, pk.Payload) {
 		h.refused(cl, user, "may not announce another plug's device on "+pk.TopicName)
 		return pk, packets.CodeSuccessIgnore
+	}
+	if user != rules.hubUser && len(pk.Payload) > 0 && announcement(pk.TopicName) {
+		h.origins.note(pk.TopicName, pk.Payload, Origin{ClientID: cl.ID, Login: user})
 	}
 	if !pk.FixedHeader.Retain || len(pk.Payload) == 0 {
 		return pk, nil // an empty retained message clears one

@@ -42,6 +42,10 @@ type ClientIDAdmin interface {
 // while a login cycling client ids only unbinds its own oldest.
 const clientIDsKept = 4
 
+// ClientIDsKept is how many client ids a login serving switches switches
+// keeps bound, as the broker counts them.
+func ClientIDsKept(switches int) int { return clientIDsKept * (switches + spareSessions) }
+
 // clientIDTimeout bounds a binding's read or write: the broker's hooks
 // run on the connecting client's goroutine, with no context of their own.
 const clientIDTimeout = 5 * time.Second
@@ -95,6 +99,15 @@ func (m *memoryClientIDs) BindMQTTClientID(_ context.Context, id, login string, 
 // nil: the broker then keeps the bindings in memory.
 func (d *driver) clientIDStore() ClientIDs {
 	if st, ok := d.env.Store.(ClientIDs); ok {
+		return st
+	}
+	return nil
+}
+
+// onboardingStore is the hub's database when the daemon handed it over,
+// else nil: the onboarding login then stays closed.
+func (d *driver) onboardingStore() OnboardingStore {
+	if st, ok := d.env.Store.(OnboardingStore); ok {
 		return st
 	}
 	return nil

@@ -106,7 +106,7 @@ func TestClientIDsBelongToTheirLogin(t *testing.T) {
 	d.Close()
 	db.Close()
 	db = openStore(t, dir)
-	_, addr = brokerOn(t, db, clientIDLogins)
+	d, addr = brokerOn(t, db, clientIDLogins)
 	if code := connectCode(t, "127.0.0.2", addr, "plug-x", "b", "pb"); code != identifierRejected {
 		t.Errorf("after a restart, b with a's client id: code %#x, want %#x", code, identifierRejected)
 	}
@@ -122,6 +122,12 @@ func TestClientIDsBelongToTheirLogin(t *testing.T) {
 	if _, err := db.ReleaseMQTTClientID(ctx, "plug-x"); bridge.ErrorCode(err) != bridge.ENOTFOUND {
 		t.Errorf("releasing a client id bound to none: %v, want ENOTFOUND", err)
 	}
+	// a's last connection has closed on the broker's side too: else it
+	// still holds the id.
+	eventually(t, 5*time.Second, "a's connection gone", func() bool {
+		cl, ok := d.broker.srv.Clients.Get("plug-x")
+		return !ok || cl.Closed()
+	})
 	connectAndLeave(t, addr, "plug-x", "b", "pb")
 	if code := connectCode(t, "127.0.0.2", addr, "plug-x", "a", "pa"); code != identifierRejected {
 		t.Errorf("once b has the released client id, a: code %#x, want %#x", code, identifierRejected)

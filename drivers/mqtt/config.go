@@ -197,6 +197,8 @@ func checkSettings(n *yaml.Node) (Settings, error) {
 				ps.Add(at("users"), "mqtt.users: every user needs a name and a password")
 			case u == HubLogin:
 				ps.Add(at("users"), "mqtt.users: %q is the hub's own login; pick another name", u)
+			case u == OnboardingLogin:
+				ps.Add(at("users"), "mqtt.users: %q is the login new devices announce themselves with while switchbridge devices listen has it open; pick another name", u)
 			}
 			for _, id := range l.Switches {
 				if id == "" {

@@ -68,6 +68,8 @@ func TestConfigProblems(t *testing.T) {
 			[]string{`hub.yaml:11: switch "b": no login in mqtt.users lists it`}},
 		{"the hub's login", "broker: embedded\nusers: {switchbridge-hub: x}", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
 			[]string{`is the hub's own login`}},
+		{"the onboarding login", "broker: embedded\nusers: {switchbridge-onboarding: x}", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
+			[]string{`is the login new devices announce themselves with`}},
 		{"packet size", "broker: embedded\nmax_packet_size: 10\nmax_clients: -1", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},
 			[]string{"hub.yaml:4: mqtt.max_packet_size must be between 1024", "hub.yaml:5: mqtt.max_clients must be between 1"}},
 		{"broker bounds", "broker: embedded\nmax_subscriptions_per_client: -1\nmax_subscriptions_per_login: 0\nmax_retained_per_login: 1000000\nmax_retained_bytes_per_login: -5", []string{"id: a, name: A, profile: esphome, prefix: p, object_id: o"},

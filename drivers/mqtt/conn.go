@@ -114,7 +114,7 @@ func (d *driver) connect(ctx context.Context) error {
 			d.log.Warn(w.Msg)
 		}
 		b, err := startEmbedded(embeddedOptions{set: d.set, hubClientID: d.set.ClientID, rules: d.brokerRules(),
-			refused: d.obs.brokerRefusal, clientIDs: d.clientIDStore()}, d.log)
+			refused: d.obs.brokerRefusal, clientIDs: d.clientIDStore(), onboarding: d.onboardingStore()}, d.log)
 		if err != nil {
 			return err
 		}

@@ -48,6 +48,10 @@ type Device struct {
 	// UsedBy is the configured switch that already uses it, "" when none.
 	UsedBy   string    `json:"used_by,omitempty"`
 	LastSeen time.Time `json:"last_seen"`
+	// ClientID and Login are who announced it on the embedded broker (""
+	// on another): adopting it binds that client id to its new login.
+	ClientID string `json:"client_id,omitempty"`
+	Login    string `json:"login,omitempty"`
 
 	// Where the device announced itself (the config topic, or the bridge's
 	// devices topic): an empty retained message there removes it.
@@ -122,6 +126,9 @@ type discovery struct {
 	// ask publishes a question to a device (never retained); nil while
 	// the driver is not connected.
 	ask func(message)
+	// origin returns who published an announcement, when the broker is
+	// the embedded one and kept it; nil otherwise.
+	origin func(topic string, payload []byte) (Origin, bool)
 
 	mu      sync.Mutex
 	devs    map[string]*Device  // by ID
@@ -226,7 +233,7 @@ func (x *discovery) handle(topic string, payload []byte) (newAvail []string, ok 
 		x.seen("tasmota/discovery/" + levels[2] + "/config")
 	case topic == "shellies/announce":
 		if len(payload) <= maxAnnouncement {
-			x.add(sourceShelly, func() ([]Device, error) { return parseShellyAnnounce(payload) })
+			x.add(sourceShelly, topic, payload, func() ([]Device, error) { return parseShellyAnnounce(payload) })
 		}
 	case len(levels) == 3 && levels[0] == "shellies" && levels[2] == "online":
 		x.shellyGen1Online(levels[1], payload)
@@ -285,18 +292,33 @@ func (x *discovery) replace(source, topic string, payload []byte, tooBig bool, p
 	for i := range devs {
 		devs[i].source = topic
 	}
+	x.from(devs, topic, payload)
 	x.put(source, devs)
 }
 
 // add reads an announcement of devices that has no topic of its own to
-// clear it (Shelly's).
-func (x *discovery) add(source string, parse func() ([]Device, error)) {
+// clear it (Shelly's), published as payload on topic.
+func (x *discovery) add(source, topic string, payload []byte, parse func() ([]Device, error)) {
 	devs, err := parse()
 	if err != nil {
 		x.refuse(source, "malformed announcement: "+err.Error(), "")
 		return
 	}
+	x.from(devs, topic, payload)
 	x.put(source, devs)
+}
+
+// from notes on devs who published payload on topic, when the broker
+// kept it.
+func (x *discovery) from(devs []Device, topic string, payload []byte) {
+	if x.origin == nil {
+		return
+	}
+	if o, ok := x.origin(topic, payload); ok {
+		for i := range devs {
+			devs[i].ClientID, devs[i].Login = o.ClientID, o.Login
+		}
+	}
 }
 
 // put lists devs, new ones within the bounds.
@@ -317,6 +339,9 @@ func (x *discovery) put(source string, devs []Device) {
 		if old, ok := x.devs[d.ID]; ok {
 			if d.Online == nil {
 				d.Online = old.Online
+			}
+			if d.ClientID == "" {
+				d.ClientID, d.Login = old.ClientID, old.Login
 			}
 			x.unindexLocked(old)
 		} else {
@@ -527,7 +552,7 @@ func (x *discovery) flush() {
 func (d Device) record() bridge.DiscoveredDevice {
 	return bridge.DiscoveredDevice{ID: d.ID, Firmware: d.Firmware, Model: d.Model, Name: d.Name, Version: d.Version,
 		CommandTopic: d.Topics.Command, StateTopic: d.Topics.State, AvailabilityTopic: d.Topics.Availability,
-		Online: d.Online, Entry: d.Entry, UsedBy: d.UsedBy, LastSeen: d.LastSeen}
+		Online: d.Online, Entry: d.Entry, UsedBy: d.UsedBy, LastSeen: d.LastSeen, ClientID: d.ClientID, Login: d.Login}
 }
 
 // ---- entries

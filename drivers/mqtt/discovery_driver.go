@@ -20,6 +20,14 @@ func (d *driver) openDiscovery() {
 	}
 	x := newDiscovery(d.log, st, discoverySource(d.set.ClientID))
 	x.setUsed(d.devs)
+	x.origin = func(topic string, payload []byte) (Origin, bool) {
+		// d.broker is set before the hub's client connects, and so
+		// before any message arrives.
+		if d.broker == nil {
+			return Origin{}, false
+		}
+		return d.broker.hook.origins.of(topic, payload)
+	}
 	x.ask = func(m message) {
 		// From paho's router goroutine: publishing there must not wait.
 		go d.publish(m)

@@ -48,6 +48,7 @@ switchbridge_mqtt_broker_refusals_total{reason="handshake_evicted"} 0
 switchbridge_mqtt_broker_refusals_total{reason="login_clients"} 0
 switchbridge_mqtt_broker_refusals_total{reason="login_throttled"} 0
 switchbridge_mqtt_broker_refusals_total{reason="max_clients"} 0
+switchbridge_mqtt_broker_refusals_total{reason="onboarding_closed"} 0
 switchbridge_mqtt_broker_refusals_total{reason="retained_share"} 0
 switchbridge_mqtt_broker_refusals_total{reason="subscription_bound"} 2
 switchbridge_mqtt_broker_refusals_total{reason="wrong_password"} 1

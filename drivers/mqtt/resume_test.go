@@ -139,7 +139,7 @@ func TestCommandNotResentAfterReconnect(t *testing.T) {
 	if err := dev.Do(ctx, bridge.CommandOn); err == nil {
 		t.Fatal("a command the plug never confirmed succeeded")
 	}
-	eventually(t, 10*time.Second, "the driver reconnected", func() bool {
+	eventually(t, 30*time.Second, "the driver reconnected", func() bool {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.conns >= 2 && d.connected()
