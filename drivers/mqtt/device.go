@@ -260,3 +260,7 @@ func (dev *device) down() {
 	dev.mu.Unlock()
 	dev.d.notify(dev.id, st)
 }
+
+// Profile names the firmware profile the plug speaks, for the hub's
+// switchbridge_switch_info.
+func (dev *device) Profile() string { return dev.plug.profile }
