@@ -20,7 +20,7 @@ func TestFeedReadings(t *testing.T) {
 			Reading: &bridge.Reading{Power: watts, Has: bridge.HasPower, At: clock}}
 	}
 	f.Notify("p", st(bridge.On, 100)) // first report: a change, with its reading
-	for i := range 9 {                 // a report every second: one event in 10 s
+	for i := range 9 {                // a report every second: one event in 10 s
 		clock = clock.Add(time.Second)
 		f.Notify("p", st(bridge.On, 101+float64(i)))
 	}
