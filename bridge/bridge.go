@@ -70,6 +70,9 @@ type State struct {
 	// LastSeen is when the device last gave a sign of itself (a message it
 	// sent, a read of its line, a command it took); zero when never.
 	LastSeen time.Time
+	// Reading is what the device last measured; nil for a device that
+	// has no meter or has not reported one since the hub started.
+	Reading *Reading
 }
 
 // Device is one switch's hardware as a driver exposes it. State never blocks:

@@ -28,7 +28,17 @@ const (
 	// CauseAvailability: the device became reachable or unreachable; the
 	// value did not change.
 	CauseAvailability Cause = "availability"
+	// CauseReading: the device measured something new (power, energy);
+	// neither value nor availability changed. At most one per switch per
+	// FeedOptions.ReadingEvery.
+	CauseReading Cause = "reading"
 )
+
+// DefaultReadingEvery is how often at most a switch's readings alone make
+// an event (power_events_every): a plug reports its power every few
+// seconds, and each would otherwise be an event to every stream and
+// webhook.
+const DefaultReadingEvery = 10 * time.Second
 
 // Event is one change of one switch, as the feed hands it out.
 type Event struct {
@@ -45,6 +55,11 @@ type Event struct {
 	// LastSeen is the device's State.LastSeen as the feed last heard it
 	// (a command's confirmation counts); zero when never.
 	LastSeen time.Time
+	// Reading is the device's latest reading when the event was made; nil
+	// for a device that has not reported one. Stale is whether it may no
+	// longer hold (State.Stale).
+	Reading *Reading
+	Stale   bool
 
 	kept time.Time // when the feed took it in, by the feed's clock
 }
@@ -74,6 +89,8 @@ type Feed struct {
 	buffer int
 	maxAge time.Duration
 	now    func() time.Time
+	// readingEvery bounds the events of readings alone, per switch.
+	readingEvery time.Duration
 
 	mu      sync.Mutex
 	seq     uint64
@@ -91,6 +108,10 @@ type feedState struct {
 	known     bool // available was reported
 	at        time.Time
 	lastSeen  time.Time
+	// reading is the latest reading; readingAt when the device took it,
+	// and readingSent when an event last carried one.
+	reading     *Reading
+	readingSent time.Time
 }
 
 // FeedOptions change a feed's bounds; zero values take the defaults.
@@ -98,6 +119,9 @@ type FeedOptions struct {
 	Buffer int
 	MaxAge time.Duration
 	Now    func() time.Time
+	// ReadingEvery is how often at most readings alone make an event for
+	// one switch; DefaultReadingEvery when 0.
+	ReadingEvery time.Duration
 }
 
 // NewFeed starts an empty feed. Until Started is called, value changes are
@@ -112,6 +136,9 @@ func NewFeed(o FeedOptions) *Feed {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.ReadingEvery <= 0 {
+		o.ReadingEvery = DefaultReadingEvery
+	}
 	// Not kept anywhere: ids are only ever taken back within one run of
 	// the hub (the kept events are in memory), so a key that dies with
 	// the run ends the ids of the run with it.
@@ -119,7 +146,7 @@ func NewFeed(o FeedOptions) *Feed {
 	rand.Read(key)
 	return &Feed{
 		key:    key,
-		buffer: o.Buffer, maxAge: o.MaxAge, now: o.Now,
+		buffer: o.Buffer, maxAge: o.MaxAge, now: o.Now, readingEvery: o.ReadingEvery,
 		last: map[string]feedState{}, counts: map[string]uint64{}, pending: map[string]*[2]int{}, subs: map[*Subscription]struct{}{},
 	}
 }
@@ -217,13 +244,25 @@ func (f *Feed) notify(id string, st State, cause Cause) {
 		// A driver's first state, restored from the store: not a change.
 		next.value = st.Value
 	}
-	f.last[id] = next
+	readingNews := false
+	if st.Reading != nil && (prev.reading == nil || st.Reading.At.After(prev.reading.At)) {
+		next.reading = st.Reading
+		readingNews = prev.reading == nil || *st.Reading != *prev.reading
+	}
 	availabilityChanged := seen && prev.known && prev.available != next.available
-	if !valueChanged && !availabilityChanged {
+	readingDue := readingNews && f.now().Sub(prev.readingSent) >= f.readingEvery
+	if !valueChanged && !availabilityChanged && !readingDue {
+		f.last[id] = next
 		return
 	}
+	if next.reading != nil {
+		next.readingSent = f.now()
+	}
+	f.last[id] = next
 	if cause == "" {
 		switch {
+		case !valueChanged && !availabilityChanged:
+			cause = CauseReading
 		case !valueChanged:
 			cause = CauseAvailability
 		case !f.started:
@@ -235,12 +274,19 @@ func (f *Feed) notify(id string, st State, cause Cause) {
 		}
 	}
 	at := st.Updated
+	if cause == CauseReading {
+		at = next.reading.At
+	}
 	if at.IsZero() {
 		at = f.now()
 	}
 	f.seq++
 	f.counts[id]++
 	e := Event{Seq: f.seq, SwitchID: id, Value: next.value, Previous: prev.value, Available: next.available, At: at, Cause: cause, LastSeen: next.lastSeen, kept: f.now()}
+	if next.reading != nil {
+		e.Reading = next.reading
+		e.Stale = State{Available: next.available, Reading: next.reading}.Stale(f.now())
+	}
 	if len(f.ring) >= 2*f.buffer {
 		// Keep the newest buffer events, copying them down once per
 		// buffer events rather than once per event.

@@ -8,6 +8,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -93,6 +94,11 @@ type SwitchValue struct {
 	Value     *bridge.Value `json:"value"`
 	Available bool          `json:"available"`
 	LastSeen  *time.Time    `json:"last_seen,omitempty"`
+	// Power (W) and Energy (kWh, the hub's running total, never
+	// decreasing) are absent for a device that has not reported them
+	// (a GPIO relay never does) and null while the reading is stale.
+	Power  Measured `json:"power,omitzero"`
+	Energy Measured `json:"energy,omitzero"`
 }
 
 func switchValue(s bridge.SwitchState) SwitchValue {
@@ -100,7 +106,42 @@ func switchValue(s bridge.SwitchState) SwitchValue {
 	if v := s.State.Value; v != "" {
 		sv.Value = &v
 	}
+	sv.Power, sv.Energy = measured(s.State.Reading, s.State.Stale(time.Now()))
 	return sv
+}
+
+// Measured is a reading's field: absent when the device never reported
+// it, null while stale, else its number.
+type Measured struct {
+	known bool
+	v     *float64
+}
+
+// IsZero makes the field absent (omitzero) when it was never reported.
+func (m Measured) IsZero() bool { return !m.known }
+
+func (m Measured) MarshalJSON() ([]byte, error) {
+	if m.v == nil {
+		return []byte("null"), nil
+	}
+	return json.Marshal(*m.v)
+}
+
+// measured is the power and energy fields of a reading.
+func measured(r *bridge.Reading, stale bool) (power, energy Measured) {
+	if r == nil {
+		return
+	}
+	field := func(q bridge.Quantities, v float64) Measured {
+		if r.Has&q == 0 {
+			return Measured{}
+		}
+		if stale {
+			return Measured{known: true}
+		}
+		return Measured{known: true, v: &v}
+	}
+	return field(bridge.HasPower, r.Power), field(bridge.HasEnergy, r.Energy)
 }
 
 // lastSeen is a last_seen field: UTC, to the second's fraction the hub

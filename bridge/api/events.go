@@ -132,6 +132,8 @@ type Event struct {
 	At        time.Time     `json:"at"`
 	Cause     bridge.Cause  `json:"cause"`
 	LastSeen  *time.Time    `json:"last_seen,omitempty"`
+	Power     Measured      `json:"power,omitzero"`
+	Energy    Measured      `json:"energy,omitzero"`
 }
 
 // EventOf is the API's view of a feed event; name is the switch's name.
@@ -143,6 +145,7 @@ func EventOf(e bridge.Event, name string) Event {
 	if v := e.Previous; v != "" {
 		out.Previous = &v
 	}
+	out.Power, out.Energy = measured(e.Reading, e.Stale)
 	return out
 }
 

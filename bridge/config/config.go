@@ -98,6 +98,10 @@ type Server struct {
 	MetricsListen   string   `yaml:"metrics_listen"` // "off" disables the metrics listener
 	CommandTimeout  Duration `yaml:"command_timeout"`
 	ShutdownTimeout Duration `yaml:"shutdown_timeout"`
+	// PowerEventsEvery is how often at most a switch's readings alone
+	// make an event on the streams and webhooks (an on/off change carries
+	// its reading at once); bridge.DefaultReadingEvery when 0.
+	PowerEventsEvery Duration `yaml:"power_events_every"`
 	// TLS, when set, makes the hub serve HTTPS itself on listen.
 	TLS TLS `yaml:"tls"`
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For or

@@ -69,6 +69,9 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 			ps.Add(line("webhooks", "allow"), "webhooks.allow %q: %v", a, err)
 		}
 	}
+	if c.Server.PowerEventsEvery < 0 {
+		ps.Add(line("server", "power_events_every"), "server.power_events_every must not be negative")
+	}
 	if c.Server.CommandTimeout < 0 || c.Server.ShutdownTimeout < 0 {
 		ps.Add(line("server"), "server timeouts must be positive")
 	}

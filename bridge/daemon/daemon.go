@@ -135,7 +135,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	// The change feed starts from the stored values, so a device that
 	// reports what it had before the restart is no change; one set
 	// otherwise while the drivers open is the start-up's.
-	d.Feed = bridge.NewFeed(bridge.FeedOptions{})
+	d.Feed = bridge.NewFeed(bridge.FeedOptions{ReadingEvery: cfg.Server.PowerEventsEvery.Std()})
 	for id, v := range last {
 		d.Feed.Seed(id, v)
 	}

@@ -123,14 +123,13 @@ func TestCommandOutcomes(t *testing.T) {
 	runScript(t, h)
 
 	want := `
-# HELP switchbridge_switch_commands_total Switches' parts in commands (a command to three switches counts three), by driver, command and outcome (ok, unsupported, rate_limited, timeout, unavailable, failed).
+# HELP switchbridge_switch_commands_total Switches' parts in commands (a command to three switches counts three), by switch and outcome (ok, unsupported, rate_limited, timeout, unavailable, failed).
 # TYPE switchbridge_switch_commands_total counter
-switchbridge_switch_commands_total{command="off",driver="gpio",outcome="ok"} 1
-switchbridge_switch_commands_total{command="off",driver="gpio",outcome="unsupported"} 1
-switchbridge_switch_commands_total{command="off",driver="mqtt",outcome="failed"} 1
-switchbridge_switch_commands_total{command="off",driver="mqtt",outcome="timeout"} 1
-switchbridge_switch_commands_total{command="off",driver="mqtt",outcome="unavailable"} 1
-switchbridge_switch_commands_total{command="on",driver="gpio",outcome="ok"} 1
+switchbridge_switch_commands_total{outcome="failed",switch="heater"} 1
+switchbridge_switch_commands_total{outcome="ok",switch="lamp"} 2
+switchbridge_switch_commands_total{outcome="timeout",switch="fan"} 1
+switchbridge_switch_commands_total{outcome="unavailable",switch="pump"} 1
+switchbridge_switch_commands_total{outcome="unsupported",switch="bell"} 1
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "switchbridge_switch_commands_total"); err != nil {
 		t.Error(err)

@@ -139,7 +139,7 @@ func TestScrapeOverHTTP(t *testing.T) {
 	body := string(mustScrape(t, m))
 	for _, want := range []string{
 		`switchbridge_http_requests_total{code="200",method="GET",route="/api/apps/installations/{id}/{path...}"} 1`,
-		`switchbridge_switch_commands_total{command="off",driver="mqtt",outcome="timeout"} 1`,
+		`switchbridge_switch_commands_total{outcome="timeout",switch="fan"} 1`,
 		`switchbridge_switch_state{location="1",switch="lamp"} 0`,
 		`switchbridge_installations 7`,
 		"go_goroutines ",

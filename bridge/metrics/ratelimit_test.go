@@ -28,10 +28,10 @@ func TestRateLimitedCommandsCountedNotTimed(t *testing.T) {
 		hub.Command(context.Background(), []string{"lamp"}, bridge.CommandOn)
 	}
 	want := `
-# HELP switchbridge_switch_commands_total Switches' parts in commands (a command to three switches counts three), by driver, command and outcome (ok, unsupported, rate_limited, timeout, unavailable, failed).
+# HELP switchbridge_switch_commands_total Switches' parts in commands (a command to three switches counts three), by switch and outcome (ok, unsupported, rate_limited, timeout, unavailable, failed).
 # TYPE switchbridge_switch_commands_total counter
-switchbridge_switch_commands_total{command="on",driver="gpio",outcome="ok"} 1
-switchbridge_switch_commands_total{command="on",driver="gpio",outcome="rate_limited"} 2
+switchbridge_switch_commands_total{outcome="ok",switch="lamp"} 1
+switchbridge_switch_commands_total{outcome="rate_limited",switch="lamp"} 2
 `
 	if err := testutil.GatherAndCompare(m.Registry(), strings.NewReader(want), "switchbridge_switch_commands_total"); err != nil {
 		t.Error(err)

@@ -57,6 +57,8 @@ type device struct {
 	// lastSeen is when the plug last sent a message the hub received live
 	// (a retained copy is of an unknown age); zero when never.
 	lastSeen time.Time
+	// reading is what the plug last measured; nil while never.
+	reading *bridge.Reading
 	// change is closed (and replaced) when heard, the availability or the
 	// connection changes: what a held command waits on.
 	change chan struct{}
@@ -71,7 +73,40 @@ func (dev *device) State() bridge.State {
 
 func (dev *device) stateLocked() bridge.State {
 	// Not heard from is not available, whether or not a command may try.
-	return bridge.State{Value: dev.value, Available: dev.known && dev.whyUnavailableLocked() == "", Updated: dev.updated, LastSeen: dev.lastSeen}
+	return bridge.State{Value: dev.value, Available: dev.known && dev.whyUnavailableLocked() == "", Updated: dev.updated, LastSeen: dev.lastSeen, Reading: dev.readingLocked()}
+}
+
+// readingLocked is a copy of the reading, for a State that leaves the lock.
+func (dev *device) readingLocked() *bridge.Reading {
+	if dev.reading == nil {
+		return nil
+	}
+	r := *dev.reading
+	return &r
+}
+
+// takeMeterLocked merges what one message measured into the reading: a
+// message may hold only some quantities (a Shelly NotifyStatus holds what
+// changed). total is the running energy total when m has a counter.
+func (dev *device) takeMeterLocked(m *meterReport, total float64, now time.Time) {
+	if dev.reading == nil {
+		dev.reading = &bridge.Reading{}
+	}
+	r := dev.reading
+	if m.has&bridge.HasPower != 0 {
+		r.Power = m.power
+	}
+	if m.has&bridge.HasVoltage != 0 {
+		r.Voltage = m.voltage
+	}
+	if m.has&bridge.HasCurrent != 0 {
+		r.Current = m.current
+	}
+	if m.has&bridge.HasEnergy != 0 {
+		r.Energy = total
+	}
+	r.Has |= m.has
+	r.At = now
 }
 
 // whyUnavailableLocked says why a command cannot reach the plug now, or "".
@@ -119,7 +154,15 @@ func (dev *device) changedLocked() {
 // MQTT client's message goroutine. force notifies the hub even when the
 // report is empty (a connection came up).
 func (dev *device) apply(r report, force bool) {
+	var total float64
+	now := time.Now()
+	if r.meter != nil && r.meter.has&bridge.HasEnergy != 0 {
+		total = dev.d.energy.take(dev.id, r.meter.energy, now)
+	}
 	dev.mu.Lock()
+	if r.meter != nil {
+		dev.takeMeterLocked(r.meter, total, now)
+	}
 	was, wasKnown := dev.whyUnavailableLocked(), dev.known
 	// A plug (or its Zigbee2MQTT bridge) that comes online may have
 	// changed while away, and Zigbee2MQTT does not retain states: ask.
@@ -217,3 +260,7 @@ func (dev *device) down() {
 	dev.mu.Unlock()
 	dev.d.notify(dev.id, st)
 }
+
+// Profile names the firmware profile the plug speaks, for the hub's
+// switchbridge_switch_info.
+func (dev *device) Profile() string { return dev.plug.profile }

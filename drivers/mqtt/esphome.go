@@ -14,6 +14,10 @@ type esphome struct {
 	ObjectID     string `yaml:"object_id"`
 	CommandTopic string `yaml:"command_topic"`
 	StateTopic   string `yaml:"state_topic"`
+	PowerTopic   string `yaml:"power_topic"`
+	PowerUnit    string `yaml:"power_unit"`
+	EnergyTopic  string `yaml:"energy_topic"`
+	EnergyUnit   string `yaml:"energy_unit"`
 }
 
 func (o *esphome) plug(c *checker) *plug {
@@ -42,6 +46,7 @@ func (o *esphome) plug(c *checker) *plug {
 		return message{topic: cmd, payload: []byte(strings.ToUpper(string(v)))}
 	})
 	p.routes[state] = func(b []byte) report { return report{value: parseWord(b, "ON", "OFF")} }
+	sensorTopics{o.PowerTopic, o.PowerUnit, o.EnergyTopic, o.EnergyUnit}.addRoutes(c, p, "Wh")
 	p.announces = true // its birth message and will, retained
 	p.routes[prefix+"/status"] = func(b []byte) report {
 		return report{avail: parseAvailability(b, "online", "offline")}

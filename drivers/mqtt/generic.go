@@ -25,6 +25,10 @@ type generic struct {
 	AvailabilityTopic   string `yaml:"availability_topic"`
 	PayloadAvailable    string `yaml:"payload_available"`
 	PayloadNotAvailable string `yaml:"payload_not_available"`
+	PowerTopic          string `yaml:"power_topic"`
+	PowerUnit           string `yaml:"power_unit"`
+	EnergyTopic         string `yaml:"energy_topic"`
+	EnergyUnit          string `yaml:"energy_unit"`
 }
 
 func (o *generic) plug(c *checker) *plug {
@@ -75,6 +79,7 @@ func (o *generic) plug(c *checker) *plug {
 		}
 		return report{value: parseWord(b, sOn, sOff)}
 	}
+	sensorTopics{o.PowerTopic, o.PowerUnit, o.EnergyTopic, o.EnergyUnit}.addRoutes(c, p, "kWh")
 	if o.AvailabilityTopic != "" {
 		avail := c.topic("availability_topic", o.AvailabilityTopic)
 		if avail == state {

@@ -49,7 +49,7 @@ func New(env drivers.Env) (drivers.Driver, error) {
 			s.ClientID += "-" + h
 		}
 	}
-	return &driver{env: env, log: env.Logger, obs: m, set: s, byID: map[string]*device{}, requery: requeryAfter}, nil
+	return &driver{env: env, log: env.Logger, obs: m, set: s, byID: map[string]*device{}, requery: requeryAfter, energy: newEnergyKeeper(env.Logger)}, nil
 }
 
 type driver struct {
@@ -75,6 +75,9 @@ type driver struct {
 	first  chan struct{} // closed at the first ready
 	once   sync.Once
 	outbox chan publishJob // Do's commands for the publisher
+
+	// energy keeps the plugs' running energy totals.
+	energy *energyKeeper
 
 	// disc listens for the devices that announce themselves.
 	disc *discovery
@@ -108,6 +111,7 @@ func (d *driver) Open(ctx context.Context) (map[string]bridge.Device, error) {
 	if d.c != nil {
 		return nil, errors.New("mqtt driver opened twice")
 	}
+	d.energy.open(d.env.Store)
 	d.openDiscovery() // before the fleet, whose filters take its topics
 	d.fleet.Store(d.newFleet(d.devs))
 	for _, dev := range d.devs {
@@ -119,6 +123,7 @@ func (d *driver) Open(ctx context.Context) (map[string]bridge.Device, error) {
 	// Room for every plug's command: a plug has one in flight at a time.
 	d.outbox = make(chan publishJob, len(d.devs))
 	if err := d.connect(ctx); err != nil {
+		d.energy.close()
 		return nil, err
 	}
 	go d.publisher()
@@ -150,6 +155,8 @@ func (d *driver) Close() error {
 	if d.disc != nil {
 		d.disc.close()
 	}
+	// After the connection: no reading comes in behind the last write.
+	d.energy.close()
 	return nil
 }
 

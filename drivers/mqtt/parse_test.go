@@ -38,10 +38,10 @@ func TestParsers(t *testing.T) {
 		{"z2m availability 2.x", report{avail: parseZ2MAvailability([]byte(`{"state":"offline"}`))}, report{avail: availOffline}},
 		{"z2m availability 1.x", report{avail: parseZ2MAvailability([]byte(`online`))}, report{avail: availOnline}},
 		{"z2m availability garbage", report{avail: parseZ2MAvailability([]byte(`{"state":1}`))}, report{}},
-		{"shelly NotifyStatus", report{value: parseShellyNotify([]byte(`{"src":"s","dst":"s/events","method":"NotifyStatus","params":{"ts":1.5,"switch:0":{"id":0,"output":true,"source":"MQTT"}}}`), 0)}, report{value: bridge.On}},
-		{"shelly NotifyStatus partial", report{value: parseShellyNotify([]byte(`{"method":"NotifyStatus","params":{"ts":1.5,"switch:0":{"id":0,"apower":3.5}}}`), 0)}, report{}},
-		{"shelly NotifyStatus other switch", report{value: parseShellyNotify([]byte(`{"method":"NotifyStatus","params":{"switch:1":{"output":true}}}`), 0)}, report{}},
-		{"shelly NotifyEvent", report{value: parseShellyNotify([]byte(`{"method":"NotifyEvent","params":{"switch:0":{"output":true}}}`), 0)}, report{}},
+		{"shelly NotifyStatus", report{value: parseShellyNotify([]byte(`{"src":"s","dst":"s/events","method":"NotifyStatus","params":{"ts":1.5,"switch:0":{"id":0,"output":true,"source":"MQTT"}}}`), 0).value}, report{value: bridge.On}},
+		{"shelly NotifyStatus partial", report{value: parseShellyNotify([]byte(`{"method":"NotifyStatus","params":{"ts":1.5,"switch:0":{"id":0,"apower":3.5}}}`), 0).value}, report{}},
+		{"shelly NotifyStatus other switch", report{value: parseShellyNotify([]byte(`{"method":"NotifyStatus","params":{"switch:1":{"output":true}}}`), 0).value}, report{}},
+		{"shelly NotifyEvent", report{value: parseShellyNotify([]byte(`{"method":"NotifyEvent","params":{"switch:0":{"output":true}}}`), 0).value}, report{}},
 		{"shelly status", report{value: parseShellyOutput([]byte(`{"id":0,"source":"init","output":false,"apower":0}`))}, report{value: bridge.Off}},
 	}
 	for _, tt := range tests {

@@ -142,12 +142,14 @@ type report struct {
 	// because the hub subscribed, rather than the plug's word now: after a
 	// broker restart with persistence it may predate the outage.
 	retained bool
+	// meter is what the plug measured, when the message says.
+	meter *meterReport
 }
 
 // gatewayOnly reports whether the report is only of the gateway in front
 // of the plug: a sign of the gateway, not of the plug.
 func (r report) gatewayOnly() bool {
-	return r.bridge != availUnknown && r.value == "" && r.avail == availUnknown && r.failure == "" && r.rejected == ""
+	return r.bridge != availUnknown && r.value == "" && r.avail == availUnknown && r.failure == "" && r.rejected == "" && r.meter == nil
 }
 
 type availability int8

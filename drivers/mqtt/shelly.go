@@ -39,6 +39,9 @@ func (o *shellyGen1) plug(c *checker) *plug {
 		// "overpower" means the relay turned itself off.
 		return report{value: parseWord(b, "on", "off", "overpower")}
 	}
+	// Power in W; energy in watt-minutes, from 0 at every power-up.
+	p.routes[base+"/power"] = numberParser(bridge.HasPower, 1)
+	p.routes[base+"/energy"] = numberParser(bridge.HasEnergy, 1.0/60000)
 	p.routes["shellies/"+id+"/online"] = func(b []byte) report {
 		return report{avail: parseAvailability(b, "true", "false")}
 	}
@@ -76,9 +79,9 @@ func (o *shellyRPC) plug(c *checker) *plug {
 		publish:   []string{prefix + "/#"},
 		subscribe: []string{prefix + "/#"},
 	}
-	p.routes[prefix+"/events/rpc"] = func(b []byte) report { return report{value: parseShellyNotify(b, o.id)} }
+	p.routes[prefix+"/events/rpc"] = func(b []byte) report { return parseShellyNotify(b, o.id) }
 	p.routes[fmt.Sprintf("%s/status/switch:%d", prefix, o.id)] = func(b []byte) report {
-		return report{value: parseShellyOutput(b)}
+		return report{value: parseShellyOutput(b), meter: parseShellyMeter(b)}
 	}
 	p.routes[prefix+"/online"] = func(b []byte) report {
 		return report{avail: parseAvailability(b, "true", "false")}
@@ -114,7 +117,7 @@ func (o *shellyRPC) reply(payload []byte) (uint64, report, bool) {
 	case r.Error != nil:
 		return r.ID, report{failure: fmt.Sprintf("Shelly RPC error %d: %s", r.Error.Code, r.Error.Message)}, true
 	}
-	return r.ID, report{value: parseShellyOutput(r.Result)}, true
+	return r.ID, report{value: parseShellyOutput(r.Result), meter: parseShellyMeter(r.Result)}, true
 }
 
 // shellyStatus is the part of a Shelly Switch status the driver reads.
@@ -146,25 +149,26 @@ func parseShellyOutput(b []byte) bridge.Value {
 	return st.value()
 }
 
-// parseShellyNotify reads a NotifyStatus or NotifyFullStatus frame and
-// returns switch:id's output when the frame carries it. NotifyStatus holds
-// only the keys that changed, so a frame without output says nothing.
-func parseShellyNotify(b []byte, id int) bridge.Value {
+// parseShellyNotify reads a NotifyStatus or NotifyFullStatus frame:
+// switch:id's output and readings when the frame carries them.
+// NotifyStatus holds only the keys that changed, so a frame without
+// output says nothing of it.
+func parseShellyNotify(b []byte, id int) report {
 	if len(b) > maxPayload {
-		return ""
+		return report{}
 	}
 	var f struct {
 		Method string                     `json:"method"`
 		Params map[string]json.RawMessage `json:"params"`
 	}
 	if json.Unmarshal(b, &f) != nil || (f.Method != "NotifyStatus" && f.Method != "NotifyFullStatus") {
-		return ""
+		return report{}
 	}
 	raw, ok := f.Params["switch:"+strconv.Itoa(id)]
 	if !ok {
-		return ""
+		return report{}
 	}
-	return parseShellyOutput(raw)
+	return report{value: parseShellyOutput(raw), meter: parseShellyMeter(raw)}
 }
 
 // rpcReply is a Shelly RPC response frame as it arrives on <src>/rpc.

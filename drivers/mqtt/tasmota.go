@@ -140,6 +140,12 @@ func (o *tasmota) plug(c *checker) *plug {
 		r.rejected = "" // telemetry carries no command result
 		return r
 	}
+	// Energy: tele/SENSOR every TelePeriod, and the answers to Status 8
+	// and Status 10.
+	meter := func(b []byte) report { return report{meter: parseTasmotaEnergy(b, relay)} }
+	p.routes[expand(prefixes[2], "SENSOR")] = meter
+	p.routes[expand(prefixes[1], "STATUS8")] = meter
+	p.routes[expand(prefixes[1], "STATUS10")] = meter
 	p.routes[expand(prefixes[2], "LWT")] = func(b []byte) report {
 		return report{avail: parseAvailability(b, "Online", "Offline")}
 	}

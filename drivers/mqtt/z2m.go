@@ -52,7 +52,10 @@ func (o *zigbee2MQTT) plug(c *checker) *plug {
 		publish:   []string{base + "/#"},
 		subscribe: []string{base + "/#"},
 	}
-	p.routes[dev] = func(b []byte) report { return report{value: parseJSONState(b, key, "ON", "OFF")} }
+	endpoint := o.Endpoint
+	p.routes[dev] = func(b []byte) report {
+		return report{value: parseJSONState(b, key, "ON", "OFF"), meter: parseZ2MMeter(b, endpoint)}
+	}
 	p.routes[dev+"/availability"] = func(b []byte) report {
 		return report{avail: parseZ2MAvailability(b)}
 	}

@@ -238,3 +238,13 @@ func (s *ShellyRPC) Set(on bool) {
 	defer s.act.Unlock()
 	s.change(0, on, "button")
 }
+
+// Meter publishes relay i's readings as a Gen1 PM device (Shelly Plug S,
+// 1PM) does every update period: relay/<i>/power in W and relay/<i>/energy
+// in watt-minutes, a counter that starts again at 0 when the device powers
+// up (a reboot is a lower wattMinutes than the last).
+func (s *ShellyGen1) Meter(i int, watts float64, wattMinutes int64) {
+	base := fmt.Sprintf("shellies/%s/relay/%d", s.devID, i)
+	s.pub(base+"/power", 0, s.retain, strconv.FormatFloat(watts, 'f', 2, 64))
+	s.pub(base+"/energy", 0, s.retain, strconv.FormatInt(wattMinutes, 10))
+}

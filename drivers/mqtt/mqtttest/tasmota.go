@@ -195,3 +195,13 @@ func Fleet(tb testing.TB, broker, name string, n int) (topics, ids, switches []s
 	}
 	return topics, ids, switches
 }
+
+// Sensor publishes tele/<topic>/SENSOR as a metering Tasmota (a Sonoff
+// POW, an Athom plug) does every TelePeriod: power in W, voltage, current
+// and Total, the device's energy counter in kWh (which the owner may
+// reset with EnergyTotal 0).
+func (t *Tasmota) Sensor(watts, volts, amps, totalKWh float64) {
+	t.pub("tele/"+t.o.Topic+"/SENSOR", 0, false, fmt.Sprintf(
+		`{"Time":"2024-01-01T12:00:00","ENERGY":{"TotalStartTime":"2023-01-01T00:00:00","Total":%.3f,"Yesterday":0.000,"Today":0.000,"Period":0,"Power":%g,"ApparentPower":%g,"ReactivePower":0,"Factor":1.00,"Voltage":%g,"Current":%.3f}}`,
+		totalKWh, watts, watts, volts, amps))
+}
