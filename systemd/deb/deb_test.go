@@ -136,18 +136,22 @@ type file struct{ mode, owner string }
 // wantFiles are the package's files, with their modes and owners; it holds
 // nothing else.
 var wantFiles = map[string]file{
-	"./usr/bin/switchbridge":                        {"-rwxr-xr-x", "root/root"},
-	"./usr/lib/systemd/system/switchbridge.service": {"-rw-r--r--", "root/root"},
-	"./usr/lib/sysusers.d/switchbridge.conf":        {"-rw-r--r--", "root/root"},
-	"./etc/switchbridge/config.yaml":                {"-rw-r-----", "root/switchbridge"},
-	"./usr/share/doc/switchbridge/copyright":        {"-rw-r--r--", "root/root"},
-	"./usr/share/doc/switchbridge/changelog.gz":     {"-rw-r--r--", "root/root"},
-	"./usr/share/doc/switchbridge/README.md.gz":     {"-rw-r--r--", "root/root"},
-	"./usr/share/doc/switchbridge/config.md.gz":     {"-rw-r--r--", "root/root"},
-	"./usr/share/doc/switchbridge/mqtt.md.gz":       {"-rw-r--r--", "root/root"},
-	"./usr/share/doc/switchbridge/gpio.md.gz":       {"-rw-r--r--", "root/root"},
-	"./usr/share/doc/switchbridge/systemd.md.gz":    {"-rw-r--r--", "root/root"},
-	"./usr/share/lintian/overrides/switchbridge":    {"-rw-r--r--", "root/root"},
+	"./usr/bin/switchbridge":                                          {"-rwxr-xr-x", "root/root"},
+	"./usr/lib/systemd/system/switchbridge.service":                   {"-rw-r--r--", "root/root"},
+	"./usr/lib/sysusers.d/switchbridge.conf":                          {"-rw-r--r--", "root/root"},
+	"./etc/switchbridge/config.yaml":                                  {"-rw-r-----", "root/switchbridge"},
+	"./usr/share/doc/switchbridge/copyright":                          {"-rw-r--r--", "root/root"},
+	"./usr/share/doc/switchbridge/changelog.gz":                       {"-rw-r--r--", "root/root"},
+	"./usr/share/doc/switchbridge/README.md.gz":                       {"-rw-r--r--", "root/root"},
+	"./usr/share/doc/switchbridge/config.md.gz":                       {"-rw-r--r--", "root/root"},
+	"./usr/share/doc/switchbridge/mqtt.md.gz":                         {"-rw-r--r--", "root/root"},
+	"./usr/share/doc/switchbridge/gpio.md.gz":                         {"-rw-r--r--", "root/root"},
+	"./usr/share/doc/switchbridge/systemd.md.gz":                      {"-rw-r--r--", "root/root"},
+	"./usr/share/doc/switchbridge/monitoring.md.gz":                   {"-rw-r--r--", "root/root"},
+	"./usr/share/switchbridge/monitoring/prometheus.yml":              {"-rw-r--r--", "root/root"},
+	"./usr/share/switchbridge/monitoring/switchbridge.rules.yml":      {"-rw-r--r--", "root/root"},
+	"./usr/share/switchbridge/monitoring/switchbridge.dashboard.json": {"-rw-r--r--", "root/root"},
+	"./usr/share/lintian/overrides/switchbridge":                      {"-rw-r--r--", "root/root"},
 }
 
 // TestPackageContents reads each package with dpkg-deb: its control
@@ -200,13 +204,18 @@ func TestPackageContents(t *testing.T) {
 
 			root := t.TempDir()
 			run(t, dpkgDeb, "--extract", deb, root)
-			// The unit, the sysusers file and the config are the
-			// repository's, unchanged: the unit's tests (systemd/unit_test.go)
-			// check the installed ExecStart path.
+			// The unit, the sysusers file, the config and the monitoring
+			// files are the repository's, unchanged: the unit's tests
+			// (systemd/unit_test.go) check the installed ExecStart path,
+			// the monitoring's (systemd/monitoring) the rules path that
+			// prometheus.yml names.
 			for src, dst := range map[string]string{
-				"systemd/switchbridge.service":  "usr/lib/systemd/system/switchbridge.service",
-				"systemd/switchbridge.sysusers": "usr/lib/sysusers.d/switchbridge.conf",
-				"configs/hub.yaml":              "etc/switchbridge/config.yaml",
+				"systemd/switchbridge.service":                   "usr/lib/systemd/system/switchbridge.service",
+				"systemd/switchbridge.sysusers":                  "usr/lib/sysusers.d/switchbridge.conf",
+				"configs/hub.yaml":                               "etc/switchbridge/config.yaml",
+				"systemd/monitoring/prometheus.yml":              "usr/share/switchbridge/monitoring/prometheus.yml",
+				"systemd/monitoring/switchbridge.rules.yml":      "usr/share/switchbridge/monitoring/switchbridge.rules.yml",
+				"systemd/monitoring/switchbridge.dashboard.json": "usr/share/switchbridge/monitoring/switchbridge.dashboard.json",
 			} {
 				if !bytes.Equal(readFile(t, filepath.Join(repo, src)), readFile(t, filepath.Join(root, dst))) {
 					t.Errorf("/%s is not %s", dst, src)
@@ -214,11 +223,12 @@ func TestPackageContents(t *testing.T) {
 			}
 			// The guides in /usr/share/doc are the repository's, compressed.
 			for src, dst := range map[string]string{
-				"README.md":               "README.md.gz",
-				"bridge/config/README.md": "config.md.gz",
-				"drivers/mqtt/README.md":  "mqtt.md.gz",
-				"drivers/gpio/README.md":  "gpio.md.gz",
-				"systemd/README.md":       "systemd.md.gz",
+				"README.md":                    "README.md.gz",
+				"bridge/config/README.md":      "config.md.gz",
+				"drivers/mqtt/README.md":       "mqtt.md.gz",
+				"drivers/gpio/README.md":       "gpio.md.gz",
+				"systemd/README.md":            "systemd.md.gz",
+				"systemd/monitoring/README.md": "monitoring.md.gz",
 			} {
 				zr, err := gzip.NewReader(bytes.NewReader(readFile(t, filepath.Join(root, "usr/share/doc/switchbridge", dst))))
 				if err != nil {
