@@ -54,14 +54,14 @@ func startLoginPlugRetrying(t *testing.T, addr, user, password, topic string, re
 		c.Subscribe("cmnd/"+topic+"/#", 0, func(_ paho.Client, m paho.Message) {
 			switch strings.ToUpper(string(m.Payload())) {
 			case "ON":
-				p.report(true)
+				p.answer(true)
 			case "OFF":
-				p.report(false)
+				p.answer(false)
 			case "":
 				p.mu.Lock()
 				on := p.on
 				p.mu.Unlock()
-				p.report(on)
+				p.answer(on)
 			}
 		}).WaitTimeout(5 * time.Second)
 		c.Publish("tele/"+topic+"/LWT", 1, true, "Online").WaitTimeout(5 * time.Second)
@@ -86,7 +86,14 @@ func startLoginPlugRetrying(t *testing.T, addr, user, password, topic string, re
 
 // report publishes the relay's state, as the plug's button or a command
 // makes it do; it counts each report that changes the value.
-func (p *loginPlug) report(on bool) {
+func (p *loginPlug) report(on bool) { p.send(on, false) }
+
+// answer reports the relay's state in answer to the hub.
+func (p *loginPlug) answer(on bool) { p.send(on, true) }
+
+// send publishes a report; one that answers the hub may be lost with the
+// broker (below).
+func (p *loginPlug) send(on, answering bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.sent || on != p.on {
@@ -100,6 +107,12 @@ func (p *loginPlug) report(on bool) {
 	// QoS 1, so the broker has each report before the next is sent: the
 	// count of reports is the plug's own, whatever the socket buffers.
 	if tok := p.c.Publish("stat/"+p.topic+"/POWER", 1, false, payload); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		if answering && !p.c.IsConnectionOpen() {
+			// An answer to the hub's command or query that met the broker
+			// going away (the test moves it): a real plug's answer is lost
+			// the same way, and the hub asks again once it is back.
+			return
+		}
 		p.t.Errorf("plug %s could not report: %v", p.topic, tok.Error())
 	}
 }

@@ -193,9 +193,10 @@ func TestCopiedHubCredentials(t *testing.T) {
 	waitFor(t, 5*time.Second, "the platform logs the second process", func() bool {
 		return strings.Contains(m.platform.proc.stderr.String(), "two processes call with the credentials of hub house")
 	})
-	if !strings.Contains(c.proc.stderr.String(), "another process with this hub's credentials") {
-		t.Errorf("the copy does not say why it is refused:\n%s", c.proc.stderr.String())
-	}
+	// The log line may follow the metric by a moment on a loaded machine.
+	waitFor(t, 5*time.Second, "the copy says why it is refused", func() bool {
+		return strings.Contains(c.proc.stderr.String(), "another process with this hub's credentials")
+	})
 	l := m.hubList()["house"]
 	if len(l.Locations) != 1 || l.Locations[0] != 10 || !strings.Contains(l.Conflict, "refused instance") || l.ConflictAt == "" {
 		t.Errorf("hub list after the copy was refused: %+v", l)
