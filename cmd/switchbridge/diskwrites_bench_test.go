@@ -38,13 +38,14 @@ import (
 //   - readings: each plug sends tele/<topic>/SENSOR with ENERGY every
 //     readingEvery (1 s, ten times the firmware's fastest TelePeriod of
 //     10 s, so that 20 s here are 200 s of plugs reporting every 10 s),
-//     bytes per report; and the energy record's write, measured alone:
-//     a counter reset is written at once, so resetPlugs plugs reset one
-//     after the other give bytes per write. A switch's record is written
-//     at most once every 10 minutes while it reports, so a day of 50 plugs
-//     reporting every 10 s is 50 × 8,640 reports and at most 50 × 144
-//     record writes, each at the cost of one written alone (writes that
-//     fall together share pages: an upper bound);
+//     bytes per report; and the energy records' writes, measured alone: a
+//     counter reset is written at once, so resets one after the other
+//     give the cost of a write of one record, and 50 at once that of one
+//     write of 50. A switch's record is written at most once every 10
+//     minutes while it reports, the records due written together once a
+//     minute, so a day of 50 plugs reporting every 10 s is 50 × 8,640
+//     reports and 144 writes of 50 records (at worst 1,440 writes, the
+//     records falling due in ten different minutes);
 //   - commands: commands through the API (PUT /switches/<id>/on|off, the
 //     plug answering on the broker), bytes per command.
 //
