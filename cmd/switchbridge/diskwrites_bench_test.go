@@ -32,7 +32,7 @@ import (
 //     log alike; the log (to stderr, which journald writes, not the hub)
 //     is taken out and shown on its own.
 //
-// Three phases, each scaled to a day:
+// Three phases, the first two scaled to a day:
 //
 //   - idle: the plugs connected and quiet, for idleFor;
 //   - readings: each plug sends tele/<topic>/SENSOR with ENERGY every
@@ -50,7 +50,8 @@ import (
 //     plug answering on the broker), bytes per command.
 //
 // Measured on 2026-11-28 on the shared 2-vCPU VM of the other benchmarks
-// (ext4 on a virtio disk): see the README ("Disk writes") for the
+// (ext4 on a virtio disk): see the README ("What the hub writes to its
+// SD card") for the
 // figures.
 func BenchmarkDiskWrites(b *testing.B) {
 	skipIfEmulated(b)
