@@ -147,6 +147,7 @@ bench:
 	$(GO) test -run '^$$' -bench '^BenchmarkFanout$$' -benchtime 1x -timeout 30m ./bridge/daemon \
 		-fanout.requests=$(BENCH_REQUESTS) -fanout.n=$(BENCH_N)
 	$(GO) test -run '^$$' -bench '^BenchmarkFootprint$$' -benchtime 3x -timeout 10m ./cmd/switchbridge
+	$(GO) test -run '^$$' -bench '^BenchmarkDiskWrites$$' -benchtime 1x -timeout 10m ./cmd/switchbridge
 	$(GO) test -run '^$$' -bench '^BenchmarkCPUPerCommand$$' -benchtime 3x -timeout 10m ./cmd/switchbridge
 	$(GO) test -run '^$$' -bench '^BenchmarkEventStreams$$' -benchtime 1x -timeout 10m ./cmd/switchbridge
 	$(GO) test -run '^$$' -bench '^BenchmarkHubLinksScale$$' -benchtime 1x -timeout 30m ./cmd/switchbridge \
