@@ -9,8 +9,9 @@ ALTER TABLE replica_installations ADD COLUMN see_only TEXT;
 -- Making a switch see-only takes access away, so it moves the access
 -- generation as removing it would (0005); its installation is logged for
 -- the hubs as for any change of its switches (0008).
-CREATE TRIGGER access_switches_see_only AFTER UPDATE OF see_only ON installation_switches
-BEGIN UPDATE access_generation SET n = n + 1 WHERE id = 1; END;
+CREATE TRIGGER access_switches_see_only AFTER UPDATE OF see_only ON installation_switches BEGIN
+    UPDATE access_generation SET n = n + 1 WHERE id = 1;
+END;
 CREATE TRIGGER changes_installation_switches_see_only AFTER UPDATE OF see_only ON installation_switches BEGIN
     INSERT INTO changes (kind, location_id, key, at)
     SELECT 'installation', location_id, id, CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)
