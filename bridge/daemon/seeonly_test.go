@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
@@ -80,9 +81,21 @@ func TestSeeOnlySwitch(t *testing.T) {
 		t.Fatalf("PUT /switches/kitchen/on = %d %s", p.StatusCode, p.Body)
 	}
 	s.wantChange("kitchen", "on", "off", "api")
-	// A change at the see-only device is streamed.
+	// A change at the see-only device is streamed and delivered to the
+	// installation's webhook.
+	rcv := startReceiver(t, "ok")
+	mustRegister(t, h, g, rcv.URL)
 	notify(t, h, "hall", bridge.Off)
 	s.wantChange("hall", "off", "on", "device")
+	delivered := false
+	for n := 1; !delivered && n <= 5; n++ { // the hall's change, at most after the kitchen's
+		got := rcv.waitFor(n, 10*time.Second)
+		e := got[n-1].event(t)
+		delivered = e.ID == "hall" && str(e.Value) == "off"
+	}
+	if !delivered {
+		t.Errorf("the webhook got no change of hall: %d deliveries", len(rcv.deliveries()))
+	}
 
 	// The connected apps page shows it and changes it back.
 	b := h.NewBrowser()
