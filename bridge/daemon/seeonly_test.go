@@ -11,6 +11,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
 	"github.com/switchbridge/switchbridge/bridge/wire"
+	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
 
 // seeOnlyRefusal checks that p is the 403 of a command naming exactly the
@@ -125,5 +126,36 @@ func TestSeeOnlySwitch(t *testing.T) {
 	seeOnlyRefusal(t, "PUT /switches/off", h.Command(t, g, "off"), "kitchen")
 	if state("hall") != "on" || state("kitchen") != "on" {
 		t.Errorf("after the refused group command: hall %s, kitchen %s; want both on", state("hall"), state("kitchen"))
+	}
+}
+
+// TestSeeOnlyPlugReceivesNothing: with real plugs on Mosquitto, the
+// see-only one receives no command, neither its own nor the group's, while
+// the switchable one, commanded after the refusals, switches: its
+// confirmation is later than anything the refused commands could have sent.
+func TestSeeOnlyPlugReceivesNothing(t *testing.T) {
+	b := mqtttest.StartMosquitto(t)
+	// Generic plugs: a state query is no command to them, so what they
+	// count is what the hub commanded.
+	lamp := mqtttest.NewGeneric(t, b.URL, mqtttest.GenericOptions{CommandTopic: "lamp/set", StateTopic: "lamp/state", Retain: true})
+	door := mqtttest.NewGeneric(t, b.URL, mqtttest.GenericOptions{CommandTopic: "door/set", StateTopic: "door/state", Retain: true})
+	h := startE2E(t, "broker: "+b.URL+"\nclient_id: seeonly-hub",
+		`id: lamp, name: Lamp, profile: generic, command_topic: lamp/set, state_topic: lamp/state`,
+		`id: door, name: Door, profile: generic, command_topic: door/set, state_topic: door/state`)
+	g := h.grant(t, "lamp", daemontest.SeeOnly("door"))
+	eventually(t, 10*time.Second, "both plugs listed with their state", func() bool {
+		got := values(t, h, g)
+		return got["Lamp"] == "off" && got["Door"] == "off"
+	})
+	seeOnlyRefusal(t, "PUT /switches/door/on", h.Call(t, http.MethodPut, g.URI+"/switches/door/on", g.Token.AccessToken), "door")
+	seeOnlyRefusal(t, "PUT /switches/on", h.Command(t, g, "on"), "door")
+	if p := h.Call(t, http.MethodPut, g.URI+"/switches/lamp/on", g.Token.AccessToken); p.StatusCode != http.StatusNoContent {
+		t.Fatalf("PUT /switches/lamp/on = %d %s", p.StatusCode, p.Body)
+	}
+	if !lamp.On() || lamp.Commands() != 1 {
+		t.Errorf("lamp: on %v after %d commands, want on after 1", lamp.On(), lamp.Commands())
+	}
+	if door.On() || door.Commands() != 0 {
+		t.Errorf("door (see-only): on %v after %d commands, want off after none", door.On(), door.Commands())
 	}
 }
