@@ -123,6 +123,9 @@ func TestSeeOnlySwitch(t *testing.T) {
 	if p.StatusCode != http.StatusSeeOther {
 		t.Fatalf("saving the switches answered %d: %s", p.StatusCode, p.Body)
 	}
+	if notice := b.Get(t, "/oauth/apps"); !strings.Contains(notice.Body, "It may see but not switch Kitchen light.") {
+		t.Errorf("the connected apps page after the change does not say kitchen is see-only:\n%s", notice.Body)
+	}
 	seeOnlyRefusal(t, "PUT /switches/off", h.Command(t, g, "off"), "kitchen")
 	if state("hall") != "on" || state("kitchen") != "on" {
 		t.Errorf("after the refused group command: hall %s, kitchen %s; want both on", state("hall"), state("kitchen"))

@@ -334,7 +334,11 @@ func (s *Server) handleChangeSwitches(w http.ResponseWriter, r *http.Request) {
 	s.grants.clear()
 	s.logger.Info("switches of an app changed by its user", "client_id", in.ClientID, "installation", in.ID, "user", p.user.Name,
 		"location", in.LocationID, "switches", len(in.SwitchIDs))
-	s.sessions.setNotice(r.Context(), w, fmt.Sprintf("%s now controls %s in %s.", p.app.Name, s.switchNames(r.Context(), in.LocationID, in.SwitchIDs), s.locationName(r.Context(), in.LocationID)), s.secure())
+	notice := fmt.Sprintf("%s now controls %s in %s.", p.app.Name, s.switchNames(r.Context(), in.LocationID, in.SwitchIDs), s.locationName(r.Context(), in.LocationID))
+	if len(in.SeeOnly) > 0 {
+		notice += fmt.Sprintf(" It may see but not switch %s.", s.switchNames(r.Context(), in.LocationID, in.SeeOnly))
+	}
+	s.sessions.setNotice(r.Context(), w, notice, s.secure())
 	http.Redirect(w, r, appsPage, http.StatusSeeOther)
 }
 
