@@ -61,7 +61,9 @@ func TestLinkedHubEnforcesSeeOnly(t *testing.T) {
 
 	// Switchable again at the platform: the hub follows.
 	cliOK(t, "", "installation", "see-only", id, "off", "--switch", "barn-fan", "--config", m.platform.cfg)
-	waitFor(t, 15*time.Second, "the hub lets the app switch barn-fan", func() bool { return status(t, "PUT", g.Endpoint+"/switches/barn-fan/on", g.Token) == http.StatusNoContent })
+	waitFor(t, 15*time.Second, "the hub lets the app switch barn-fan", func() bool {
+		return status(t, "PUT", g.Endpoint+"/switches/barn-fan/on", g.Token) == http.StatusNoContent
+	})
 	if line := installationLine(t, m.platform.cfg, id); strings.Contains(line, "see-only") {
 		t.Errorf("installation list after see-only off:\n%s", line)
 	}
@@ -69,7 +71,9 @@ func TestLinkedHubEnforcesSeeOnly(t *testing.T) {
 	cliOK(t, "", "installation", "see-only", id, "on", "--switch", "barn-fan", "--config", m.platform.cfg)
 	// (on while it waits: the fan is on, so a command let through early
 	// changes nothing.)
-	waitFor(t, 15*time.Second, "the hub refuses barn-fan again", func() bool { return status(t, "PUT", g.Endpoint+"/switches/barn-fan/on", g.Token) == http.StatusForbidden })
+	waitFor(t, 15*time.Second, "the hub refuses barn-fan again", func() bool {
+		return status(t, "PUT", g.Endpoint+"/switches/barn-fan/on", g.Token) == http.StatusForbidden
+	})
 	refused("PUT /switches/barn-fan/off", "/switches/barn-fan/off")
 	if c, body := call(t, "GET", g.Endpoint+"/switches/barn-fan", g.Token); c != http.StatusOK || !strings.Contains(body, `"value":"on"`) {
 		t.Errorf("barn-fan after the refused off: %d %s, want still on", c, body)
