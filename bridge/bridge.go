@@ -198,8 +198,11 @@ type Installation struct {
 	UserID     int64
 	LocationID int64
 	SwitchIDs  []string
-	CreatedAt  time.Time
-	UpdatedAt  time.Time
+	// SeeOnly are those of SwitchIDs the user let the app see but not
+	// switch; the others it may also switch.
+	SeeOnly   []string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 	// LastUsedAt is when one of its tokens last reached the hub, to within
 	// a minute; zero when none has yet.
 	LastUsedAt time.Time
@@ -220,10 +223,28 @@ type Grant struct {
 	UserID         int64
 	LocationID     int64
 	SwitchIDs      []string
-	ExpiresAt      time.Time
+	// SeeOnly are those of SwitchIDs the app may see (lists, reads,
+	// events, webhooks) but not command.
+	SeeOnly   []string
+	ExpiresAt time.Time
 	// Legacy is whether the token's app is a legacy app, which may send
 	// the token in the query string.
 	Legacy bool
+}
+
+// MaySwitch reports whether the grant lets its app command the switch, one
+// of its SwitchIDs: true unless the user granted it see-only.
+func (g *Grant) MaySwitch(id string) bool { return !IsSeeOnly(g.SeeOnly, id) }
+
+// IsSeeOnly reports whether id is among seeOnly, the see-only switches of a
+// grant or installation.
+func IsSeeOnly(seeOnly []string, id string) bool {
+	for _, s := range seeOnly {
+		if s == id {
+			return true
+		}
+	}
+	return false
 }
 
 // Authorizer is the seam between the hub role and the platform role: the hub

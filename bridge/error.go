@@ -41,12 +41,13 @@ type Error struct {
 type Failure struct {
 	SwitchID string `json:"id"`
 	Name     string `json:"name"`
-	Reason   string `json:"reason"` // FailUnsupported, FailRateLimited, FailTimeout, FailUnavailable or FailError
+	Reason   string `json:"reason"` // FailSeeOnly, FailUnsupported, FailRateLimited, FailTimeout, FailUnavailable or FailError
 	Message  string `json:"message"`
 }
 
 // Failure reasons. They are bounded so they can label metrics.
 const (
+	FailSeeOnly     = "see_only" // the installation may see the switch, not switch it: nothing was sent
 	FailUnsupported = "unsupported"
 	FailRateLimited = "rate_limited" // the switch's change cap is used up: nothing was sent
 	FailTimeout     = "timeout"

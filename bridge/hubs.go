@@ -57,7 +57,10 @@ type ReplicaInstallation struct {
 	UserID     int64    `json:"user_id"`
 	LocationID int64    `json:"location_id"`
 	SwitchIDs  []string `json:"switch_ids"`
-	Member     bool     `json:"member"`
+	// SeeOnly are those of SwitchIDs the app may see but not switch; the
+	// hub refuses a command to them from its replica.
+	SeeOnly []string `json:"see_only,omitempty"`
+	Member  bool     `json:"member"`
 	// Legacy is whether the installation's app may send its token in the
 	// query string.
 	Legacy    bool      `json:"legacy,omitempty"`

@@ -45,6 +45,9 @@ type Store interface {
 
 	FindInstallations(ctx context.Context, f bridge.InstallationFilter) ([]*bridge.Installation, error)
 	Uninstall(ctx context.Context, id string) error
+	// SetSeeOnly grants one switch of an installation see-only or see
+	// and switch.
+	SetSeeOnly(ctx context.Context, installationID, switchID string, seeOnly bool) error
 
 	CreateHub(ctx context.Context, h *bridge.RegisteredHub) error
 	Hub(ctx context.Context, id string) (*bridge.RegisteredHub, error)

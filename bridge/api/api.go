@@ -212,13 +212,46 @@ func command(c *Call, ids []string) (any, error) {
 		return nil, err
 	}
 	start := time.Now()
-	err = c.Switchboard.CommandIn(c.Ctx, c.Grant.LocationID, ids, cmd)
+	err = seeOnly(c, ids)
+	if err == nil {
+		err = c.Switchboard.CommandIn(c.Ctx, c.Grant.LocationID, ids, cmd)
+	}
 	if c.handler != nil {
 		c.handler.streamsCaughtUp()
 	}
 	d := time.Since(start)
 	c.AfterAnswer(func() { logCommand(c, ids, cmd, err, d) })
 	return nil, err
+}
+
+// seeOnly refuses a command that includes a switch the installation was
+// granted to see but not to switch: 403 naming each such switch, and
+// nothing is sent to any device, also not to the switchable ones of a
+// group command. A group command is a promise about the whole group, as
+// for 501: switching part of it would leave the client to read a body to
+// learn that the lamps it asked for are in two states.
+func seeOnly(c *Call, ids []string) error {
+	var refused []string
+	for _, id := range ids {
+		if !c.Grant.MaySwitch(id) {
+			refused = append(refused, id)
+		}
+	}
+	if len(refused) == 0 {
+		return nil
+	}
+	// The names come from the same read a list answers from; a switch
+	// gone from the location is 404, as for any command to it.
+	states, err := c.Switchboard.StatesIn(c.Grant.LocationID, refused)
+	if err != nil {
+		return err
+	}
+	e := bridge.Errorf(bridge.EFORBIDDEN, "this installation may see but not switch: %s; nothing was switched", strings.Join(refused, ", "))
+	for _, s := range states {
+		e.Failures = append(e.Failures, bridge.Failure{SwitchID: s.Switch.ID, Name: s.Switch.Name, Reason: bridge.FailSeeOnly,
+			Message: "granted see-only"})
+	}
+	return e
 }
 
 // logCommand writes one line per command: the switches it was for, its
@@ -261,7 +294,7 @@ func logCommand(c *Call, switches []string, cmd bridge.Command, err error, d tim
 		for _, f := range e.Failures {
 			c.log().Warn("switch command failed", "switch", f.SwitchID, "command", string(cmd), "reason", f.Reason, "error", f.Message)
 		}
-	case bridge.ErrorCode(err) == bridge.ENOTIMPLEMENTED || bridge.ErrorCode(err) == bridge.ETOOMANY:
+	case bridge.ErrorCode(err) == bridge.ENOTIMPLEMENTED || bridge.ErrorCode(err) == bridge.ETOOMANY || bridge.ErrorCode(err) == bridge.EFORBIDDEN:
 		c.log().Info("command", "command", string(cmd), "switches", ids, "outcome", "not_sent", "error", bridge.ErrorMessage(err))
 	default:
 		c.log().Warn("command", "command", string(cmd), "switches", ids, "outcome", "not_sent", "error", bridge.ErrorMessage(err))

@@ -230,6 +230,43 @@ func TestBrowserDemoClient(t *testing.T) {
 			{Name: "Hall lamp", Value: "off"},
 		})
 	})
+
+	t.Run("SeeOnly", func(t *testing.T) {
+		before := hubValues(t, d)
+		p := newPage(t, browser)
+		p.open(d.DemoURL)
+		p.follow("click Connect", chromedp.Click(chromedp.ID("connect")))
+		p.logIn("demo", "demo-secret")
+		p.waitVisible("#authorize-1")
+		// After ConnectAndCommand the page ticks the app's kitchen and
+		// hall already; run alone, nothing is ticked.
+		for _, id := range []string{"sw-1-kitchen", "sw-1-hall"} {
+			if !slices.Contains(p.checkedBoxes(), id) {
+				p.do("tick "+id, chromedp.Click(chromedp.CSS(`label[for="`+id+`"]`)))
+			}
+		}
+		p.do("mark Hall lamp see only", chromedp.Click(chromedp.CSS(`label[for="see-1-hall"]`)))
+		if got := p.checkedBoxes(); !slices.Equal(got, []string{"sw-1-kitchen", "sw-1-hall", "see-1-hall"}) {
+			p.fatalf("ticked boxes are %q, want sw-1-kitchen, sw-1-hall and see-1-hall", got)
+		}
+		u := p.follow("click Authorize for Home", chromedp.Click(chromedp.ID("authorize-1")))
+		if u.Path != "/demo/" || u.RawQuery != "" {
+			p.fatalf("Authorize ended at %s, want the demo client at /demo/ with no error", u)
+		}
+		// Seen: both listed. Not switched: the group command is refused
+		// naming hall, and the hub switched nothing.
+		p.waitVisible("#switches", "#all-off")
+		p.wantTable("after Authorize with hall see-only", []switchRow{
+			{Name: "Kitchen light", Value: string(before["kitchen"])},
+			{Name: "Hall lamp", Value: string(before["hall"])},
+		})
+		p.follow("click Turn all off", chromedp.Click(chromedp.ID("all-off")))
+		p.waitVisible("#flash")
+		if got := p.text("#flash"); !strings.Contains(got, "may see but not switch: hall") {
+			p.fatalf("flash after Turn all off says %q, want the hub's refusal naming hall", got)
+		}
+		wantHub(t, d, before, nil)
+	})
 }
 
 // findBrowser returns the path of a Chromium or Chrome, or skips the test

@@ -35,6 +35,7 @@ type connectedView struct {
 	AppName  string
 	Location string
 	Switches string // names, comma-separated
+	SeeOnly  string // those of Switches the app may see but not switch
 	Granted  string
 	Changed  string // "" when the switches were never changed
 	LastUsed string
@@ -112,7 +113,7 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 	for _, in := range ins {
 		v := connectedView{
 			ID: in.ID, AppName: in.ClientID, Location: s.locationName(ctx, in.LocationID),
-			Switches: s.switchNames(ctx, in.LocationID, in.SwitchIDs), Granted: in.CreatedAt.Local().Format(timeFormat), LastUsed: "never",
+			Switches: s.switchNames(ctx, in.LocationID, in.SwitchIDs), SeeOnly: s.switchNames(ctx, in.LocationID, in.SeeOnly), Granted: in.CreatedAt.Local().Format(timeFormat), LastUsed: "never",
 		}
 		if a, err := s.apps.App(ctx, in.ClientID); err == nil {
 			v.AppName = a.Name
@@ -145,7 +146,7 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 
 // locationOf is a location as the consent page shows it, with the switches
 // in checked ticked: one of this hub's or, on a platform, of its hubs'.
-func (s *Server) locationOf(ctx context.Context, id int64, checked []string) (locationView, bool) {
+func (s *Server) locationOf(ctx context.Context, id int64, checked granted) (locationView, bool) {
 	if l, ok := s.hub.Location(id); ok {
 		return s.locationView(l, checked), true
 	}
@@ -162,7 +163,7 @@ func (s *Server) locationOf(ctx context.Context, id int64, checked []string) (lo
 }
 
 func (s *Server) locationName(ctx context.Context, id int64) string {
-	if l, ok := s.locationOf(ctx, id, nil); ok {
+	if l, ok := s.locationOf(ctx, id, granted{}); ok {
 		return l.Name
 	}
 	return fmt.Sprintf("location %d (no longer on this hub)", id)
@@ -171,7 +172,7 @@ func (s *Server) locationName(ctx context.Context, id int64) string {
 // switchNames names an installation's switches, by id where the location
 // no longer has one.
 func (s *Server) switchNames(ctx context.Context, locationID int64, ids []string) string {
-	l, _ := s.locationOf(ctx, locationID, nil)
+	l, _ := s.locationOf(ctx, locationID, granted{})
 	names := make([]string, len(ids))
 	for i, id := range ids {
 		names[i] = id
@@ -292,7 +293,7 @@ func (s *Server) handleChangeForm(w http.ResponseWriter, r *http.Request) {
 	if notice {
 		flash = ""
 	}
-	v, ok := s.locationOf(r.Context(), in.LocationID, in.SwitchIDs)
+	v, ok := s.locationOf(r.Context(), in.LocationID, grantedOf(in))
 	if !ok || !user.MemberOf(in.LocationID) {
 		s.sessions.setFlash(r.Context(), w, fmt.Sprintf("The switches of %s cannot be changed: you no longer have %s. Remove it instead.", app.Name, s.locationName(r.Context(), in.LocationID)), secure)
 		http.Redirect(w, r, appsPage, http.StatusSeeOther)
@@ -309,7 +310,7 @@ func (s *Server) handleChangeSwitches(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	in, err := s.Issuer.Install(r.Context(), InstallRequest{App: p.app, User: p.user, LocationID: p.in.LocationID, SwitchIDs: p.f["switch"]})
+	in, err := s.Issuer.Install(r.Context(), InstallRequest{App: p.app, User: p.user, LocationID: p.in.LocationID, SwitchIDs: p.f["switch"], SeeOnly: seeOnlyPicked(p.f)})
 	if errors.Is(err, ErrNotInstallable) {
 		s.sessions.setFlash(r.Context(), w, fmt.Sprintf("%s is no longer published, so its switches cannot be changed. Remove it, or keep it as it is.", p.app.Name), s.secure())
 		http.Redirect(w, r, appsPage, http.StatusSeeOther)
@@ -333,22 +334,26 @@ func (s *Server) handleChangeSwitches(w http.ResponseWriter, r *http.Request) {
 	s.grants.clear()
 	s.logger.Info("switches of an app changed by its user", "client_id", in.ClientID, "installation", in.ID, "user", p.user.Name,
 		"location", in.LocationID, "switches", len(in.SwitchIDs))
-	s.sessions.setNotice(r.Context(), w, fmt.Sprintf("%s now controls %s in %s.", p.app.Name, s.switchNames(r.Context(), in.LocationID, in.SwitchIDs), s.locationName(r.Context(), in.LocationID)), s.secure())
+	notice := fmt.Sprintf("%s now controls %s in %s.", p.app.Name, s.switchNames(r.Context(), in.LocationID, in.SwitchIDs), s.locationName(r.Context(), in.LocationID))
+	if len(in.SeeOnly) > 0 {
+		notice += fmt.Sprintf(" It may see but not switch %s.", s.switchNames(r.Context(), in.LocationID, in.SeeOnly))
+	}
+	s.sessions.setNotice(r.Context(), w, notice, s.secure())
 	http.Redirect(w, r, appsPage, http.StatusSeeOther)
 }
 
 // connectedSwitches is the switches the user's current installation of
 // app has in each location, for ticking them on the consent page.
-func (s *Server) connectedSwitches(ctx context.Context, userID int64, clientID string) map[int64][]string {
+func (s *Server) connectedSwitches(ctx context.Context, userID int64, clientID string) map[int64]granted {
 	ins, err := s.connected.InstallationsOf(ctx, userID)
 	if err != nil {
 		s.logger.Warn("reading the user's installations for the consent page", "err", err)
 		return nil
 	}
-	out := map[int64][]string{}
+	out := map[int64]granted{}
 	for _, in := range ins {
 		if in.ClientID == clientID {
-			out[in.LocationID] = in.SwitchIDs
+			out[in.LocationID] = grantedOf(in)
 		}
 	}
 	return out

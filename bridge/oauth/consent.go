@@ -30,8 +30,31 @@ type locationView struct {
 // do, so the user knows before a command answers 501.
 type switchView struct {
 	ID, Name, Limits string
-	// Checked ticks the switch: the app has it already.
-	Checked bool
+	// Checked ticks the switch: the app has it already. SeeOnly ticks
+	// its see-only box: the app may see it but not switch it.
+	Checked, SeeOnly bool
+}
+
+// granted is what an installation holds in a location, for ticking the
+// consent page's boxes.
+type granted struct{ switches, seeOnly []string }
+
+func grantedOf(in *bridge.Installation) granted { return granted{in.SwitchIDs, in.SeeOnly} }
+
+func (g granted) view(id, name, limits string) switchView {
+	return switchView{ID: id, Name: name, Limits: limits, Checked: slices.Contains(g.switches, id), SeeOnly: bridge.IsSeeOnly(g.seeOnly, id)}
+}
+
+// seeOnlyPicked is the switches the form ticks see-only among those it
+// ticks at all: a see-only box beside a switch left out grants nothing.
+func seeOnlyPicked(f url.Values) []string {
+	var out []string
+	for _, id := range f["see_only"] {
+		if slices.Contains(f["switch"], id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func limits(sw *bridge.Switch) string {
@@ -65,7 +88,7 @@ func (s *Server) consentLocations(ctx context.Context, u *bridge.User, clientID 
 	return append(s.userLocations(u, checked), s.hubLocations(ctx, u, checked)...)
 }
 
-func (s *Server) userLocations(u *bridge.User, checked map[int64][]string) []locationView {
+func (s *Server) userLocations(u *bridge.User, checked map[int64]granted) []locationView {
 	var out []locationView
 	for _, l := range s.hub.Locations() {
 		if !u.MemberOf(l.ID) {
@@ -77,11 +100,11 @@ func (s *Server) userLocations(u *bridge.User, checked map[int64][]string) []loc
 }
 
 // locationView is a location with its switches, those in checked ticked.
-func (s *Server) locationView(l *bridge.Location, checked []string) locationView {
+func (s *Server) locationView(l *bridge.Location, checked granted) locationView {
 	v := locationView{ID: l.ID, Name: l.Name}
 	for _, id := range l.Switches {
 		if sw, ok := s.hub.Switch(id); ok {
-			v.Switches = append(v.Switches, switchView{ID: sw.ID, Name: sw.Name, Limits: limits(sw), Checked: slices.Contains(checked, sw.ID)})
+			v.Switches = append(v.Switches, checked.view(sw.ID, sw.Name, limits(sw)))
 		}
 	}
 	return v
@@ -123,7 +146,7 @@ func (s *Server) handleConsent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	locID := idOrZero(f.Get("location"))
-	in, err := s.Issuer.Install(ctx, InstallRequest{App: app, User: user, LocationID: locID, SwitchIDs: f["switch"]})
+	in, err := s.Issuer.Install(ctx, InstallRequest{App: app, User: user, LocationID: locID, SwitchIDs: f["switch"], SeeOnly: seeOnlyPicked(f)})
 	if errors.Is(err, ErrNotInstallable) {
 		s.observe("authorization_denied", "unpublished_app")
 		s.redirectError(w, r, &authError{Redirect: true, Code: "access_denied",
@@ -145,7 +168,7 @@ func (s *Server) handleConsent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.observe("authorization_granted", "")
-	s.logger.Info("app installed", "client_id", app.ClientID, "installation", in.ID, "user", user.Name, "location", locID, "switches", len(in.SwitchIDs))
+	s.logger.Info("app installed", "client_id", app.ClientID, "installation", in.ID, "user", user.Name, "location", locID, "switches", len(in.SwitchIDs), "see_only", len(in.SeeOnly))
 	params := url.Values{"code": {code}}
 	if req.HasState {
 		params.Set("state", req.State)

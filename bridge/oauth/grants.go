@@ -91,7 +91,7 @@ func (s *Server) grant(ctx context.Context, token string) (*bridge.Grant, error)
 	}
 	g := &bridge.Grant{
 		InstallationID: in.ID, ClientID: in.ClientID, UserID: in.UserID,
-		LocationID: in.LocationID, SwitchIDs: in.SwitchIDs, ExpiresAt: t.ExpiresAt, Legacy: t.Legacy,
+		LocationID: in.LocationID, SwitchIDs: in.SwitchIDs, SeeOnly: in.SeeOnly, ExpiresAt: t.ExpiresAt, Legacy: t.Legacy,
 	}
 	s.grants.put(hash, g, now, gen, access)
 	s.used(ctx, g, now)

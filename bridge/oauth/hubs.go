@@ -7,7 +7,6 @@ package oauth
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -51,7 +50,7 @@ type HubDirectory interface {
 
 // hubLocations lists the hub locations the user belongs to for the
 // consent page; none when the platform has no hubs.
-func (s *Server) hubLocations(ctx context.Context, u *bridge.User, checked map[int64][]string) []locationView {
+func (s *Server) hubLocations(ctx context.Context, u *bridge.User, checked map[int64]granted) []locationView {
 	if s.Hubs == nil {
 		return nil
 	}
@@ -73,10 +72,10 @@ func (s *Server) hubLocations(ctx context.Context, u *bridge.User, checked map[i
 
 // remoteLocationView is a hub's location as the consent page shows it,
 // the switches in checked ticked.
-func remoteLocationView(l HubLocation, checked []string) locationView {
+func remoteLocationView(l HubLocation, checked granted) locationView {
 	v := locationView{ID: l.ID, Name: l.Name, Hub: l.HubName, Offline: !l.Online}
 	for _, sw := range l.Switches {
-		v.Switches = append(v.Switches, switchView{ID: sw.ID, Name: sw.Name, Limits: commandLimits(sw.Commands), Checked: slices.Contains(checked, sw.ID)})
+		v.Switches = append(v.Switches, checked.view(sw.ID, sw.Name, commandLimits(sw.Commands)))
 	}
 	return v
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -64,6 +65,9 @@ var (
 	ErrNotMember       = errors.New("the user does not belong to the location")
 	ErrNoSwitch        = errors.New("no switch selected")
 	ErrSwitchElsewhere = errors.New("a selected switch is not in the location")
+	// ErrSeeOnlyNotSelected is a switch granted see-only that is not
+	// among the selected switches.
+	ErrSeeOnlyNotSelected = errors.New("a see-only switch is not selected")
 )
 
 // InstallError is an install the rules refuse: Reason is one of the Err
@@ -88,13 +92,15 @@ type InstallRequest struct {
 	User       *bridge.User
 	LocationID int64
 	SwitchIDs  []string
+	// SeeOnly are those of SwitchIDs the app may see but not switch.
+	SeeOnly []string
 }
 
 // Install applies the install rules and records the installation: the app
 // is published or the user is its developer; the location is configured
 // and the user belongs to it; at least one switch is selected, and each is
-// in that location. The switches keep the order given, repeats dropped.
-// A refusal is an *InstallError.
+// in that location, and each see-only one is among them. The switches keep
+// the order given, repeats dropped. A refusal is an *InstallError.
 func (i *Issuer) Install(ctx context.Context, r InstallRequest) (*bridge.Installation, error) {
 	if !r.App.InstallableBy(r.User.ID) {
 		return nil, refuse(ErrNotInstallable, "app %s is not published; only its developer can install it", r.App.ClientID)
@@ -124,7 +130,16 @@ func (i *Issuer) Install(ctx context.Context, r InstallRequest) (*bridge.Install
 			ids = append(ids, id)
 		}
 	}
-	in := &bridge.Installation{ClientID: r.App.ClientID, UserID: r.User.ID, LocationID: loc.ID, SwitchIDs: ids}
+	var seeOnly []string
+	for _, id := range r.SeeOnly {
+		if !seen[id] {
+			return nil, refuse(ErrSeeOnlyNotSelected, "switch %q is see-only but not selected", id)
+		}
+		if !slices.Contains(seeOnly, id) {
+			seeOnly = append(seeOnly, id)
+		}
+	}
+	in := &bridge.Installation{ClientID: r.App.ClientID, UserID: r.User.ID, LocationID: loc.ID, SwitchIDs: ids, SeeOnly: seeOnly}
 	if err := i.store.Install(ctx, in); err != nil {
 		return nil, err
 	}

@@ -352,6 +352,8 @@ const installationColumns = `i.id, i.client_id, i.user_id, i.location_id, i.upda
 	EXISTS (SELECT 1 FROM user_locations m WHERE m.user_id = i.user_id AND m.location_id = i.location_id),
 	(SELECT string_agg(s.switch_id, '
 ' ORDER BY s.pos) FROM installation_switches s WHERE s.installation_id = i.id),
+	(SELECT string_agg(s.switch_id, '
+' ORDER BY s.pos) FROM installation_switches s WHERE s.installation_id = i.id AND s.see_only <> 0),
 	(SELECT max(r.expires_at) FROM refresh_tokens r WHERE r.installation_id = i.id AND r.used_at IS NULL AND r.revoked_at IS NULL)`
 
 // readInstallations runs q, which selects installationColumns, and calls
@@ -367,9 +369,9 @@ func (r *feedReader) readInstallations(ctx context.Context, q string, args []any
 		var in bridge.ReplicaInstallation
 		var updated int64
 		var legacy sql.NullBool
-		var switches sql.NullString
+		var switches, seeOnly sql.NullString
 		var refresh sql.NullInt64
-		if err := rows.Scan(&in.ID, &in.ClientID, &in.UserID, &in.LocationID, &updated, &legacy, &in.Member, &switches, &refresh); err != nil {
+		if err := rows.Scan(&in.ID, &in.ClientID, &in.UserID, &in.LocationID, &updated, &legacy, &in.Member, &switches, &seeOnly, &refresh); err != nil {
 			return err
 		}
 		// The zero time when no refresh token is live; an expired one
@@ -383,6 +385,9 @@ func (r *feedReader) readInstallations(ctx context.Context, q string, args []any
 		if switches.String != "" {
 			// Switch ids hold no newline (config.SwitchIDPattern).
 			in.SwitchIDs = strings.Split(switches.String, "\n")
+		}
+		if seeOnly.String != "" {
+			in.SeeOnly = strings.Split(seeOnly.String, "\n")
 		}
 		in.UpdatedAt = fromUnix(updated)
 		in.Legacy = legacy.Bool

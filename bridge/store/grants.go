@@ -240,9 +240,9 @@ func (db *DB) TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGrant, 
 	in := &g.Installation
 	var expires, created, updated int64
 	var revoked sql.NullInt64
-	var switches sql.NullString
+	var switches, seeOnly sql.NullString
 	err := db.tokenGrantStmt.QueryRowContext(ctx, hash).Scan(&g.InstallationID, &expires, &revoked,
-		&in.ClientID, &in.UserID, &in.LocationID, &created, &updated, &g.Legacy, &g.Member, &switches)
+		&in.ClientID, &in.UserID, &in.LocationID, &created, &updated, &g.Legacy, &g.Member, &switches, &seeOnly)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, bridge.ErrTokenUnknown
 	}
@@ -257,6 +257,9 @@ func (db *DB) TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGrant, 
 		// Switch ids hold no newline (config.SwitchIDPattern).
 		in.SwitchIDs = strings.Split(switches.String, "\n")
 	}
+	if seeOnly.String != "" {
+		in.SeeOnly = strings.Split(seeOnly.String, "\n")
+	}
 	return &g, nil
 }
 
@@ -264,7 +267,9 @@ const selectTokenGrant = `SELECT t.installation_id, t.expires_at, t.revoked_at,
 	i.client_id, i.user_id, i.location_id, i.created_at, i.updated_at, a.legacy,
 	EXISTS (SELECT 1 FROM user_locations m WHERE m.user_id = i.user_id AND m.location_id = i.location_id),
 	(SELECT string_agg(s.switch_id, '
-' ORDER BY s.pos) FROM installation_switches s WHERE s.installation_id = i.id)
+' ORDER BY s.pos) FROM installation_switches s WHERE s.installation_id = i.id),
+	(SELECT string_agg(s.switch_id, '
+' ORDER BY s.pos) FROM installation_switches s WHERE s.installation_id = i.id AND s.see_only <> 0)
 	FROM tokens t JOIN installations i ON i.id = t.installation_id JOIN apps a ON a.client_id = i.client_id
 	WHERE t.hash = ?`
 

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -44,8 +45,14 @@ func (db *DB) Install(ctx context.Context, in *bridge.Installation) error {
 			return err
 		}
 	}
+	for _, s := range in.SeeOnly {
+		if !slices.Contains(in.SwitchIDs, s) {
+			return bridge.Errorf(bridge.EINVALID, "switch %q is see-only but not among the installation's switches", s)
+		}
+	}
 	for i, s := range in.SwitchIDs {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO installation_switches (installation_id, pos, switch_id) VALUES (?, ?, ?)`, id, i, s); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO installation_switches (installation_id, pos, switch_id, see_only) VALUES (?, ?, ?, ?)`,
+			id, i, s, bridge.IsSeeOnly(in.SeeOnly, s)); err != nil {
 			return err
 		}
 	}
@@ -54,6 +61,32 @@ func (db *DB) Install(ctx context.Context, in *bridge.Installation) error {
 	}
 	in.ID, in.CreatedAt, in.UpdatedAt = id, fromUnix(created), fromUnix(unix(now))
 	return nil
+}
+
+// SetSeeOnly grants one switch of an installation see-only (seeOnly true)
+// or see and switch. The triggers move the access generation and log the
+// installation for the hubs, so a cached grant and a linked hub's replica
+// follow at once. ENOTFOUND when the installation does not hold the switch.
+func (db *DB) SetSeeOnly(ctx context.Context, installationID, switchID string, seeOnly bool) error {
+	tx, err := db.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, `UPDATE installation_switches SET see_only = ? WHERE installation_id = ? AND switch_id = ?`,
+		seeOnly, installationID, switchID)
+	if err != nil {
+		return db.note(err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return err
+	} else if n == 0 {
+		return bridge.Errorf(bridge.ENOTFOUND, "installation %q holds no switch %q", installationID, switchID)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE installations SET updated_at = ? WHERE id = ?`, unix(db.now()), installationID); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // Installation returns an installation; ENOTFOUND when there is none.
@@ -80,17 +113,21 @@ func (db *DB) Installation(ctx context.Context, id string) (*bridge.Installation
 	defer rows.Close()
 	for rows.Next() {
 		var s string
-		if err := rows.Scan(&s); err != nil {
+		var seeOnly bool
+		if err := rows.Scan(&s, &seeOnly); err != nil {
 			return nil, db.note(err)
 		}
 		in.SwitchIDs = append(in.SwitchIDs, s)
+		if seeOnly {
+			in.SeeOnly = append(in.SeeOnly, s)
+		}
 	}
 	return in, db.note(rows.Err())
 }
 
 const (
 	selectInstallation         = `SELECT id, client_id, user_id, location_id, created_at, updated_at, last_used_at FROM installations WHERE id = ?`
-	selectInstallationSwitches = `SELECT switch_id FROM installation_switches WHERE installation_id = ? ORDER BY pos`
+	selectInstallationSwitches = `SELECT switch_id, see_only <> 0 FROM installation_switches WHERE installation_id = ? ORDER BY pos`
 )
 
 // Installations lists every installation, oldest first.

@@ -64,16 +64,27 @@ func (db *DB) ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Tim
 	}
 	// A revoked grant or a refresh storm brings thousands of tokens: each
 	// statement is prepared once for the batch, not once a record.
-	if err := execEach(ctx, tx, `INSERT INTO replica_installations (id, client_id, user_id, location_id, switch_ids, member, legacy, updated_at, refresh_until)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET client_id = excluded.client_id, user_id = excluded.user_id,
+	if err := execEach(ctx, tx, `INSERT INTO replica_installations (id, client_id, user_id, location_id, switch_ids, member, legacy, updated_at, refresh_until, see_only)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET client_id = excluded.client_id, user_id = excluded.user_id,
 			location_id = excluded.location_id, switch_ids = excluded.switch_ids, member = excluded.member, legacy = excluded.legacy,
-			updated_at = excluded.updated_at, refresh_until = excluded.refresh_until`, b.Installations, func(in bridge.ReplicaInstallation) ([]any, error) {
+			updated_at = excluded.updated_at, refresh_until = excluded.refresh_until, see_only = excluded.see_only`, b.Installations, func(in bridge.ReplicaInstallation) ([]any, error) {
 		sw, err := json.Marshal(in.SwitchIDs)
 		var refresh sql.NullInt64 // NULL: the platform did not say (an older one)
 		if in.RefreshUntil != nil {
 			refresh = sql.NullInt64{Int64: optUnix(*in.RefreshUntil), Valid: true}
 		}
-		return []any{in.ID, in.ClientID, in.UserID, in.LocationID, string(sw), in.Member, in.Legacy, unix(in.UpdatedAt), refresh}, err
+		if err != nil {
+			return nil, err
+		}
+		var seeOnly sql.NullString // NULL: none
+		if len(in.SeeOnly) > 0 {
+			so, err := json.Marshal(in.SeeOnly)
+			if err != nil {
+				return nil, err
+			}
+			seeOnly = sql.NullString{String: string(so), Valid: true}
+		}
+		return []any{in.ID, in.ClientID, in.UserID, in.LocationID, string(sw), in.Member, in.Legacy, unix(in.UpdatedAt), refresh, seeOnly}, nil
 	}); err != nil {
 		return err
 	}
@@ -306,12 +317,13 @@ func (r *Replica) TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGra
 	var g bridge.TokenGrant
 	var expires, updated int64
 	var switches string
+	var seeOnly sql.NullString
 	in := &g.Installation
 	err := r.db.db.QueryRowContext(ctx, `SELECT t.installation_id, t.expires_at, t.revoked,
-			i.id, i.client_id, i.user_id, i.location_id, i.switch_ids, i.updated_at, i.member, i.legacy
+			i.id, i.client_id, i.user_id, i.location_id, i.switch_ids, i.updated_at, i.member, i.legacy, i.see_only
 		FROM replica_tokens t JOIN replica_installations i ON i.id = t.installation_id
 		WHERE t.hash = ?`, hash).
-		Scan(&g.InstallationID, &expires, &g.Revoked, &in.ID, &in.ClientID, &in.UserID, &in.LocationID, &switches, &updated, &g.Member, &g.Legacy)
+		Scan(&g.InstallationID, &expires, &g.Revoked, &in.ID, &in.ClientID, &in.UserID, &in.LocationID, &switches, &updated, &g.Member, &g.Legacy, &seeOnly)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, bridge.ErrTokenUnknown
 	}
@@ -321,6 +333,9 @@ func (r *Replica) TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGra
 	g.ExpiresAt = fromUnix(expires)
 	in.UpdatedAt = fromUnix(updated)
 	in.CreatedAt = in.UpdatedAt
+	if err := unmarshalSeeOnly(seeOnly, &in.SeeOnly); err != nil {
+		return nil, err
+	}
 	return &g, json.Unmarshal([]byte(switches), &in.SwitchIDs)
 }
 
@@ -336,8 +351,9 @@ func (r *Replica) Installation(ctx context.Context, id string) (*bridge.Installa
 	in := &bridge.Installation{}
 	var updated int64
 	var switches string
-	err := r.db.db.QueryRowContext(ctx, `SELECT id, client_id, user_id, location_id, switch_ids, updated_at FROM replica_installations WHERE id = ?`, id).
-		Scan(&in.ID, &in.ClientID, &in.UserID, &in.LocationID, &switches, &updated)
+	var seeOnly sql.NullString
+	err := r.db.db.QueryRowContext(ctx, `SELECT id, client_id, user_id, location_id, switch_ids, updated_at, see_only FROM replica_installations WHERE id = ?`, id).
+		Scan(&in.ID, &in.ClientID, &in.UserID, &in.LocationID, &switches, &updated, &seeOnly)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, bridge.Errorf(bridge.ENOTFOUND, "no installation %q on this hub", id)
 	}
@@ -346,7 +362,19 @@ func (r *Replica) Installation(ctx context.Context, id string) (*bridge.Installa
 	}
 	in.UpdatedAt = fromUnix(updated)
 	in.CreatedAt = in.UpdatedAt
+	if err := unmarshalSeeOnly(seeOnly, &in.SeeOnly); err != nil {
+		return nil, err
+	}
 	return in, json.Unmarshal([]byte(switches), &in.SwitchIDs)
+}
+
+// unmarshalSeeOnly reads a replicated installation's see-only ids; NULL is
+// none (migration 0024).
+func unmarshalSeeOnly(s sql.NullString, into *[]string) error {
+	if !s.Valid {
+		return nil
+	}
+	return json.Unmarshal([]byte(s.String), into)
 }
 
 // GrantLive reports whether anyone holds a live token of a replicated

@@ -26,14 +26,15 @@ func install(fs *flag.FlagSet) func(*invocation) error {
 	var loc locationID
 	fs.Var(&loc, "location", "the location `ID`")
 	asJSON := fs.Bool("json", false, "print JSON")
-	var switches stringList
+	var switches, seeOnly stringList
 	fs.Var(&switches, "switch", "a switch `ID` (repeatable)")
+	fs.Var(&seeOnly, "see-only", "one of the switches, by `ID`, that the app may see but not switch (repeatable)")
 	return func(c *invocation) error {
-		return c.install(*clientID, *userName, int64(loc), switches, *asJSON)
+		return c.install(*clientID, *userName, int64(loc), switches, seeOnly, *asJSON)
 	}
 }
 
-func (c *invocation) install(clientID, userName string, loc int64, switches []string, asJSON bool) error {
+func (c *invocation) install(clientID, userName string, loc int64, switches, seeOnly []string, asJSON bool) error {
 	ctx, cfg, db := c.ctx, c.cfg, c.store
 	app, err := db.App(ctx, clientID)
 	if err != nil {
@@ -46,7 +47,7 @@ func (c *invocation) install(clientID, userName string, loc int64, switches []st
 	// The config's locations and the hubs', as the consent page offers them.
 	issuer := oauth.NewIssuer(db, c.locations)
 	issuer.TokenLifetime = cfg.OAuth.TokenLifetime.Std()
-	in, tok, err := issuer.InstallForDeveloper(ctx, oauth.InstallRequest{App: app, User: user, LocationID: loc, SwitchIDs: switches})
+	in, tok, err := issuer.InstallForDeveloper(ctx, oauth.InstallRequest{App: app, User: user, LocationID: loc, SwitchIDs: switches, SeeOnly: seeOnly})
 	if errors.Is(err, oauth.ErrUnknownLocation) {
 		return fmt.Errorf("location %d is not in %s, nor held by a hub of this platform", loc, cfg.File)
 	}
@@ -112,7 +113,7 @@ func (c *invocation) installationList(userName, clientID string) error {
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.ID, apps[in.ClientID], in.ClientID, users[in.UserID],
-			locationLabel(dir, in.LocationID), strings.Join(in.SwitchIDs, ","), in.CreatedAt.Format(listTime), lastUsed(in.LastUsedAt),
+			locationLabel(dir, in.LocationID), switchesLabel(in), in.CreatedAt.Format(listTime), lastUsed(in.LastUsedAt),
 			webhooksOf(ctx, db, in.ID))
 	}
 	return tw.Flush()
@@ -176,6 +177,40 @@ func lastUsed(t time.Time) string {
 		return "never"
 	}
 	return t.Format(listTime)
+}
+
+// switchesLabel lists an installation's switches, a see-only one marked
+// "(see-only)".
+func switchesLabel(in *bridge.Installation) string {
+	out := make([]string, len(in.SwitchIDs))
+	for i, id := range in.SwitchIDs {
+		out[i] = id
+		if bridge.IsSeeOnly(in.SeeOnly, id) {
+			out[i] += "(see-only)"
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+func installationSeeOnly(fs *flag.FlagSet) func(*invocation) error {
+	sw := fs.String("switch", "", "the switch `ID`, one of the installation's")
+	return func(c *invocation) error {
+		id, mode := c.args[0], c.args[1]
+		if mode != "on" && mode != "off" {
+			return usageErr("installation see-only takes on or off, not %q", mode)
+		}
+		if err := c.store.SetSeeOnly(c.ctx, id, *sw, mode == "on"); err != nil {
+			return err
+		}
+		// The access generation moved with the write: a running hub, and
+		// a hub of this platform through its replica, apply it at once.
+		if mode == "on" {
+			fmt.Fprintf(c.stdout, "installation %s: switch %s is see-only; commands to it are refused\n", id, *sw)
+		} else {
+			fmt.Fprintf(c.stdout, "installation %s: switch %s can be seen and switched\n", id, *sw)
+		}
+		return nil
+	}
 }
 
 func installationDelete(c *invocation) error {

@@ -147,8 +147,16 @@ func (b *Browser) Login(tb testing.TB, authorizeURL, user, password string) *Pag
 	return b.Get(tb, p.Header.Get("Location"))
 }
 
-// Consent submits the consent form for a location and switches and returns
-// the hub's answer (a 303 to the client's redirect URI on success).
+// SeeOnly marks a switch given to Consent or Authorize to be granted
+// see-only: the consent form ticks it and its "see only" box.
+func SeeOnly(id string) string { return seeOnlyMark + id }
+
+// seeOnlyMark cannot begin a switch id (config.SwitchIDPattern).
+const seeOnlyMark = "see-only:"
+
+// Consent submits the consent form for a location and switches (those
+// wrapped in SeeOnly granted see-only) and returns the hub's answer (a 303
+// to the client's redirect URI on success).
 func (b *Browser) Consent(tb testing.TB, consent *Page, authorizeURL string, location int64, switches ...string) *Page {
 	tb.Helper()
 	form := AuthFields(mustQuery(tb, authorizeURL))
@@ -156,6 +164,13 @@ func (b *Browser) Consent(tb testing.TB, consent *Page, authorizeURL string, loc
 	form.Set("action", "approve")
 	form.Set("location", fmt.Sprint(location))
 	for _, s := range switches {
+		if id, ok := strings.CutPrefix(s, seeOnlyMark); ok {
+			if !strings.Contains(consent.Body, `name="see_only" value="`+id+`"`) {
+				tb.Fatalf("the consent page offers no see-only choice for %s", id)
+			}
+			form.Add("see_only", id)
+			s = id
+		}
 		form.Add("switch", s)
 	}
 	return b.Post(tb, "/oauth/authorize", form)
