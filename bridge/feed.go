@@ -52,6 +52,11 @@ type Event struct {
 	Available bool
 	At        time.Time
 	Cause     Cause
+	// By lists the installations whose commands were in flight to this
+	// value when the change came (CauseAPI only): usually one. A stream or
+	// webhook of one of them marks the event as its own; nothing else of
+	// it leaves the hub, so an app never learns of another's commands.
+	By []string
 	// LastSeen is the device's State.LastSeen as the feed last heard it
 	// (a command's confirmation counts); zero when never.
 	LastSeen time.Time
@@ -98,8 +103,11 @@ type Feed struct {
 	ring    []Event           // the kept events, oldest first
 	last    map[string]feedState
 	pending map[string]*[2]int // commands in flight per switch: [off, on]
-	started bool
-	subs    map[*Subscription]struct{}
+	// pendingBy counts the commands in flight per switch and value by
+	// installation (those whose context names one: WithSender).
+	pendingBy map[pendingKey]map[string]int
+	started   bool
+	subs      map[*Subscription]struct{}
 }
 
 type feedState struct {
@@ -147,7 +155,7 @@ func NewFeed(o FeedOptions) *Feed {
 	return &Feed{
 		key:    key,
 		buffer: o.Buffer, maxAge: o.MaxAge, now: o.Now, readingEvery: o.ReadingEvery,
-		last: map[string]feedState{}, counts: map[string]uint64{}, pending: map[string]*[2]int{}, subs: map[*Subscription]struct{}{},
+		last: map[string]feedState{}, counts: map[string]uint64{}, pending: map[string]*[2]int{}, pendingBy: map[pendingKey]map[string]int{}, subs: map[*Subscription]struct{}{},
 	}
 }
 
@@ -180,7 +188,7 @@ func (f *Feed) Notify(id string, st State) {
 
 // commanding counts a command to value v in flight on each switch: a change
 // to v reported meanwhile is the command's (CauseAPI).
-func (f *Feed) commanding(sws []*Switch, v Value, delta int) {
+func (f *Feed) commanding(sws []*Switch, v Value, delta int, by string) {
 	i := 0
 	if v == On {
 		i = 1
@@ -196,6 +204,21 @@ func (f *Feed) commanding(sws []*Switch, v Value, delta int) {
 		p[i] += delta
 		if p[0] <= 0 && p[1] <= 0 {
 			delete(f.pending, s.ID)
+		}
+		if by == "" {
+			continue
+		}
+		k := pendingKey{s.ID, v}
+		m := f.pendingBy[k]
+		if m == nil {
+			m = map[string]int{}
+			f.pendingBy[k] = m
+		}
+		if m[by] += delta; m[by] <= 0 {
+			delete(m, by)
+		}
+		if len(m) == 0 {
+			delete(f.pendingBy, k)
 		}
 	}
 }
@@ -283,6 +306,12 @@ func (f *Feed) notify(id string, st State, cause Cause) {
 	f.seq++
 	f.counts[id]++
 	e := Event{Seq: f.seq, SwitchID: id, Value: next.value, Previous: prev.value, Available: next.available, At: at, Cause: cause, LastSeen: next.lastSeen, kept: f.now()}
+	if cause == CauseAPI {
+		for in := range f.pendingBy[pendingKey{id, next.value}] {
+			e.By = append(e.By, in)
+		}
+		slices.Sort(e.By)
+	}
 	if next.reading != nil {
 		e.Reading = next.reading
 		e.Stale = State{Available: next.available, Reading: next.reading}.Stale(f.now())
@@ -301,6 +330,17 @@ func (f *Feed) notify(id string, st State, cause Cause) {
 			s.offer(&ev)
 		}
 	}
+}
+
+// pendingKey is a switch and a value a command is setting it to.
+type pendingKey struct {
+	id string
+	v  Value
+}
+
+// OwnedBy reports whether installation's commands caused e.
+func (e *Event) OwnedBy(installation string) bool {
+	return installation != "" && slices.Contains(e.By, installation)
 }
 
 func (f *Feed) pendingTo(id string, v Value) bool {
@@ -392,7 +432,12 @@ type View struct {
 	// that gave it out, in the run that gave it out.
 	prefix string
 	offset uint64
+	// installation is whose view it is ("" for the hub's own).
+	installation string
 }
+
+// Installation is the installation whose view v is.
+func (v *View) Installation() string { return v.installation }
 
 // View is the feed as installation sees it when granted the switches ids
 // (every switch when ids is nil). A view is the same, ids and all, for
@@ -400,7 +445,7 @@ type View struct {
 // with other switches has ids of its own, so a client resuming across
 // that change is given a snapshot of what it now may see.
 func (f *Feed) View(installation string, ids []string) *View {
-	v := &View{f: f}
+	v := &View{f: f, installation: installation}
 	// Each field length first: no two views' fields run together alike.
 	var msg []byte
 	field := func(s string) {

@@ -259,8 +259,9 @@ func (h *Switchboard) CommandIn(ctx context.Context, loc int64, ids []string, cm
 	}
 
 	if h.Feed != nil {
-		h.Feed.commanding(sws, cmd.Value(), 1)
-		defer h.Feed.commanding(sws, cmd.Value(), -1)
+		by := SenderOf(ctx).Installation
+		h.Feed.commanding(sws, cmd.Value(), 1, by)
+		defer h.Feed.commanding(sws, cmd.Value(), -1, by)
 	}
 
 	timeout := h.Timeout
@@ -354,6 +355,29 @@ func (h *Switchboard) CommandIn(ctx context.Context, loc int64, ids []string, cm
 		Message:  fmt.Sprintf("command %q failed on %d of %d switches: %s", cmd, len(failed), len(sws), failureList(failed)),
 		Failures: failed,
 	}
+}
+
+// Sender is who sent a command: the installation (and its app and
+// user) and the request's id. It rides in the command's context, so the
+// feed can say whose command a change was and the audit record who sent it.
+type Sender struct {
+	Installation string
+	App          string
+	UserID       int64
+	RequestID    string
+}
+
+type senderKey struct{}
+
+// WithSender returns ctx carrying who sends the commands run under it.
+func WithSender(ctx context.Context, s Sender) context.Context {
+	return context.WithValue(ctx, senderKey{}, s)
+}
+
+// SenderOf is who sends the commands run under ctx; zero when unknown.
+func SenderOf(ctx context.Context) Sender {
+	s, _ := ctx.Value(senderKey{}).(Sender)
+	return s
 }
 
 func (h *Switchboard) now() time.Time {

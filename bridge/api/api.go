@@ -8,6 +8,8 @@ package api
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -42,6 +44,9 @@ type Call struct {
 	Body []byte
 	// Webhooks is the hub's webhooks; nil when it sends none.
 	Webhooks WebhookService
+	// RequestID is the request's id, as its X-Request-Id answer header
+	// says: the command's log line and audit record carry it.
+	RequestID string
 
 	handler      *Handler
 	installation string
@@ -214,7 +219,8 @@ func command(c *Call, ids []string) (any, error) {
 	start := time.Now()
 	err = seeOnly(c, ids)
 	if err == nil {
-		err = c.Switchboard.CommandIn(c.Ctx, c.Grant.LocationID, ids, cmd)
+		ctx := bridge.WithSender(c.Ctx, bridge.Sender{Installation: c.Grant.InstallationID, App: c.Grant.ClientID, UserID: c.Grant.UserID, RequestID: c.RequestID})
+		err = c.Switchboard.CommandIn(ctx, c.Grant.LocationID, ids, cmd)
 	}
 	if c.handler != nil {
 		c.handler.streamsCaughtUp()
@@ -268,7 +274,7 @@ func logCommand(c *Call, switches []string, cmd bridge.Command, err error, d tim
 	ids := strings.Join(switches, ",")
 	if err == nil {
 		attrs := [...]slog.Attr{slog.String("installation", c.installation), slog.String("command", string(cmd)), slog.String("switches", ids),
-			slog.String("outcome", "ok"), slog.Float64("duration_seconds", d.Seconds())}
+			slog.String("outcome", "ok"), slog.Float64("duration_seconds", d.Seconds()), slog.String("request_id", c.RequestID)}
 		if c.Logger == nil {
 			// The line c.log() would write: a logger's own attributes
 			// come before those of the line.
@@ -283,21 +289,21 @@ func logCommand(c *Call, switches []string, cmd bridge.Command, err error, d tim
 	switch {
 	case e != nil && len(e.NotStored) > 0:
 		c.log().Warn("command", "command", string(cmd), "switches", ids, "outcome", "switched_not_stored",
-			"not_stored", strings.Join(e.NotStored, ","), "error", bridge.ErrorMessage(err), "duration_seconds", d.Seconds())
+			"not_stored", strings.Join(e.NotStored, ","), "error", bridge.ErrorMessage(err), "duration_seconds", d.Seconds(), "request_id", c.RequestID)
 	case e != nil && len(e.Failures) > 0 && bridge.ErrorCode(err) == bridge.EDEVICE:
 		failed := make([]string, len(e.Failures))
 		for i, f := range e.Failures {
 			failed[i] = f.SwitchID
 		}
 		c.log().Warn("command", "command", string(cmd), "switches", ids, "outcome", "failed",
-			"failed", strings.Join(failed, ","), "duration_seconds", d.Seconds())
+			"failed", strings.Join(failed, ","), "duration_seconds", d.Seconds(), "request_id", c.RequestID)
 		for _, f := range e.Failures {
 			c.log().Warn("switch command failed", "switch", f.SwitchID, "command", string(cmd), "reason", f.Reason, "error", f.Message)
 		}
 	case bridge.ErrorCode(err) == bridge.ENOTIMPLEMENTED || bridge.ErrorCode(err) == bridge.ETOOMANY || bridge.ErrorCode(err) == bridge.EFORBIDDEN:
-		c.log().Info("command", "command", string(cmd), "switches", ids, "outcome", "not_sent", "error", bridge.ErrorMessage(err))
+		c.log().Info("command", "command", string(cmd), "switches", ids, "outcome", "not_sent", "error", bridge.ErrorMessage(err), "request_id", c.RequestID)
 	default:
-		c.log().Warn("command", "command", string(cmd), "switches", ids, "outcome", "not_sent", "error", bridge.ErrorMessage(err))
+		c.log().Warn("command", "command", string(cmd), "switches", ids, "outcome", "not_sent", "error", bridge.ErrorMessage(err), "request_id", c.RequestID)
 	}
 }
 
@@ -369,9 +375,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	id := r.PathValue("id")
 	path := appPath(r)
-	status := h.serve(w, r, id, path)
+	// The hub names every request itself: an X-Request-Id the client sent
+	// is not taken, since an app could then give its commands the id of
+	// another's, and the audit log would no longer tell them apart.
+	rid := NewRequestID()
+	w.Header()["X-Request-Id"] = []string{rid}
+	status := h.serve(w, r, id, path, rid)
 	logLine(h.logger, slog.LevelInfo, "api request", slog.String("method", bridge.Untrusted(r.Method).String()),
-		slog.String("path", bridge.Untrusted(path).String()), slog.String("installation", bridge.Untrusted(id).String()), slog.Int("status", status), slog.Float64("duration_seconds", time.Since(start).Seconds()))
+		slog.String("path", bridge.Untrusted(path).String()), slog.String("installation", bridge.Untrusted(id).String()), slog.Int("status", status), slog.Float64("duration_seconds", time.Since(start).Seconds()),
+		slog.String("request_id", rid))
+}
+
+// NewRequestID is a new request id: 16 random bytes in hex, so that ids
+// never repeat across runs or hubs.
+func NewRequestID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // logLine is Logger.LogAttrs without the caller's program counter, which
@@ -398,7 +418,7 @@ var (
 
 // serve answers the request for installation id and app path path (still
 // escaped), and returns the status it answered with.
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id, path string) int {
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id, path, rid string) int {
 	hd := w.Header()
 	hd["Cache-Control"] = noStore
 	// Every answer is JSON or empty; a browser must never sniff it into
@@ -476,7 +496,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id, path string)
 			return h.writeError(w, bridge.Errorf(bridge.EINVALID, "the body could not be read or is over %d bytes", rt.Body))
 		}
 	}
-	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Switchboard: h.hub, Body: body, Webhooks: h.Webhooks, handler: h, installation: id}
+	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Switchboard: h.hub, Body: body, Webhooks: h.Webhooks, RequestID: rid, handler: h, installation: id}
 	if rt.Stream != nil {
 		if r.Method == http.MethodHead {
 			// A stream has no end for a HEAD to stop at.

@@ -131,14 +131,19 @@ type Event struct {
 	Available bool          `json:"available"`
 	At        time.Time     `json:"at"`
 	Cause     bridge.Cause  `json:"cause"`
-	LastSeen  *time.Time    `json:"last_seen,omitempty"`
-	Power     Measured      `json:"power,omitzero"`
-	Energy    Measured      `json:"energy,omitzero"`
+	// Own is true when the change came from a command of the installation
+	// the event is sent to, and absent otherwise: whether another app
+	// commanded the switch is not the receiving app's to know.
+	Own      bool       `json:"own,omitempty"`
+	LastSeen *time.Time `json:"last_seen,omitempty"`
+	Power    Measured   `json:"power,omitzero"`
+	Energy   Measured   `json:"energy,omitzero"`
 }
 
-// EventOf is the API's view of a feed event; name is the switch's name.
-func EventOf(e bridge.Event, name string) Event {
-	out := Event{ID: e.SwitchID, Name: name, Available: e.Available, At: e.At.UTC(), Cause: e.Cause, LastSeen: lastSeen(e.LastSeen)}
+// EventOf is the API's view of a feed event as installation receives it;
+// name is the switch's name.
+func EventOf(e bridge.Event, name, installation string) Event {
+	out := Event{ID: e.SwitchID, Name: name, Available: e.Available, At: e.At.UTC(), Cause: e.Cause, Own: e.OwnedBy(installation), LastSeen: lastSeen(e.LastSeen)}
 	if v := e.Value; v != "" {
 		out.Value = &v
 	}
@@ -181,7 +186,7 @@ func streamEvents(c *Call, s *Stream) error {
 	}
 	last := sub.Seq
 	for i := range missed {
-		chunks = append(chunks, sseChunk{"switch", appendSwitchEvent(nil, view, first+1+uint64(i), c.handler.eventData(&missed[i]))})
+		chunks = append(chunks, sseChunk{"switch", appendSwitchEvent(nil, view, first+1+uint64(i), c.handler.eventData(&missed[i], c.Grant.InstallationID))})
 		last = missed[i].Seq
 	}
 	if s.handOff(ids, view, sub, chunks, last) {
@@ -233,7 +238,7 @@ func sendEvent(c *Call, s *Stream, id string, e bridge.Event) error {
 	if sw, ok := c.Switchboard.Switch(e.SwitchID); ok {
 		name = sw.Name
 	}
-	b, err := json.Marshal(EventOf(e, name))
+	b, err := json.Marshal(EventOf(e, name, c.Grant.InstallationID))
 	if err != nil {
 		return err
 	}

@@ -215,7 +215,7 @@ func (st *streamer) adopt(ho *handedOff) {
 				return
 			}
 			if e.Seq > ho.last {
-				if !st.sendTo(ho, e, st.h.eventData(e)) {
+				if !st.sendTo(ho, e, st.h.eventData(e, ho.view.Installation())) {
 					return
 				}
 			}
@@ -229,13 +229,19 @@ func (st *streamer) adopt(ho *handedOff) {
 }
 
 func (st *streamer) send(e *bridge.Event) {
+	// One encoding for every stream the event is not own to; those of the
+	// commanding installations (usually one) have their own.
 	var data []byte
 	for ho := range st.live {
 		if !ho.switches[e.SwitchID] || e.Seq <= ho.last {
 			continue
 		}
+		if in := ho.view.Installation(); e.OwnedBy(in) {
+			st.sendTo(ho, e, st.h.eventData(e, in))
+			continue
+		}
 		if data == nil {
-			data = st.h.eventData(e)
+			data = st.h.eventData(e, "")
 		}
 		st.sendTo(ho, e, data)
 	}
@@ -270,13 +276,13 @@ func (st *streamer) drop(ho *handedOff) {
 	ho.o.stop()
 }
 
-// eventData is one event's data as a stream sends it.
-func (h *Handler) eventData(e *bridge.Event) []byte {
+// eventData is one event's data as a stream of installation sends it.
+func (h *Handler) eventData(e *bridge.Event, installation string) []byte {
 	name := e.SwitchID
 	if sw, ok := h.hub.Switch(e.SwitchID); ok {
 		name = sw.Name
 	}
-	data, _ := json.Marshal(EventOf(*e, name))
+	data, _ := json.Marshal(EventOf(*e, name, installation))
 	return data
 }
 

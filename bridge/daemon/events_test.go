@@ -37,6 +37,7 @@ type switchEvent struct {
 	Available bool    `json:"available"`
 	At        string  `json:"at"`
 	Cause     string  `json:"cause"`
+	Own       *bool   `json:"own"`
 	LastSeen  *string `json:"last_seen"`
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -94,7 +95,14 @@ func newGeneration() int64 { return rand.Int64N(1<<62) + 1 } // never 0, the gen
 // Append writes values in one write. A line is "<unix ms> <value> <switch
 // id>": switch ids have no spaces (config.SwitchIDPattern).
 func (j *Journal) Append(vs []SwitchValue) error {
-	if len(vs) == 0 {
+	return j.AppendAudited(vs, nil)
+}
+
+// AppendAudited writes values and a command's audit records in one write:
+// the audit log costs no write of its own. An audit line is "<unix ms>
+// audit <JSON record>" (JSON escapes every byte a line could break on).
+func (j *Journal) AppendAudited(vs []SwitchValue, recs []AuditRecord) error {
+	if len(vs) == 0 && len(recs) == 0 {
 		return nil
 	}
 	j.mu.Lock()
@@ -111,6 +119,16 @@ func (j *Journal) Append(vs []SwitchValue) error {
 		b = append(b, v.Value...)
 		b = append(b, ' ')
 		b = append(b, v.SwitchID...)
+		b = append(b, '\n')
+	}
+	for _, r := range recs {
+		js, err := json.Marshal(r)
+		if err != nil {
+			return err
+		}
+		b = strconv.AppendInt(b, unix(r.At), 10)
+		b = append(b, " audit "...)
+		b = append(b, js...)
 		b = append(b, '\n')
 	}
 	if _, err := j.f.Write(b); err != nil {
@@ -135,7 +153,13 @@ func (j *Journal) Mark() JournalMark {
 // FoldJournal stores values and, in the same transaction, that the journal
 // is folded up to mark.
 func (db *DB) FoldJournal(ctx context.Context, vs []SwitchValue, mark JournalMark) error {
-	return db.saveValues(ctx, vs, &mark)
+	return db.saveValues(ctx, vs, nil, &mark)
+}
+
+// FoldJournalAudited is FoldJournal with the audit records journaled
+// beside the values, stored in the same transaction.
+func (db *DB) FoldJournalAudited(ctx context.Context, vs []SwitchValue, recs []AuditRecord, mark JournalMark) error {
+	return db.saveValues(ctx, vs, recs, &mark)
 }
 
 // journalFold is the last mark folded, ok false when none was.
@@ -200,13 +224,14 @@ func (j *Journal) Replay(db *DB) (*JournalReport, error) {
 	}
 	rep := &JournalReport{Unreadable: parsed.Unreadable, UnreadableAt: parsed.UnreadableAt, TornAt: parsed.TornAt, TornBytes: parsed.TornBytes}
 	vs := parsed.unfolded(fold, folded)
+	recs := parsed.unfoldedAudit(fold, folded)
 	rep.Folded = len(parsed.Values) - len(vs)
 	rep.Overridden, err = db.overrides(ctx, vs)
 	if err != nil {
 		return nil, err
 	}
 	if len(vs) > 0 || j.size > 0 {
-		if err := db.FoldJournal(ctx, vs, JournalMark{Generation: parsed.Generation, Size: j.size}); err != nil {
+		if err := db.FoldJournalAudited(ctx, vs, recs, JournalMark{Generation: parsed.Generation, Size: j.size}); err != nil {
 			return nil, err
 		}
 	}
@@ -301,6 +326,8 @@ type parsedJournal struct {
 	Generation   int64
 	Values       []SwitchValue
 	Ends         []int64 // the offset just past each value's line
+	Audit        []AuditRecord
+	AuditEnds    []int64 // the offset just past each audit line
 	Unreadable   int
 	UnreadableAt []int64
 	TornAt       int64
@@ -316,6 +343,19 @@ func (p *parsedJournal) unfolded(fold JournalMark, ok bool) []SwitchValue {
 	for i, end := range p.Ends {
 		if end > fold.Size {
 			return p.Values[i:]
+		}
+	}
+	return nil
+}
+
+// unfoldedAudit is unfolded for the audit records.
+func (p *parsedJournal) unfoldedAudit(fold JournalMark, ok bool) []AuditRecord {
+	if !ok || fold.Generation != p.Generation {
+		return p.Audit
+	}
+	for i, end := range p.AuditEnds {
+		if end > fold.Size {
+			return p.Audit[i:]
 		}
 	}
 	return nil
@@ -366,6 +406,15 @@ func parseJournal(r io.Reader) (*parsedJournal, error) {
 				continue
 			}
 		}
+		if r, isAudit, ok := parseAuditLine(text); isAudit {
+			if !ok {
+				p.unreadable(start)
+				continue
+			}
+			p.Audit = append(p.Audit, r)
+			p.AuditEnds = append(p.AuditEnds, off)
+			continue
+		}
 		v, ok := parseJournalLine(text)
 		if !ok {
 			p.unreadable(start)
@@ -381,6 +430,22 @@ func (p *parsedJournal) unreadable(at int64) {
 	if len(p.UnreadableAt) < maxReported {
 		p.UnreadableAt = append(p.UnreadableAt, at)
 	}
+}
+
+// parseAuditLine reads "<ms> audit <JSON>"; isAudit is whether the line
+// is one, ok whether it reads.
+func parseAuditLine(line string) (r AuditRecord, isAudit, ok bool) {
+	ms, rest, found := strings.Cut(line, " audit ")
+	if !found {
+		return r, false, false
+	}
+	if _, err := strconv.ParseInt(ms, 10, 64); err != nil {
+		return r, false, false
+	}
+	if err := json.Unmarshal([]byte(rest), &r); err != nil || r.SwitchID == "" || r.InstallationID == "" {
+		return r, true, false
+	}
+	return r, true, true
 }
 
 func parseJournalLine(line string) (SwitchValue, bool) {

@@ -30,13 +30,13 @@ type SwitchValue struct {
 // value for the same switch wins): one disk write for a command that
 // switched a hundred plugs.
 func (db *DB) SaveSwitchValues(ctx context.Context, vs []SwitchValue) error {
-	return db.saveValues(ctx, vs, nil)
+	return db.saveValues(ctx, vs, nil, nil)
 }
 
 // saveValues stores vs and, when fold is set, records in the same
 // transaction that the journal is folded up to it.
-func (db *DB) saveValues(ctx context.Context, vs []SwitchValue, fold *JournalMark) error {
-	if len(vs) == 0 && fold == nil {
+func (db *DB) saveValues(ctx context.Context, vs []SwitchValue, recs []AuditRecord, fold *JournalMark) error {
+	if len(vs) == 0 && len(recs) == 0 && fold == nil {
 		return nil
 	}
 	tx, err := db.db.BeginTx(ctx, nil)
@@ -50,6 +50,9 @@ func (db *DB) saveValues(ctx context.Context, vs []SwitchValue, fold *JournalMar
 		if _, err := stmt.ExecContext(ctx, v.SwitchID, string(v.Value), unix(v.At)); err != nil {
 			return err
 		}
+	}
+	if err := saveAudit(ctx, tx, recs); err != nil {
+		return err
 	}
 	if fold != nil {
 		if _, err := tx.ExecContext(ctx, saveFold, fold.Generation, fold.Size); err != nil {

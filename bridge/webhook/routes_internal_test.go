@@ -59,7 +59,7 @@ func TestRoutesReadDuringARegistrationAreNotKept(t *testing.T) {
 	ctx := context.Background()
 
 	type result struct {
-		r   map[string][]string
+		r   map[string][]route
 		err error
 	}
 	inFlight := make(chan result, 1)
@@ -88,7 +88,7 @@ func TestRoutesReadDuringARegistrationAreNotKept(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := r["lamp"]; !slices.Equal(got, []string{"wh_new"}) {
+	if got := r["lamp"]; !slices.Equal(got, []route{{"wh_new", "inst-1"}}) {
 		t.Errorf("routes for lamp after the registration = %v, want [wh_new]", got)
 	}
 }

@@ -88,7 +88,7 @@ type Service struct {
 	clock atomic.Pointer[func() time.Time]
 
 	mu       sync.Mutex
-	routes   map[string][]string // switch id → webhook ids
+	routes   map[string][]route // switch id → its webhooks
 	routesAt time.Time
 	// routesGen counts forgetRoutes: a map read from the store while a
 	// webhook was registered (or deleted) is not kept, as it may not
@@ -320,12 +320,28 @@ func (s *Service) queue(ctx context.Context, batch []bridge.Event) (int, error) 
 				name = sw.Name
 			}
 		}
-		body, err := json.Marshal(message{Type: "switch.changed", Timestamp: e.At.UTC(), Data: api.EventOf(e, name)})
-		if err != nil {
-			return 0, err
-		}
-		for _, id := range hooks {
-			ds = append(ds, bridge.WebhookDelivery{WebhookID: id, SwitchID: e.SwitchID, MsgID: NewMsgID(), Payload: body, QueuedAt: now, NextAt: now})
+		// One body for every webhook the event is not own to; those of
+		// the commanding installations (usually one) get their own.
+		var body []byte
+		for _, h := range hooks {
+			payload := body
+			if e.OwnedBy(h.installation) {
+				payload = nil
+			}
+			if payload == nil {
+				in := ""
+				if e.OwnedBy(h.installation) {
+					in = h.installation
+				}
+				b, err := json.Marshal(message{Type: "switch.changed", Timestamp: e.At.UTC(), Data: api.EventOf(e, name, in)})
+				if err != nil {
+					return 0, err
+				}
+				if payload = b; in == "" {
+					body = b
+				}
+			}
+			ds = append(ds, bridge.WebhookDelivery{WebhookID: h.id, SwitchID: e.SwitchID, MsgID: NewMsgID(), Payload: payload, QueuedAt: now, NextAt: now})
 		}
 	}
 	return len(ds), s.store.EnqueueWebhookDeliveries(ctx, ds)
@@ -335,7 +351,10 @@ func (s *Service) queue(ctx context.Context, batch []bridge.Event) (int, error) 
 // when older than routesAge. Webhooks of an installation that is gone are
 // deleted; those of one whose grant has no live token get nothing, and
 // their outbox is emptied (see suspend).
-func (s *Service) routing(ctx context.Context) (map[string][]string, error) {
+// route is a webhook a switch's changes go to, and its installation.
+type route struct{ id, installation string }
+
+func (s *Service) routing(ctx context.Context) (map[string][]route, error) {
 	s.mu.Lock()
 	r, at, gen := s.routes, s.routesAt, s.routesGen
 	s.mu.Unlock()
@@ -347,7 +366,7 @@ func (s *Service) routing(ctx context.Context) (map[string][]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	r = map[string][]string{}
+	r = map[string][]route{}
 	grants := map[string]*bridge.Installation{}
 	suspended := map[string][]string{}
 	pending := map[string]int{} // outbox of suspended installations
@@ -385,7 +404,7 @@ func (s *Service) routing(ctx context.Context) (map[string][]string, error) {
 			continue
 		}
 		for _, id := range in.SwitchIDs {
-			r[id] = append(r[id], w.ID)
+			r[id] = append(r[id], route{w.ID, w.InstallationID})
 		}
 	}
 	for id, n := range pending {
