@@ -92,3 +92,7 @@ func (h *Follower) pollDeadline() time.Duration { return DefaultPollTimeout + po
 
 // requestDeadline bounds the inventory report.
 func (h *Follower) requestDeadline() time.Duration { return requestTimeout + 2*h.rtt.rto() }
+
+// usageDeadline bounds a usage report: usageTimeout, or on a slow link
+// twice RTO (a new connection's handshake and the request), as a sync.
+func (h *Follower) usageDeadline() time.Duration { return max(usageTimeout, 2*h.rtt.rto()) }

@@ -192,7 +192,7 @@ func (h *Follower) reportUsage(ctx context.Context) bool {
 	}
 	body, err := json.Marshal(u)
 	if err == nil {
-		ctx, cancel := context.WithTimeout(ctx, usageTimeout)
+		ctx, cancel := context.WithTimeout(ctx, h.usageDeadline())
 		defer cancel()
 		_, err = h.do(ctx, http.MethodPut, UsagePath, nil, body, nil)
 	}

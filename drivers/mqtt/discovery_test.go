@@ -39,18 +39,30 @@ var wantDiscovered = map[string]struct{ entry, usedBy string }{
 
 func checkDiscovered(t *testing.T, d *driver) {
 	t.Helper()
-	eventually(t, 30*time.Second, "every announced device listed", func() bool {
+	var missing []string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
 		got := map[string]Device{}
 		for _, dev := range d.Discovered() {
 			got[dev.ID] = dev
 		}
+		missing = missing[:0]
 		for id := range wantDiscovered {
 			if _, ok := got[id]; !ok {
-				return false
+				missing = append(missing, id)
 			}
 		}
-		return got["shellyplus1-a8032ab12345"].Model != "shellyplus1" // the device's own answer, not the prefix's guess
-	})
+		if got["shellyplus1-a8032ab12345"].Model == "shellyplus1" { // the prefix's guess, not the device's own answer
+			missing = append(missing, "shellyplus1-a8032ab12345's own model")
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 30s, not listed: %v", missing)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	got := map[string]Device{}
 	for _, dev := range d.Discovered() {
 		got[dev.ID] = dev

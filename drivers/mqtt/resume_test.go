@@ -134,6 +134,9 @@ func TestCommandNotResentAfterReconnect(t *testing.T) {
 	d := openDriver(t, fmt.Sprintf("broker: tcp://%s\nconfirm_timeout: 1s", b.ln.Addr()),
 		`id: tas, name: Tasmota, profile: tasmota, topic: tas`)
 	dev := d.byID["tas"]
+	// Sent only once the hub has heard the plug (its retained LWT): a
+	// command to a plug never heard from fails without being published.
+	eventually(t, 10*time.Second, "the plug heard from", func() bool { return dev.State().Available })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := dev.Do(ctx, bridge.CommandOn); err == nil {
