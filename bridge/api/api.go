@@ -324,8 +324,9 @@ func New(hub *bridge.Switchboard, auth bridge.Authorizer, logger *slog.Logger) *
 }
 
 // Register adds the installation routes to mux, under the spec's path and
-// the original platform's legacy alias.
+// the original platform's legacy alias, and the API's OpenAPI document.
 func (h *Handler) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
 	for _, prefix := range []string{wire.InstallationsPrefix, wire.LegacyInstallationsPrefix} {
 		mux.Handle(prefix+"{id}/{path...}", h)
 		mux.Handle(prefix+"{id}", h)
