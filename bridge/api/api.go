@@ -3,7 +3,9 @@
 // /switches/:command, PUT /switches/:id/:command, the event stream GET
 // /events and the webhooks below /webhooks), declared as a table of routes the way the spec's
 // apps declare theirs, behind a bearer token check that it asks of a
-// bridge.Authorizer.
+// bridge.Authorizer. Its contract for machines, an OpenAPI 3.1 document of
+// these paths and of the OAuth endpoints and discovery, is openapi.json,
+// served at /api/openapi.json.
 package api
 
 import (

@@ -1,7 +1,8 @@
 // Package daemontest starts a real hub in a test, on a loopback port with its
 // own data directory, and drives the OAuth flow against it the way a browser
 // and a third-party client would: login and consent over HTTP with a cookie
-// jar, the token exchange with golang.org/x/oauth2.
+// jar, the token exchange with golang.org/x/oauth2. Every answer of the hub
+// to a path of the OpenAPI document is checked against it (Contract).
 package daemontest
 
 // This file holds the harness: starting a hub with its options, and
@@ -36,6 +37,9 @@ type Harness struct {
 	// Client is what API calls, browsers and the token exchange use: one
 	// that trusts the hub's test CA when it serves TLS.
 	Client *http.Client
+	// Contract checks every answer of the hub to Client and browsers
+	// against the OpenAPI document (nil for benchmarks and Remote).
+	Contract *Contract
 
 	tb      testing.TB
 	stop    context.CancelFunc
@@ -130,6 +134,9 @@ func StartWith(tb testing.TB, o Options) *Harness {
 	h := &Harness{Daemon: d, URL: d.PublicURL(), DataDir: o.DataDir, Client: http.DefaultClient, tb: tb, stop: cancel, done: make(chan error, 1), watched: watched}
 	if o.Roots != nil {
 		h.Client = TLSClient(o.Roots)
+	}
+	if _, bench := tb.(*testing.B); !bench {
+		h.checkContract(tb)
 	}
 	go func() { h.done <- d.Serve(ctx) }()
 	tb.Cleanup(h.Stop)
