@@ -150,6 +150,16 @@ func Remote(url string) *Harness {
 	return &Harness{URL: url, Client: http.DefaultClient}
 }
 
+// Checked puts the OpenAPI validator between the harness's clients and
+// its hub (StartWith does for the hubs it starts) and fails tb at its end
+// with every answer that did not conform: for a Remote hub, the real
+// binary, alone or as a platform's hub.
+func (h *Harness) Checked(tb testing.TB) *Harness {
+	tb.Helper()
+	h.checkContract(tb)
+	return h
+}
+
 // Stop shuts the hub down and closes it; calling it twice is harmless.
 func (h *Harness) Stop() {
 	if h.stop == nil {
