@@ -43,8 +43,8 @@ func TestOpenAPIDocumentServed(t *testing.T) {
 }
 
 // The validator fails what the document does not describe: an unknown
-// status, a missing field, a field of the wrong type, an error body of
-// another shape. A hub stands in that answers each of them.
+// status, a missing field, a field of the wrong type or not documented,
+// an error body of another shape. A hub stands in that answers each of them.
 func TestOpenAPIContractCatchesWrongAnswers(t *testing.T) {
 	answers := map[string]struct {
 		status int
@@ -57,6 +57,7 @@ func TestOpenAPIContractCatchesWrongAnswers(t *testing.T) {
 		"/api/apps/installations/i1/switches/o":       {http.StatusNotFound, `{"message":"no such switch"}`},
 		"/api/apps/installations/i1/webhooks":         {http.StatusOK, `[{"id":"w","url":"https://x.example","state":"broken","created_at":"2026-01-01T00:00:00Z","last_success_at":null,"last_failure_at":null,"pending":0}]`},
 		"/api/apps/installations/i1/switches/p":       {http.StatusOK, `{"id":"p","name":"P","value":null,"available":true,"power":"12W"}`},
+		"/api/apps/installations/i1/switches/q":       {http.StatusOK, `{"id":"q","name":"Q","value":"on","available":true,"owner":"bob"}`},
 		"/api/apps/installations/i1/switches/on/then": {http.StatusOK, `{}`}, // not a documented path: not checked
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -86,7 +87,7 @@ func TestOpenAPIContractCatchesWrongAnswers(t *testing.T) {
 		resp.Body.Close()
 	}
 	problems := c.Problems()
-	for _, bad := range []string{"/switches/k:", "/switches/m:", "/switches/n:", "/switches/o:", "/webhooks:", "/switches/p:"} {
+	for _, bad := range []string{"/switches/k:", "/switches/m:", "/switches/n:", "/switches/o:", "/webhooks:", "/switches/p:", "/switches/q:"} {
 		found := false
 		for _, p := range problems {
 			if strings.Contains(p, bad) {

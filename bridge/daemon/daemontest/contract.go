@@ -58,12 +58,43 @@ func NewContract(baseURL string) (*Contract, error) {
 	if err := doc.Validate(context.Background()); err != nil {
 		return nil, err
 	}
+	// The document leaves its objects open, so that a field added later
+	// does not break a client that checks strictly; the hub of this
+	// build must answer exactly the fields documented.
+	closed := map[*openapi3.Schema]bool{}
+	for _, ref := range doc.Components.Schemas {
+		closeObjects(ref.Value, closed)
+	}
 	doc.Servers = openapi3.Servers{{URL: baseURL}}
 	r, err := legacy.NewRouter(doc)
 	if err != nil {
 		return nil, err
 	}
 	return &Contract{router: r}, nil
+}
+
+// closeObjects forbids properties beyond those listed, in s and the
+// schemas below it.
+func closeObjects(s *openapi3.Schema, seen map[*openapi3.Schema]bool) {
+	if s == nil || seen[s] {
+		return
+	}
+	seen[s] = true
+	if len(s.Properties) > 0 && s.AdditionalProperties.Has == nil && s.AdditionalProperties.Schema == nil {
+		no := false
+		s.AdditionalProperties.Has = &no
+	}
+	for _, p := range s.Properties {
+		closeObjects(p.Value, seen)
+	}
+	if s.Items != nil {
+		closeObjects(s.Items.Value, seen)
+	}
+	for _, list := range []openapi3.SchemaRefs{s.AnyOf, s.OneOf, s.AllOf} {
+		for _, r := range list {
+			closeObjects(r.Value, seen)
+		}
+	}
 }
 
 // Problems is what did not conform so far.
