@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -44,7 +45,7 @@ func TestOpenAPIDocumentServed(t *testing.T) {
 
 // The validator fails what the document does not describe: an unknown
 // status, a missing field, a field of the wrong type or not documented,
-// an error body of another shape. A hub stands in that answers each of them.
+// an error body of another shape, an event of the stream. A hub stands in that answers each of them.
 func TestOpenAPIContractCatchesWrongAnswers(t *testing.T) {
 	answers := map[string]struct {
 		status int
@@ -59,6 +60,10 @@ func TestOpenAPIContractCatchesWrongAnswers(t *testing.T) {
 		"/api/apps/installations/i1/switches/p":       {http.StatusOK, `{"id":"p","name":"P","value":null,"available":true,"power":"12W"}`},
 		"/api/apps/installations/i1/switches/q":       {http.StatusOK, `{"id":"q","name":"Q","value":"on","available":true,"owner":"bob"}`},
 		"/api/apps/installations/i1/switches/on/then": {http.StatusOK, `{}`}, // not a documented path: not checked
+		// A conforming snapshot, then a change with a cause the document
+		// does not know.
+		"/api/apps/installations/i1/events": {http.StatusOK, "retry: 2000\n\nid: 1\nevent: snapshot\ndata: [{\"id\":\"k\",\"name\":\"K\",\"value\":null,\"available\":false}]\n\n: heartbeat\n\n" +
+			"id: 2\nevent: switch\ndata: {\"id\":\"k\",\"name\":\"K\",\"value\":\"on\",\"previous\":null,\"available\":true,\"at\":\"2026-01-01T00:00:00Z\",\"cause\":\"magic\"}\n\n"},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a, ok := answers[r.URL.Path]
@@ -66,7 +71,11 @@ func TestOpenAPIContractCatchesWrongAnswers(t *testing.T) {
 			http.NotFound(w, r)
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
+		if strings.HasSuffix(r.URL.Path, "/events") {
+			w.Header().Set("Content-Type", "text/event-stream")
+		} else {
+			w.Header().Set("Content-Type", "application/json")
+		}
 		w.WriteHeader(a.status)
 		w.Write([]byte(a.body))
 	}))
@@ -84,10 +93,13 @@ func TestOpenAPIContractCatchesWrongAnswers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			t.Fatal(err)
+		}
 		resp.Body.Close()
 	}
 	problems := c.Problems()
-	for _, bad := range []string{"/switches/k:", "/switches/m:", "/switches/n:", "/switches/o:", "/webhooks:", "/switches/p:", "/switches/q:"} {
+	for _, bad := range []string{"/switches/k:", "/switches/m:", "/switches/n:", "/switches/o:", "/webhooks:", "/switches/p:", "/switches/q:", "/events: a switch event"} {
 		found := false
 		for _, p := range problems {
 			if strings.Contains(p, bad) {

@@ -8,6 +8,7 @@ package daemontest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,6 +35,10 @@ const maxChecked = 4 << 20
 // document and keeps what did not conform.
 type Contract struct {
 	router routers.Router
+	// events are the schemas of the event stream's data, by event type;
+	// opts are the document's options for checking a value by one.
+	events map[string]*openapi3.Schema
+	opts   []openapi3.SchemaValidationOption
 	mu     sync.Mutex
 	found  []string
 	// Checked counts the answers validated, so a test can tell the
@@ -70,7 +75,15 @@ func NewContract(baseURL string) (*Contract, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Contract{router: r}, nil
+	sw, ev := doc.Components.Schemas["Switch"], doc.Components.Schemas["SwitchEvent"]
+	if sw == nil || ev == nil {
+		return nil, errors.New("the document has no Switch or SwitchEvent schema for the event stream")
+	}
+	events := map[string]*openapi3.Schema{
+		"snapshot": openapi3.NewArraySchema().WithItems(sw.Value),
+		"switch":   ev.Value,
+	}
+	return &Contract{router: r, events: events, opts: doc.GetSchemaValidationOptions()}, nil
 }
 
 // closeObjects forbids properties beyond those listed, in s and the
@@ -193,9 +206,10 @@ func (v validating) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if mt == "text/event-stream" {
-		// A stream has no end to read to; its status and headers are
-		// checked, its events are the events tests' to check.
+		// A stream has no end to read to: its status and headers are
+		// checked now, each event's data as the test reads it.
 		out.Options.ExcludeResponseBody = true
+		resp.Body = &eventChecker{ReadCloser: resp.Body, c: v.c, what: what}
 	} else {
 		b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxChecked))
 		resp.Body.Close()
@@ -231,4 +245,79 @@ func (h *Harness) checkContract(tb testing.TB) {
 			tb.Errorf("OpenAPI contract: %s", p)
 		}
 	})
+}
+
+// eventChecker checks the data of each event of a stream against the
+// document's schema for its type, as the stream is read: snapshot, an
+// array of Switch; switch, a SwitchEvent.
+type eventChecker struct {
+	io.ReadCloser
+	c     *Contract
+	what  string
+	line  []byte // the line read so far
+	event string
+	data  []string
+}
+
+func (e *eventChecker) Read(p []byte) (int, error) {
+	n, err := e.ReadCloser.Read(p)
+	b := p[:n]
+	for len(b) > 0 {
+		i := bytes.IndexByte(b, '\n')
+		if i < 0 {
+			if len(e.line)+len(b) > maxChecked {
+				e.c.note("%s: a line of the stream over %d bytes", e.what, maxChecked)
+				e.line = e.line[:0]
+				break
+			}
+			e.line = append(e.line, b...)
+			break
+		}
+		e.line = append(e.line, b[:i]...)
+		b = b[i+1:]
+		e.onLine(strings.TrimSuffix(string(e.line), "\r"))
+		e.line = e.line[:0]
+	}
+	return n, err
+}
+
+// onLine follows the event stream format: fields until a blank line,
+// which ends the event; a line starting with ':' is a comment.
+func (e *eventChecker) onLine(l string) {
+	if l == "" {
+		e.dispatch()
+		return
+	}
+	if strings.HasPrefix(l, ":") {
+		return
+	}
+	field, value, _ := strings.Cut(l, ":")
+	value = strings.TrimPrefix(value, " ")
+	switch field {
+	case "event":
+		e.event = value
+	case "data":
+		e.data = append(e.data, value)
+	}
+}
+
+func (e *eventChecker) dispatch() {
+	event, data := e.event, strings.Join(e.data, "\n")
+	e.event, e.data = "", nil
+	if data == "" {
+		return // retry, or an id alone
+	}
+	schema := e.c.events[event]
+	if schema == nil {
+		e.c.note("%s: an event of type %q, which the document does not describe", e.what, event)
+		return
+	}
+	var v any
+	if err := json.Unmarshal([]byte(data), &v); err != nil {
+		e.c.note("%s: the data of a %s event is not JSON: %v", e.what, event, err)
+		return
+	}
+	if err := schema.VisitJSON(v, e.c.opts...); err != nil {
+		e.c.note("%s: a %s event does not conform: %v", e.what, event, err)
+	}
 }
