@@ -3,7 +3,9 @@
 // /switches/:command, PUT /switches/:id/:command, the event stream GET
 // /events and the webhooks below /webhooks), declared as a table of routes the way the spec's
 // apps declare theirs, behind a bearer token check that it asks of a
-// bridge.Authorizer.
+// bridge.Authorizer. Its contract for machines, an OpenAPI 3.1 document of
+// these paths and of the OAuth endpoints and discovery, is openapi.json,
+// served at /api/openapi.json.
 package api
 
 import (
@@ -363,8 +365,9 @@ func New(hub *bridge.Switchboard, auth bridge.Authorizer, logger *slog.Logger) *
 }
 
 // Register adds the installation routes to mux, under the spec's path and
-// the original platform's legacy alias.
+// the original platform's legacy alias, and the API's OpenAPI document.
 func (h *Handler) Register(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
 	for _, prefix := range []string{wire.InstallationsPrefix, wire.LegacyInstallationsPrefix} {
 		mux.Handle(prefix+"{id}/{path...}", h)
 		mux.Handle(prefix+"{id}", h)

@@ -66,7 +66,7 @@ func TestOwnerCommandsTakeAccessBackFromARunningHub(t *testing.T) {
 	app := daemontest.App{ClientID: created.ID, Secret: created.Secret, RedirectURIs: []string{"https://client.example/cb"}}
 
 	p := startDaemon(t, cfg)
-	h := daemontest.Remote("http://" + p.addr)
+	h := daemontest.Remote("http://" + p.addr).Checked(t)
 	aliceHome := h.Authorize(t, app, "alice", "pw-alice", 1, "lamp")
 	aliceShed := h.Authorize(t, app, "alice", "pw-alice", 2, "shed")
 	bob := h.Authorize(t, app, "bob", "pw-bob", 1, "fan")

@@ -53,7 +53,7 @@ func TestInstallationListShowsSuspendedWebhooks(t *testing.T) {
 	cliOK(t, "pw-alice\n", "user", "add", "alice", "--location", "1", "--config", cfg)
 	app := createApp(t, cfg, "Helper")
 	p := startDaemon(t, cfg)
-	h := daemontest.Remote("http://" + p.addr)
+	h := daemontest.Remote("http://" + p.addr).Checked(t)
 	g := h.Authorize(t, app, "alice", "pw-alice", 1, "lamp")
 	hook := startHookReceiver(t)
 	hook.register(t, g.URI, g.Token.AccessToken)
@@ -94,7 +94,7 @@ func TestLinkedHubSuspendsWebhooksOnRefreshReuse(t *testing.T) {
 	waitFor(t, 15*time.Second, "the hub reports its inventory", func() bool { return m.hubList()["barn"].Link == "up" })
 	cliOK(t, "pw-alice\n", "user", "add", "alice", "--location", "20", "--config", m.platform.cfg)
 	thief, other := createApp(t, m.platform.cfg, "Feed"), createApp(t, m.platform.cfg, "Witness")
-	ph := &daemontest.Harness{URL: m.platform.url, Client: &http.Client{Timeout: 30 * time.Second}}
+	ph := (&daemontest.Harness{URL: m.platform.url, Client: &http.Client{Timeout: 30 * time.Second}}).Checked(t)
 	victim := ph.Authorize(t, thief, "alice", "pw-alice", 20, "barn-light")
 	witness := ph.Authorize(t, other, "alice", "pw-alice", 20, "barn-light")
 	if !strings.HasPrefix(victim.URI, b.url) || !strings.HasPrefix(witness.URI, b.url) {

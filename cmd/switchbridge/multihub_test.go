@@ -274,7 +274,7 @@ func TestPlatformWithTwoHubs(t *testing.T) {
 	app.ClientID, app.ClientSecret = raw["client_id"], raw["client_secret"]
 
 	// The flow at the platform: login, consent lists the hubs' locations.
-	ph := &daemontest.Harness{URL: m.platform.url, Client: &http.Client{Timeout: 30 * time.Second}}
+	ph := (&daemontest.Harness{URL: m.platform.url, Client: &http.Client{Timeout: 30 * time.Second}}).Checked(t)
 	cfg := ph.OAuthConfig(daemontest.App{ClientID: app.ClientID, Secret: app.ClientSecret, RedirectURIs: []string{"https://client.example/cb"}})
 	authURL := cfg.AuthCodeURL("state-1")
 	br := ph.NewBrowser()

@@ -53,6 +53,9 @@ func (h *Harness) NewBrowser(opts ...BrowserOption) *Browser {
 			o(t, extra)
 		}
 		rt = SecretRecorder{headerAdder{t, extra}}
+		if h.Contract != nil {
+			rt = h.Contract.Transport(rt)
+		}
 	}
 	return &Browser{hub: h, Client: &http.Client{
 		Jar:           jar,

@@ -1,7 +1,8 @@
 // Package daemontest starts a real hub in a test, on a loopback port with its
 // own data directory, and drives the OAuth flow against it the way a browser
 // and a third-party client would: login and consent over HTTP with a cookie
-// jar, the token exchange with golang.org/x/oauth2.
+// jar, the token exchange with golang.org/x/oauth2. Every answer of the hub
+// to a path of the OpenAPI document is checked against it (Contract).
 package daemontest
 
 // This file holds the harness: starting a hub with its options, and
@@ -36,6 +37,9 @@ type Harness struct {
 	// Client is what API calls, browsers and the token exchange use: one
 	// that trusts the hub's test CA when it serves TLS.
 	Client *http.Client
+	// Contract checks every answer of the hub to Client and browsers
+	// against the OpenAPI document (nil for benchmarks and Remote).
+	Contract *Contract
 
 	tb      testing.TB
 	stop    context.CancelFunc
@@ -131,6 +135,9 @@ func StartWith(tb testing.TB, o Options) *Harness {
 	if o.Roots != nil {
 		h.Client = TLSClient(o.Roots)
 	}
+	if _, bench := tb.(*testing.B); !bench {
+		h.checkContract(tb)
+	}
 	go func() { h.done <- d.Serve(ctx) }()
 	tb.Cleanup(h.Stop)
 	return h
@@ -141,6 +148,16 @@ func StartWith(tb testing.TB, o Options) *Harness {
 // calls) work; it has no Daemon and nothing to stop.
 func Remote(url string) *Harness {
 	return &Harness{URL: url, Client: http.DefaultClient}
+}
+
+// Checked puts the OpenAPI validator between the harness's clients and
+// its hub (StartWith does for the hubs it starts) and fails tb at its end
+// with every answer that did not conform: for a Remote hub, the real
+// binary, alone or as a platform's hub.
+func (h *Harness) Checked(tb testing.TB) *Harness {
+	tb.Helper()
+	h.checkContract(tb)
+	return h
 }
 
 // Stop shuts the hub down and closes it; calling it twice is harmless.
