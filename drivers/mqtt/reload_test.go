@@ -2,10 +2,15 @@ package mqtt
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/drivers"
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
@@ -114,4 +119,66 @@ func TestReloadKeepsTheBrokerConnection(t *testing.T) {
 		st := got["added"].State()
 		return st.Value == "on" && st.Available
 	})
+}
+
+// On the embedded broker a reload that changes a login's switches applies
+// its new topic rules to the login's next packet, on the connection it
+// has: no disconnect, no reconnect.
+func TestReloadAppliesRulesToConnectedClients(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
+	section := func(switches string) string {
+		return "broker: embedded\nlisten: " + addr + "\nclient_id: rules-hub\nusers:\n  a: {password: pa, switches: [" + switches + "]}\n  b: {password: pb, switches: [two]}"
+	}
+	h := startHub(t, hubConfig(section("one"),
+		`id: one, name: One, profile: esphome, prefix: one, object_id: relay`,
+		`id: two, name: Two, profile: esphome, prefix: two, object_id: relay`))
+	var lost atomic.Int32
+	o := paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID("plug-a").SetUsername("a").SetPassword("pa").SetAutoReconnect(false)
+	o.SetConnectionLostHandler(func(paho.Client, error) { lost.Add(1) })
+	c := paho.NewClient(o)
+	if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+		t.Fatalf("connect: %v", tok.Error())
+	}
+	defer c.Disconnect(0)
+	publish := func(topic, payload string) {
+		t.Helper()
+		// QoS 1: the broker has handled it (kept or dropped) once acknowledged.
+		if tok := c.Publish(topic, 1, false, payload); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("publish %s: %v", topic, tok.Error())
+		}
+	}
+	publish("one/switch/relay/state", "ON")
+	publish("two/switch/relay/state", "ON") // b's switch, not a's: dropped
+	eventually(t, 5*time.Second, "one's report", func() bool { return h.state(t, "one").Value == "on" })
+	if st := h.state(t, "two"); st.Value != "" || st.Available {
+		t.Fatalf("a's report for two reached the hub before its rules allowed it: %+v", st)
+	}
+
+	cfg, err := config.Load("next.yaml", config.Text(hubConfig(section("one, two"),
+		`id: one, name: One, profile: esphome, prefix: one, object_id: relay`,
+		`id: two, name: Two, profile: esphome, prefix: two, object_id: relay`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := drivers.Build(cfg, drivers.Registry{Registration()}, drivers.Env{Notify: h.notes.notify})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sws, err := next.OpenReplacing(context.Background(), h.set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.set = next
+	t.Cleanup(func() { next.Close() })
+	var two bridge.Device
+	for _, s := range sws {
+		if s.ID == "two" {
+			two = s.Device
+		}
+	}
+	publish("two/switch/relay/state", "ON")
+	eventually(t, 5*time.Second, "a's report for two, allowed now", func() bool { return two.State().Value == "on" })
+	if !c.IsConnectionOpen() || lost.Load() != 0 {
+		t.Error("the client lost its connection at the reload")
+	}
 }
