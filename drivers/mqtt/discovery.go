@@ -345,7 +345,7 @@ func (x *discovery) put(source string, devs []Device) {
 			}
 			x.unindexLocked(old)
 		} else {
-			if len(x.devs) >= maxDiscovered {
+			if len(x.devs) >= maxDiscovered && !x.makeRoomLocked(d.Login) {
 				if !x.full {
 					x.full = true
 					x.log.Warn("discovered devices list full: further announcements of new devices are ignored until some are adopted or gone",
@@ -378,6 +378,43 @@ func (x *discovery) put(source string, devs []Device) {
 		}
 	}
 	x.changedLocked()
+}
+
+// makeRoomLocked frees a place in a full list for a device announced by
+// login, when another login holds more of the list than login does: the
+// oldest device of the login holding most goes (unless adopted). So one
+// plug login announcing fake devices on the embedded broker fills at most
+// its share, never the others'. Elsewhere (another broker: every device's
+// login is "") nothing is freed. It reports whether a place was freed.
+func (x *discovery) makeRoomLocked(login string) bool {
+	if login == "" {
+		return false
+	}
+	held := map[string]int{}
+	for _, d := range x.devs {
+		if d.Login != "" && d.UsedBy == "" {
+			held[d.Login]++
+		}
+	}
+	most := ""
+	for l, n := range held {
+		if n > held[most] || (n == held[most] && l < most) {
+			most = l
+		}
+	}
+	if most == "" || most == login || held[most] <= held[login]+1 {
+		return false
+	}
+	var oldest *Device
+	for _, d := range x.devs {
+		if d.Login == most && d.UsedBy == "" && (oldest == nil || d.LastSeen.Before(oldest.LastSeen)) {
+			oldest = d
+		}
+	}
+	x.log.Info("discovered devices list full: the oldest device of the login holding most of it makes room",
+		"login", bridge.Untrusted(most), "device", bridge.Untrusted(oldest.ID), "for_login", bridge.Untrusted(login))
+	x.dropLocked(oldest.ID)
+	return true
 }
 
 // dropLocked removes a device.
