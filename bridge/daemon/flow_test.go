@@ -615,7 +615,7 @@ func TestConcurrentRedemptionHasOneWinner(t *testing.T) {
 		t.Errorf("%d of %d concurrent redemptions won, want exactly 1", wins, n)
 	}
 	// The others were second uses of the code, so the winner's token is
-	// revoked (RFC 6749 §4.1.2), as the README says.
+	// revoked (RFC 6749 §4.1.2), as the API reference says.
 	if p := h.Call(t, http.MethodGet, h.URL+"/api/apps/endpoints", winner); p.StatusCode != http.StatusUnauthorized || !strings.Contains(p.Header.Get("WWW-Authenticate"), "revoked") {
 		t.Errorf("winning token after concurrent replays = %d %q, want 401 revoked", p.StatusCode, p.Header.Get("WWW-Authenticate"))
 	}

@@ -20,14 +20,14 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's command table from the command table")
+var update = flag.Bool("update", false, "rewrite the command table of cmd/switchbridge/README.md from the command table")
 
-// The README's command table is the command table's: a command added,
+// The command reference's table (cmd/switchbridge/README.md) is the command table's: a command added,
 // renamed or re-described shows in both or the test fails (go test
 // ./cmd/switchbridge -run TestREADMECommandTable -update rewrites it).
 func TestREADMECommandTable(t *testing.T) {
 	const begin, end = "<!-- commands: generated from cmd/switchbridge/commands.go -->\n", "<!-- end of commands -->\n"
-	path := filepath.Join("..", "..", "README.md")
+	path := "README.md" // this folder's: the command reference
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,7 @@ package main
 
 // The command table: every command's name, arguments, help and flags, and
 // whether it opens the store. Dispatch, "switchbridge help", each
-// command's --help, each group's listing and the README's command table
+// command's --help, each group's listing and the command table of README.md here
 // all come from it.
 
 import (
@@ -37,7 +37,7 @@ type command struct {
 	// on|off"); a command takes exactly these.
 	Args string
 	// Short says what it does in a line; Long, when set, says more in
-	// --help and in the README.
+	// --help and in README.md here.
 	Short, Long string
 	Store       storeUse
 	// Required are the flags it cannot run without.
@@ -331,7 +331,7 @@ func upperFirst(s string) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
-// markdownTable is the README's command table, from the table.
+// markdownTable is README.md's command table (this folder's), from the table.
 func markdownTable() string {
 	var b strings.Builder
 	b.WriteString("| command | does |\n| --- | --- |\n")

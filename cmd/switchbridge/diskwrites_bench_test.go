@@ -50,9 +50,8 @@ import (
 //     plug answering on the broker), bytes per command.
 //
 // Measured on 2026-11-28 on the shared 2-vCPU VM of the other benchmarks
-// (ext4 on a virtio disk): see the README ("What the hub writes to its
-// SD card") for the
-// figures.
+// (ext4 on a virtio disk): see systemd/README.md ("What the hub writes to
+// its SD card") for the figures.
 func BenchmarkDiskWrites(b *testing.B) {
 	skipIfEmulated(b)
 	const (

@@ -174,8 +174,8 @@ func (a availability) String() string {
 // in its profile: key. A firmware is one file (its options, its plug with
 // its broker rules, its parsers) plus its line here; the tests then fail
 // until it also has a simulator in mqtttest listed in contract_test.go and
-// its rows in the README (the recipe in the repository's README lists the
-// steps).
+// its rows in this folder's README (the recipe in CONTRIBUTING.md lists
+// the steps).
 var profiles = []profile{
 	{"tasmota", func() firmware { return new(tasmota) }},
 	{"shelly-gen1", func() firmware { return new(shellyGen1) }},

@@ -148,6 +148,8 @@ var wantFiles = map[string]file{
 	"./usr/share/doc/switchbridge/gpio.md.gz":                         {"-rw-r--r--", "root/root"},
 	"./usr/share/doc/switchbridge/systemd.md.gz":                      {"-rw-r--r--", "root/root"},
 	"./usr/share/doc/switchbridge/monitoring.md.gz":                   {"-rw-r--r--", "root/root"},
+	"./usr/share/doc/switchbridge/commands.md.gz":                     {"-rw-r--r--", "root/root"},
+	"./usr/share/doc/switchbridge/security.md.gz":                     {"-rw-r--r--", "root/root"},
 	"./usr/share/switchbridge/monitoring/prometheus.yml":              {"-rw-r--r--", "root/root"},
 	"./usr/share/switchbridge/monitoring/switchbridge.rules.yml":      {"-rw-r--r--", "root/root"},
 	"./usr/share/switchbridge/monitoring/switchbridge.dashboard.json": {"-rw-r--r--", "root/root"},
@@ -229,6 +231,8 @@ func TestPackageContents(t *testing.T) {
 				"drivers/gpio/README.md":       "gpio.md.gz",
 				"systemd/README.md":            "systemd.md.gz",
 				"systemd/monitoring/README.md": "monitoring.md.gz",
+				"cmd/switchbridge/README.md":   "commands.md.gz",
+				"SECURITY.md":                  "security.md.gz",
 			} {
 				zr, err := gzip.NewReader(bytes.NewReader(readFile(t, filepath.Join(root, "usr/share/doc/switchbridge", dst))))
 				if err != nil {
