@@ -3,8 +3,8 @@
 // before it is tried again: a few free failures, then a delay that doubles
 // with every further failure, up to a maximum. A key that has not failed
 // for a while is forgotten. The table is bounded: when it is full, the keys
-// whose last failure is oldest go first, so a flood of new keys cannot wipe
-// out the count of one being attacked right now. The embedded broker's
+// with the fewest failures go first (the oldest among equals), so a flood
+// of new keys cannot wipe out the count of one being attacked. The embedded broker's
 // logins keep their failures in a Table; the web login keeps its own in
 // the database, where every platform process counts together, under the
 // same Policy.
@@ -151,7 +151,9 @@ func (t *Table) live(now time.Time, key string) *entry {
 }
 
 // evictLocked makes room: first what is forgotten anyway, then the quarter
-// of the keys whose last failure is oldest.
+// of the keys with the fewest failures, the oldest first among equals. A
+// flood of new keys (one failure each) makes room among its own: the
+// count of a key being attacked, which has many, outlives it.
 func (t *Table) evictLocked(now time.Time) {
 	for k, e := range t.keys {
 		if t.p.Forgotten(now, e.last) {
@@ -162,14 +164,20 @@ func (t *Table) evictLocked(now time.Time) {
 		return
 	}
 	type aged struct {
-		key  string
-		last time.Time
+		key   string
+		count int
+		last  time.Time
 	}
 	all := make([]aged, 0, len(t.keys))
 	for k, e := range t.keys {
-		all = append(all, aged{k, e.last})
+		all = append(all, aged{k, e.count, e.last})
 	}
-	slices.SortFunc(all, func(a, b aged) int { return a.last.Compare(b.last) })
+	slices.SortFunc(all, func(a, b aged) int {
+		if a.count != b.count {
+			return a.count - b.count
+		}
+		return a.last.Compare(b.last)
+	})
 	for _, a := range all[:len(all)/4] {
 		delete(t.keys, a.key)
 	}

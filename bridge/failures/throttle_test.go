@@ -90,3 +90,23 @@ func TestPolicyWait(t *testing.T) {
 		}
 	}
 }
+
+// An attacker who fails a few times and then floods the table with new
+// keys, to make it forget their count, finds it still there: the flood's
+// keys, each with one failure, make room among themselves.
+func TestFloodAfterTheAttack(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	tb := New(policy)
+	for range 10 {
+		tb.Fail(now, "attacked")
+	}
+	for i := range 10 * policy.MaxKeys {
+		tb.Fail(now.Add(time.Second), fmt.Sprintf("flood-%d", i))
+	}
+	if n := tb.Len(); n > policy.MaxKeys {
+		t.Errorf("%d keys, bound %d", n, policy.MaxKeys)
+	}
+	if n := tb.Count(now.Add(time.Second), "attacked"); n != 10 {
+		t.Errorf("after the flood the attacked key's count is %d, want 10", n)
+	}
+}

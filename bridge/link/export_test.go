@@ -7,8 +7,8 @@ import (
 
 // FailuresTable exposes the throttle's table for tests.
 func FailuresTable() (fail func(id, addr string, now time.Time), wait func(id, addr string, now time.Time) time.Duration, size func() int) {
-	f := newFailures()
-	return f.fail, f.wait, f.size
+	f := newLoginThrottle()
+	return f.fail, f.wait, f.t.Len
 }
 
 func mustPrefixesInternal(ps ...string) []netip.Prefix {

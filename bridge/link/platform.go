@@ -81,7 +81,7 @@ type Platform struct {
 	store    PlatformStore
 	logger   *slog.Logger
 	watch    *watcher
-	fails    *failures
+	fails    loginThrottle
 	sessions *sessions
 	now      func() time.Time
 
@@ -97,7 +97,7 @@ func NewPlatform(st PlatformStore, logger *slog.Logger) *Platform {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Platform{PollTimeout: DefaultPollTimeout, WakeInterval: DefaultWakeInterval, store: st, logger: logger, fails: newFailures(),
+	p := &Platform{PollTimeout: DefaultPollTimeout, WakeInterval: DefaultWakeInterval, store: st, logger: logger, fails: newLoginThrottle(),
 		sessions: newSessions(), now: time.Now, closing: make(chan struct{}), conflictLog: map[string]time.Time{}}
 	p.watch = &watcher{p: p, ch: make(chan struct{})}
 	return p

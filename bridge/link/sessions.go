@@ -108,7 +108,7 @@ func (p *Platform) noteConflict(id string) bool {
 	if now.Sub(p.conflictLog[id]) < 10*time.Second {
 		return false
 	}
-	if len(p.conflictLog) > maxTracked {
+	if len(p.conflictLog) > hubLoginPolicy.MaxKeys {
 		clear(p.conflictLog)
 	}
 	p.conflictLog[id] = now
