@@ -75,8 +75,8 @@ unit:
 # as a failure (context deadline exceeded).
 fuzz:
 	$(GO) clean -fuzzcache
-	$(GO) test -run '^$$' -fuzz '^FuzzRouterMatch$$' -fuzztime $(FUZZTIME) ./bridge/api
-	$(GO) test -run '^$$' -fuzz '^FuzzParseAuthorizeRequest$$' -fuzztime $(FUZZTIME) ./bridge/oauth
+	$(GO) test -run '^$$' -fuzz '^FuzzRouterMatch$$' -fuzztime $(FUZZTIME) ./bridge/hub/api
+	$(GO) test -run '^$$' -fuzz '^FuzzParseAuthorizeRequest$$' -fuzztime $(FUZZTIME) ./bridge/platform/oauth
 	$(GO) test -run '^$$' -fuzz '^FuzzParsers$$' -fuzztime $(FUZZTIME) ./drivers/mqtt
 	$(GO) test -run '^$$' -fuzz '^FuzzEmbeddedBroker$$' -fuzztime $(FUZZTIME) ./drivers/mqtt
 	$(GO) test -run '^$$' -fuzz '^FuzzAnnouncements$$' -fuzztime $(FUZZTIME) ./drivers/mqtt
@@ -105,7 +105,7 @@ cross:
 # is 32-bit, where a misaligned 64-bit atomic or an int overflow shows,
 # and arm64 is what most hubs run. Those packages: the domain (bridge:
 # atomics, integer sizes), bridge/config (integer keys decoded into int),
-# bridge/certs and bridge/store (syscall structs; SQLite's pure-Go build,
+# bridge/infra/certs and bridge/store (syscall structs; SQLite's pure-Go build,
 # translated from C for each architecture), drivers/gpio (periph's
 # ioctls) and drivers/mqtt (the embedded broker's 64-bit counters). The
 # rest is the same Go on every CPU and runs natively in unit; run under
@@ -122,7 +122,7 @@ cross:
 # test. Tests that start Mosquitto or promtool still run: qemu-user hands
 # a host binary to the kernel, which runs it natively.
 # make qemu QEMU_PKGS=./... runs every package's tests there.
-QEMU_PKGS ?= ./bridge ./bridge/config ./bridge/certs ./bridge/store ./drivers/gpio ./drivers/mqtt
+QEMU_PKGS ?= ./bridge ./bridge/config ./bridge/infra/certs ./bridge/store ./drivers/gpio ./drivers/mqtt
 qemu:
 	CGO_ENABLED=0 GOARCH=arm GOARM=6 $(GO) vet ./...
 	CGO_ENABLED=0 GOARCH=arm GOARM=6 SWITCHBRIDGE_TEST_EMULATED=qemu-arm \

@@ -2,7 +2,7 @@ package bridge_test
 
 import (
 	"context"
-	"github.com/switchbridge/switchbridge/bridge/clocktest"
+	"github.com/switchbridge/switchbridge/bridge/infra/clocktest"
 	"slices"
 	"sync"
 	"testing"

@@ -7,7 +7,7 @@ import (
 )
 
 // Error codes: transport-neutral, each mapped to one HTTP status in one place
-// (bridge/api). An error without a code is internal and is never shown to a
+// (bridge/hub/api). An error without a code is internal and is never shown to a
 // client as is.
 const (
 	EINVALID        = "invalid"         // bad input from the caller

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/certs/certstest"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/infra/certs/certstest"
 )
 
 // cappedHub is the config of the connection-cap tests: one switch.

@@ -20,14 +20,14 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/api"
-	"github.com/switchbridge/switchbridge/bridge/certs"
 	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/bridge/hub/api"
+	"github.com/switchbridge/switchbridge/bridge/hub/webhook"
+	"github.com/switchbridge/switchbridge/bridge/infra/certs"
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/metrics"
-	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
-	"github.com/switchbridge/switchbridge/bridge/webhook"
 	"github.com/switchbridge/switchbridge/drivers"
 )
 

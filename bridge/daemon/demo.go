@@ -8,8 +8,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/democlient"
-	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge/daemon/democlient"
+	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 )
 
 func (d *Daemon) handleRoot(w http.ResponseWriter, r *http.Request) {

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 	"github.com/switchbridge/switchbridge/bridge/link"
-	"github.com/switchbridge/switchbridge/bridge/logtest"
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
 

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/asynclog"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/infra/asynclog"
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
 

@@ -21,13 +21,13 @@ import (
 // through it.
 func TestOpenAPIDocumentServed(t *testing.T) {
 	h := daemontest.Start(t, hubConfig)
-	file, err := os.ReadFile("../api/openapi.json")
+	file, err := os.ReadFile("../hub/api/openapi.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := h.Call(t, http.MethodGet, h.URL+"/api/openapi.json", "")
 	if p.StatusCode != http.StatusOK || !bytes.Equal([]byte(p.Body), file) {
-		t.Fatalf("GET /api/openapi.json = %d with %d bytes, want 200 and bridge/api/openapi.json (%d bytes)", p.StatusCode, len(p.Body), len(file))
+		t.Fatalf("GET /api/openapi.json = %d with %d bytes, want 200 and bridge/hub/api/openapi.json (%d bytes)", p.StatusCode, len(p.Body), len(file))
 	}
 	if ct, cc := p.Header.Get("Content-Type"), p.Header.Get("Cache-Control"); ct != "application/json" || !strings.Contains(cc, "max-age=") {
 		t.Errorf("Content-Type %q, Cache-Control %q", ct, cc)
@@ -135,7 +135,7 @@ const redoclyCLI = "@redocly/cli@2.77.0"
 // for them would be one the hub never answers.
 func TestOpenAPIRedoclyLint(t *testing.T) {
 	dir := npmInstall(t, []string{redoclyCLI})
-	doc, err := filepath.Abs("../api/openapi.json")
+	doc, err := filepath.Abs("../hub/api/openapi.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
-	"github.com/switchbridge/switchbridge/bridge/logtest"
+	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 )
 
 // capturingTB is the test's testing.TB, except that what it is asked to

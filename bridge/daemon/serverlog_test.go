@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/logtest"
+	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 )
 
 // TestServerLogHoldsHandshakeFailures: one line per minute for failed

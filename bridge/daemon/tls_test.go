@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/certs/certstest"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
-	"github.com/switchbridge/switchbridge/bridge/logtest"
+	"github.com/switchbridge/switchbridge/bridge/infra/certs/certstest"
+	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 )
 
 // newTLSFixture runs the flow tests' hub over TLS with a certificate of

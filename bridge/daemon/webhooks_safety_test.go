@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
-	"github.com/switchbridge/switchbridge/bridge/logtest"
-	"github.com/switchbridge/switchbridge/bridge/webhook"
+	"github.com/switchbridge/switchbridge/bridge/hub/webhook"
+	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
 

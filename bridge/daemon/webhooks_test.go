@@ -19,8 +19,8 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
-	"github.com/switchbridge/switchbridge/bridge/logtest"
-	"github.com/switchbridge/switchbridge/bridge/webhook"
+	"github.com/switchbridge/switchbridge/bridge/hub/webhook"
+	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 )
 
 // delivery is one request a receiver got.

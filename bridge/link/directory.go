@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 )
 
 // Directory is the platform's view of its hubs for consent, discovery and

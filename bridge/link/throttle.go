@@ -5,7 +5,7 @@ package link
 import (
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/failures"
+	"github.com/switchbridge/switchbridge/bridge/infra/failures"
 )
 
 // hubLoginPolicy is how wrong hub logins are counted: past a key's free

@@ -11,7 +11,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/version"
+	"github.com/switchbridge/switchbridge/bridge/infra/version"
 )
 
 // The paths of the link, below the platform's URL.

@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/version"
+	"github.com/switchbridge/switchbridge/bridge/infra/version"
 )
 
 const namespace = "switchbridge"

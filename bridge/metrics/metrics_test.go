@@ -16,8 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/switchbridge/switchbridge/bridge/infra/version"
 	"github.com/switchbridge/switchbridge/bridge/metrics"
-	"github.com/switchbridge/switchbridge/bridge/version"
 )
 
 func TestOAuthEvents(t *testing.T) {

@@ -1,7 +1,7 @@
 // Package wire is the part of the installation API's contract that both
 // roles put on the wire: where an installation lives below base_url, and
-// the error body its clients parse. The hub role (bridge/api) serves them;
-// the platform role (bridge/oauth) advertises the path in discovery and
+// the error body its clients parse. The hub role (bridge/hub/api) serves them;
+// the platform role (bridge/platform/oauth) advertises the path in discovery and
 // answers discovery's errors with the same body. It also holds the
 // security headers of every HTML page the daemon serves (PageHeaders), the
 // login pages' and the demo client's alike.

@@ -14,8 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/admin"
-	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge/platform/admin"
+	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 )
 
 func appCreate(fs *flag.FlagSet) func(*invocation) error {

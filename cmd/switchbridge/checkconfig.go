@@ -8,8 +8,8 @@ import (
 	"net"
 	"syscall"
 
-	"github.com/switchbridge/switchbridge/bridge/certs"
 	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/bridge/infra/certs"
 	"github.com/switchbridge/switchbridge/drivers"
 	"github.com/switchbridge/switchbridge/drivers/builtin"
 )

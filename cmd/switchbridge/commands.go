@@ -72,7 +72,7 @@ var commands = []command{
 		Required: []string{"name", "redirect-uri", "owner"},
 		Long: "A redirect URI must be absolute, without fragment or user information, http, https or a reverse-domain private-use scheme (com.example.app:/cb), its query without code, state, error or iss. " +
 			"--publish lets every user install it; --require-pkce makes its authorizations need an S256 code_challenge and its codes a code_verifier; " +
-			"--legacy accepts its access tokens in the query string (see \"Legacy apps\" in bridge/oauth/README.md); --access-token-lifetime (such as 1h) replaces oauth.token_lifetime for it; --json prints the id and secret as an object.",
+			"--legacy accepts its access tokens in the query string (see \"Legacy apps\" in bridge/platform/oauth/README.md); --access-token-lifetime (such as 1h) replaces oauth.token_lifetime for it; --json prints the id and secret as an object.",
 		Setup: appCreate},
 	{Name: "app list", Short: "lists apps: owner, published, PKCE, legacy, token lifetime, redirect URIs (never secrets)", Store: platformStore,
 		Setup: func(*flag.FlagSet) func(*invocation) error { return appList }},
@@ -82,7 +82,7 @@ var commands = []command{
 		Long:  "Installations made while it was published keep working; remove them with installation delete.",
 		Setup: func(*flag.FlagSet) func(*invocation) error { return appSetPublished(false) }},
 	{Name: "app legacy", Args: "CLIENT_ID on|off", Short: "accepts the app's access tokens in the query string, or stops", Store: platformStore,
-		Long:  "See \"Legacy apps\" in bridge/oauth/README.md. A running hub applies it at the next request.",
+		Long:  "See \"Legacy apps\" in bridge/platform/oauth/README.md. A running hub applies it at the next request.",
 		Setup: func(*flag.FlagSet) func(*invocation) error { return appLegacy }},
 	{Name: "app access-token-lifetime", Args: "CLIENT_ID DURATION|default", Short: "sets the lifetime of the app's access tokens issued from now on", Store: platformStore,
 		Long:  "DURATION is a whole number of seconds or more, such as 90s, 1h or 2160h; default returns to oauth.token_lifetime.",

@@ -26,11 +26,11 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/api"
-	"github.com/switchbridge/switchbridge/bridge/asynclog"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/daemon"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/hub/api"
+	"github.com/switchbridge/switchbridge/bridge/infra/asynclog"
 	"github.com/switchbridge/switchbridge/drivers/builtin"
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
@@ -440,19 +440,19 @@ var components = []struct {
 	generic bool
 	funcs   *regexp.Regexp
 }{
-	{"log lines (format, log buffer, write)", false, regexp.MustCompile(`^log/slog\.|/bridge/asynclog\.|/bridge/api\.(logLine|logCommand|\(\*Call\)\.answered|command\.func)`)},
-	{"access check (token, grant cache, access generation, usage)", false, regexp.MustCompile(`/bridge/oauth\.|/bridge/bearer\.|/bridge/store\.\(\*DB\)\.(AccessGeneration|TokenGrant)|/bridge/store\.\(\*accessCache\)|/bridge/store\.\(\*UsageWriter\)`)},
+	{"log lines (format, log buffer, write)", false, regexp.MustCompile(`^log/slog\.|/bridge/infra/asynclog\.|/bridge/hub/api\.(logLine|logCommand|\(\*Call\)\.answered|command\.func)`)},
+	{"access check (token, grant cache, access generation, usage)", false, regexp.MustCompile(`/bridge/platform/oauth\.|/bridge/wire/bearer\.|/bridge/store\.\(\*DB\)\.(AccessGeneration|TokenGrant)|/bridge/store\.\(\*accessCache\)|/bridge/store\.\(\*UsageWriter\)`)},
 	{"journal append before the 204", false, regexp.MustCompile(`/bridge/store\.\(\*ValueWriter\)\.Persist|/bridge/store\.\(\*Journal\)\.Append`)},
 	{"values' write-behind (a report noted; the database every 500 ms)", false, regexp.MustCompile(`/bridge/store\.`)},
 	{"HTTP server I/O (request read, answer write)", false, regexp.MustCompile(`^net/http\.\(\*response\)\.(Flush|FlushError|finishRequest|WriteHeader|write)|^net/http\.\(\*chunkWriter\)|^net/http\.\(\*conn\)\.(readRequest|finalFlush)|^net/http\.readRequest|^net/http\.\(\*connReader\)`)},
 	{"metrics", false, regexp.MustCompile(`prometheus|/bridge/metrics\.\(\*Metrics\)\.(Observe|API|Conn)|/bridge/metrics\.(routeOf|methodOf)|/bridge/metrics\.\(\*statusWriter\)\.(WriteHeader|statusCode)|/drivers/mqtt\.\(\*metrics\)`)},
-	{"rate limit", false, regexp.MustCompile(`/bridge/api\.\(\*Handler\)\.limitRate|/bridge/api\.\(\*rateLimiter\)|/bridge/api\.seconds`)},
-	{"change feed, event streams, webhooks", false, regexp.MustCompile(`/bridge\.\(\*Feed\)|/bridge\.\(\*Subscription\)|/bridge/webhook\.|/bridge/api\.\(\*Handler\)\.streamsCaughtUp|/bridge/api\.\(\*streamer\)|/bridge/daemon\.Open\.func`)},
-	{"routing (mux, app path table)", false, regexp.MustCompile(`/bridge/api\.\(\*Router\)|/bridge/api\.\(\*route\)|/bridge/api\.appPath|^net/http\.\(\*ServeMux\)|^net/http\.\(\*routingNode\)|^net/http\.\(\*pattern\)|^net/url\.PathUnescape|^net/http\.\(\*Request\)\.PathValue`)},
+	{"rate limit", false, regexp.MustCompile(`/bridge/hub/api\.\(\*Handler\)\.limitRate|/bridge/hub/api\.\(\*rateLimiter\)|/bridge/hub/api\.seconds`)},
+	{"change feed, event streams, webhooks", false, regexp.MustCompile(`/bridge\.\(\*Feed\)|/bridge\.\(\*Subscription\)|/bridge/hub/webhook\.|/bridge/hub/api\.\(\*Handler\)\.streamsCaughtUp|/bridge/hub/api\.\(\*streamer\)|/bridge/daemon\.Open\.func`)},
+	{"routing (mux, app path table)", false, regexp.MustCompile(`/bridge/hub/api\.\(\*Router\)|/bridge/hub/api\.\(\*route\)|/bridge/hub/api\.appPath|^net/http\.\(\*ServeMux\)|^net/http\.\(\*routingNode\)|^net/http\.\(\*pattern\)|^net/url\.PathUnescape|^net/http\.\(\*Request\)\.PathValue`)},
 	{"switchboard (lookup, change caps, deadline)", false, regexp.MustCompile(`/bridge\.\(\*Switchboard\)|/bridge\.\(\*changeBuckets\)|/bridge\.ParseCommand|/bridge\.Supports`)},
 	{"command to the plug (driver, paho publish)", false, regexp.MustCompile(`/drivers/mqtt\.\(\*device\)\.(Do|await|holdUntilHeard|drop)|/drivers/mqtt\.\(\*driver\)\.(publish|publisher)|paho.*\.\(\*client\)\.Publish|paho.*startOutgoingComms|packets\.\(\*PublishPacket\)\.Write|mqtttest\.\(\*Floor\)\.SwitchAll`)},
 	{"the plug's reports (paho read and route, driver)", false, regexp.MustCompile(`paho.*startIncoming|paho.*\(\*router\)|packets\.ReadPacket|/drivers/mqtt\.\(\*driver\)\.(dispatch|notify)|/drivers/mqtt\.\(\*device\)\.apply|/drivers/mqtt\.\(\*driver\)\.connect\.func|/drivers/mqtt\.\(\*bufferedConn\)\.Read|mqtttest\.\(\*Floor\)\.onReply`)},
-	{"API handler (the rest)", false, regexp.MustCompile(`/bridge/api\.|mqtttest\.BareHTTPServer`)},
+	{"API handler (the rest)", false, regexp.MustCompile(`/bridge/hub/api\.|mqtttest\.BareHTTPServer`)},
 	{"garbage collector", false, regexp.MustCompile(`^runtime\.(gcBgMarkWorker|gcDrain|gcAssist|bgsweep|bgscavenge|markroot|gcStart|gcMarkDone|gcMarkTermination|sweepone|scanobject|scanObject|deductAssistCredit)`)},
 	{sysmonComponent, false, regexp.MustCompile(`^runtime\.sysmon`)},
 	{"HTTP server (the rest)", true, regexp.MustCompile(`^net/http\.|^net/textproto\.|^bufio\.|^net\.|^internal/poll\.|serveHubVariant|/bridge/daemon\.`)},

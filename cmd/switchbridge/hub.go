@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/admin"
 	"github.com/switchbridge/switchbridge/bridge/link"
+	"github.com/switchbridge/switchbridge/bridge/platform/admin"
 )
 
 func hubAdd(fs *flag.FlagSet) func(*invocation) error {

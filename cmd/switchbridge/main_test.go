@@ -19,8 +19,8 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/config/configtest"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
-	"github.com/switchbridge/switchbridge/bridge/logtest"
-	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
+	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store/pgtest"
 )
 

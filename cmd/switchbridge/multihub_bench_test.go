@@ -23,7 +23,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
 	"github.com/switchbridge/switchbridge/bridge/link"
-	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 )
 
 // BenchmarkHubLinks500 runs one platform (a real process) with 500

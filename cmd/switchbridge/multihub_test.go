@@ -17,9 +17,9 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/infra/version"
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/store"
-	"github.com/switchbridge/switchbridge/bridge/version"
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
 

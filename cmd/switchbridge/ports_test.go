@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/porttest"
+	"github.com/switchbridge/switchbridge/bridge/infra/porttest"
 )
 
 // TestServeMovesOffATakenPort: both ports picked for a daemon are taken

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/logtest"
-	"github.com/switchbridge/switchbridge/bridge/porttest"
+	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
+	"github.com/switchbridge/switchbridge/bridge/infra/porttest"
 )
 
 // freePort returns a loopback address whose port nothing listens on now

@@ -16,13 +16,13 @@ import (
 	"strings"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/admin"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/daemon"
+	"github.com/switchbridge/switchbridge/bridge/infra/version"
 	"github.com/switchbridge/switchbridge/bridge/link"
-	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge/platform/admin"
+	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
-	"github.com/switchbridge/switchbridge/bridge/version"
 	"github.com/switchbridge/switchbridge/drivers/mqtt"
 )
 

@@ -18,10 +18,10 @@ import (
 	sdnotify "github.com/coreos/go-systemd/v22/daemon"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/switchbridge/switchbridge/bridge/asynclog"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/daemon"
-	"github.com/switchbridge/switchbridge/bridge/version"
+	"github.com/switchbridge/switchbridge/bridge/infra/asynclog"
+	"github.com/switchbridge/switchbridge/bridge/infra/version"
 	"github.com/switchbridge/switchbridge/drivers/builtin"
 )
 

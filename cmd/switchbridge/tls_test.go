@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/certs/certstest"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/infra/certs/certstest"
 )
 
 // writeTLSConfig is writeConfig with server.tls on line 4.

@@ -17,7 +17,7 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/switchbridge/switchbridge/bridge/admin"
+	"github.com/switchbridge/switchbridge/bridge/platform/admin"
 )
 
 func userAdd(fs *flag.FlagSet) func(*invocation) error {

@@ -8,11 +8,11 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/switchbridge/switchbridge/bridge/version"
+	"github.com/switchbridge/switchbridge/bridge/infra/version"
 )
 
 // TestVersionCommand: version and --version print the version, the commit
-// and the Go release, as bridge/version has them.
+// and the Go release, as bridge/infra/version has them.
 func TestVersionCommand(t *testing.T) {
 	want := "switchbridge " + version.Get().String() + "\n"
 	for _, arg := range []string{"version", "--version"} {

@@ -9,8 +9,8 @@ import (
 	"periph.io/x/conn/v3/gpio"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/clocktest"
 	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/bridge/infra/clocktest"
 	"github.com/switchbridge/switchbridge/drivers"
 	gpiodriver "github.com/switchbridge/switchbridge/drivers/gpio"
 	"github.com/switchbridge/switchbridge/drivers/gpio/gpiotest"

@@ -6,11 +6,11 @@ import (
 	"sync"
 	"time"
 
-	throttle "github.com/switchbridge/switchbridge/bridge/failures"
+	throttle "github.com/switchbridge/switchbridge/bridge/infra/failures"
 )
 
 // Failed broker logins are throttled as the web login's are (see
-// bridge/oauth's throttle.go for the reasoning): failures count against
+// bridge/platform/oauth's throttle.go for the reasoning): failures count against
 // the (login, address) pair and against the address; past a few free
 // failures each further try must wait a delay that doubles with every
 // failure. A login tried while it must wait is refused without its
@@ -19,7 +19,7 @@ import (
 // logs in at once while another address guesses its password. When one
 // login fails from many addresses (loginAttack within loginWindow), each
 // pair of it gets pairFreeUnderAttack free failures instead of pairFree.
-// The counting is bridge/failures', as the web login's is.
+// The counting is bridge/infra/failures', as the web login's is.
 //
 // The delays are shorter than the web login's: a plug given a new
 // password retries by itself, and should be back within minutes.

@@ -23,7 +23,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 	"github.com/getkin/kin-openapi/routers/legacy"
 
-	"github.com/switchbridge/switchbridge/bridge/api"
+	"github.com/switchbridge/switchbridge/bridge/hub/api"
 )
 
 // maxChecked is the most of an answer's body the validator reads: far

@@ -20,10 +20,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/certs/certstest"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/daemon"
-	"github.com/switchbridge/switchbridge/bridge/logtest"
+	"github.com/switchbridge/switchbridge/bridge/infra/certs/certstest"
+	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 	"github.com/switchbridge/switchbridge/drivers"
 	"github.com/switchbridge/switchbridge/drivers/builtin"
 )

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/logtest"
-	"github.com/switchbridge/switchbridge/bridge/oauth"
+	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
+	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 )
 
 // AddUser creates a user who belongs to the given locations.

@@ -20,7 +20,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/switchbridge/switchbridge/bridge/logtest"
+	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 )
 
 // secretFields are the names, in forms, query strings and JSON bodies, of

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/porttest"
+	"github.com/switchbridge/switchbridge/bridge/infra/porttest"
 )
 
 // TestServerMovesOffATakenPort takes the port picked for a server before

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/logtest"
-	"github.com/switchbridge/switchbridge/bridge/porttest"
+	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
+	"github.com/switchbridge/switchbridge/bridge/infra/porttest"
 )
 
 // MosquittoPath is where Debian's mosquitto package installs the broker.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/porttest"
+	"github.com/switchbridge/switchbridge/bridge/infra/porttest"
 )
 
 // TestStartMosquittoMovesOffATakenPort takes the port picked for the

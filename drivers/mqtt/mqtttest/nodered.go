@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/porttest"
+	"github.com/switchbridge/switchbridge/bridge/infra/porttest"
 )
 
 // Node-RED is a reference for benchmarks only: the flow a user would draw

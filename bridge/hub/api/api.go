@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/bearer"
 	"github.com/switchbridge/switchbridge/bridge/wire"
+	"github.com/switchbridge/switchbridge/bridge/wire/bearer"
 )
 
 // Call is what a handler gets: the request's context, the path variables,

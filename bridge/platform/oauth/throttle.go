@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/failures"
+	"github.com/switchbridge/switchbridge/bridge/infra/failures"
 )
 
 // Login throttling slows password guessing without handing anyone a way to
@@ -45,7 +45,7 @@ import (
 // balancer spreads over N processes must not get N allowances. A key is
 // stored as its HMAC under the signing key, not as a plain hash: it names
 // a user and an address, and a plain hash of those could be reversed by
-// trying every address. The rule for one key is bridge/failures' Policy,
+// trying every address. The rule for one key is bridge/infra/failures' Policy,
 // the embedded broker's too.
 const (
 	pairFree    = 5

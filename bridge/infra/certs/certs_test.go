@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/certs/certstest"
+	"github.com/switchbridge/switchbridge/bridge/infra/certs/certstest"
 )
 
 func serial(t *testing.T, l *Loader) int64 {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/bearer"
 	"github.com/switchbridge/switchbridge/bridge/wire"
+	"github.com/switchbridge/switchbridge/bridge/wire/bearer"
 )
 
 // Authorize implements bridge.Authorizer for the installation API. The

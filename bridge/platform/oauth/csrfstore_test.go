@@ -218,7 +218,7 @@ func TestSessionFromBeforeDerivedCSRF(t *testing.T) {
 // schema.
 func undoMigrationsAfter(t *testing.T, n int) []string {
 	t.Helper()
-	files, err := filepath.Glob("../store/migrations/sqlite/*.sql")
+	files, err := filepath.Glob("../../store/migrations/sqlite/*.sql")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("the SQLite migrations: %v", err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/logtest"
+	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 )
 
 // blockedOutput is a journal that does not read: writes wait until

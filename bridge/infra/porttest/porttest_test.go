@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/switchbridge/switchbridge/bridge/porttest"
+	"github.com/switchbridge/switchbridge/bridge/infra/porttest"
 )
 
 // Lines as each server writes them when its port is taken, and lines of

@@ -3,7 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"github.com/switchbridge/switchbridge/bridge/clocktest"
+	"github.com/switchbridge/switchbridge/bridge/infra/clocktest"
 	"net/http"
 	"net/http/httptest"
 	"strconv"

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/hub/webhook"
 	"github.com/switchbridge/switchbridge/bridge/store"
-	"github.com/switchbridge/switchbridge/bridge/webhook"
 )
 
 // countingStore is the real store, counting how often the outbox is read.

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/api"
+	"github.com/switchbridge/switchbridge/bridge/hub/api"
 )
 
 // Store is the webhooks' storage (bridge/store implements it).

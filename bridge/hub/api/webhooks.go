@@ -14,7 +14,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 )
 
-// WebhookService is what the webhook paths ask (bridge/webhook implements
+// WebhookService is what the webhook paths ask (bridge/hub/webhook implements
 // it).
 type WebhookService interface {
 	Register(ctx context.Context, g *bridge.Grant, url string) (*bridge.Webhook, error)

@@ -9,8 +9,8 @@ import (
 	"net/http"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/bearer"
 	"github.com/switchbridge/switchbridge/bridge/wire"
+	"github.com/switchbridge/switchbridge/bridge/wire/bearer"
 )
 
 // Endpoint is one record of GET /api/apps/endpoints, as the spec's table.

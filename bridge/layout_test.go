@@ -1,0 +1,68 @@
+package bridge_test
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestLayout holds the folders of bridge/ to what they say: the domain
+// (bridge) uses the standard library alone; a hub's packages
+// (bridge/hub/…) and a platform's (bridge/platform/…) never import the
+// other role's, directly or not; the shared infrastructure
+// (bridge/infra/…, bridge/wire/…) imports neither role; and nothing but the daemon and the command line imports
+// the daemon. A package that needs both roles is the daemon's business.
+func TestLayout(t *testing.T) {
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("go is not on PATH")
+		}
+		t.Skip("go is not on PATH")
+	}
+	out, err := exec.Command(gobin, "list", "-f", "{{.ImportPath}}\t{{join .Deps \" \"}}", "../...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	const mod = "github.com/switchbridge/switchbridge/"
+	under := func(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
+	rules := []struct {
+		from, not, why string
+	}{
+		{"bridge/hub", "bridge/platform", "a hub's package uses a platform's: what both need belongs in bridge, bridge/link or bridge/wire"},
+		{"bridge/platform", "bridge/hub", "a platform's package uses a hub's: what both need belongs in bridge, bridge/link or bridge/wire"},
+		{"bridge/infra", "bridge/hub", "infrastructure knows no role"},
+		{"bridge/infra", "bridge/platform", "infrastructure knows no role"},
+		{"bridge/wire", "bridge/hub", "the API's contract knows no role"},
+		{"bridge/wire", "bridge/platform", "the API's contract knows no role"},
+		{"drivers", "bridge/hub", "a driver knows the domain and the config, not a role"},
+		{"drivers", "bridge/platform", "a driver knows the domain and the config, not a role"},
+	}
+	seen := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		pkg, deps, _ := strings.Cut(line, "\t")
+		pkg = strings.TrimPrefix(pkg, mod)
+		seen++
+		for _, d := range strings.Fields(deps) {
+			if pkg == "bridge" && strings.Contains(strings.SplitN(d, "/", 2)[0], ".") {
+				t.Errorf("the domain (bridge) imports %s: it uses the standard library alone", d)
+			}
+			if !strings.HasPrefix(d, mod) {
+				continue
+			}
+			d = strings.TrimPrefix(d, mod)
+			for _, r := range rules {
+				if under(pkg, r.from) && under(d, r.not) {
+					t.Errorf("%s imports %s: %s", pkg, d, r.why)
+				}
+			}
+			if under(d, "bridge/daemon") && !under(pkg, "bridge/daemon") && !under(pkg, "cmd") {
+				t.Errorf("%s imports %s: only the command line builds on the daemon", pkg, d)
+			}
+		}
+	}
+	if seen < 20 {
+		t.Fatalf("go list listed %d packages: the check saw nothing:\n%s", seen, out)
+	}
+}
