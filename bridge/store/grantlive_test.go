@@ -140,7 +140,7 @@ func TestReplicaGrantLive(t *testing.T) {
 		mustLive(t, "both expired", live, now.Add(bridge.RefreshLifetime+time.Minute), false)
 
 		// Reuse detection at the platform reaches the hub through the
-		// change feed, access token and refresh token alike.
+		// change log, access token and refresh token alike.
 		ok := func(bridge.RefreshToken) error { return nil }
 		if _, err := platform.Refresh(ctx, []byte("r0"), ok, longPair("a1", "r1", now)); err != nil {
 			t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 // TestSeeOnlyFollowsTheGrant: a switch made see-only moves the access
 // generation (cached grants are dropped), reaches the token check, and
-// travels in the hubs' change feed to a replica, which answers with it;
+// travels in the hubs' change log to a replica, which answers with it;
 // made switchable again, all of it follows back.
 func TestSeeOnlyFollowsTheGrant(t *testing.T) {
 	ForEachDialect(t, func(t *testing.T) {

@@ -1,6 +1,6 @@
 package store
 
-// The change feed a hub's replica follows: the change log the triggers of
+// The change log a hub's replica follows: what the triggers of
 // migration 0008 append to, read as current records and tombstones for the
 // locations of one hub.
 
