@@ -22,7 +22,7 @@ type SwitchState struct {
 }
 
 // CommandObserver is told the outcome of every switch of every command:
-// "ok" or one of the Fail* reasons, with how long the switch took.
+// OutcomeOK or one of the Fail* reasons, with how long the switch took.
 type CommandObserver func(sw *Switch, cmd Command, outcome string, d time.Duration)
 
 // Switchboard runs commands across switches and answers state queries from the
@@ -33,16 +33,31 @@ type Switchboard struct {
 	Timeout time.Duration
 	// Observe, when set, is called once per switch per command.
 	Observe CommandObserver
-	// Persist, when set, stores the values a command confirmed. It is
-	// called after every command before it returns, with the value the
-	// command set and, for each switch that confirmed it, when it did: so
-	// that what the command changed is stored by the time the client hears
-	// of it, and a report the device sent after its confirmation is not
-	// overwritten by it. (A driver's own report of the change may come
-	// later, from another goroutine; the hub does not wait for it.) An
-	// error means the new values could not be stored.
-	Persist func(v Value, confirmedAt map[string]time.Time) error
-	// Now is the clock of the switches' change caps; time.Now when nil.
+	// Persist, when set, stores what a command leaves: the values it
+	// confirmed and its audit records, in one write. It is called before
+	// the command returns, with the value the command set and, for each
+	// switch that confirmed it, when it did: so that what the command
+	// changed is stored by the time the client hears of it, and a report
+	// the device sent after its confirmation is not overwritten by it. (A
+	// driver's own report of the change may come later, from another
+	// goroutine; the hub does not wait for it.)
+	//
+	// A command with a sender (SenderOf: the installation API's) brings
+	// one audit record per switch, whatever its outcome, so Persist is
+	// called for every such command that reaches the switchboard: one
+	// where nothing confirmed, one refused before any device was touched
+	// (a switch lacking the command, a change cap, a switch no longer
+	// configured) and, through Refused, one its caller refused. A command
+	// without a sender brings none, and calls Persist only when a switch
+	// confirmed.
+	//
+	// An error means the new values and the records could not be stored;
+	// the switchboard reports it to the client only for a command that
+	// switched something (its values are at stake), else the command's
+	// own answer stands and Persist is to log what it lost.
+	Persist func(v Value, confirmedAt map[string]time.Time, audit []AuditRecord) error
+	// Now is the clock of the switches' change caps and of the audit
+	// records; time.Now when nil.
 	Now func() time.Time
 	// Feed, when set, hears of every command: a change reported while a
 	// command to that value is in flight is the command's, and a
@@ -211,7 +226,8 @@ func (h *Switchboard) StatesIn(loc int64, ids []string) ([]SwitchState, error) {
 // deadline, so the call takes as long as the slowest switch. If any switch
 // fails or times out it returns EDEVICE naming each failure; the others have
 // run the command. A client that goes away does not abort the command half
-// way: each switch runs to its own deadline.
+// way: each switch runs to its own deadline. Whatever the outcome, a
+// command with a sender leaves one audit record per switch (Persist).
 func (h *Switchboard) Command(ctx context.Context, ids []string, cmd Command) error {
 	return h.CommandIn(ctx, anyLocation, ids, cmd)
 }
@@ -225,8 +241,10 @@ func (h *Switchboard) CommandIn(ctx context.Context, loc int64, ids []string, cm
 	}
 	h.cmdMu.RLock()
 	defer h.cmdMu.RUnlock()
+	at := h.now()
 	sws, err := h.lookup(loc, ids)
 	if err != nil {
+		h.refused(ctx, at, ids, cmd, err)
 		return err
 	}
 	var unsupported []Failure
@@ -240,28 +258,32 @@ func (h *Switchboard) CommandIn(ctx context.Context, loc int64, ids []string, cm
 		}
 	}
 	if len(unsupported) > 0 {
-		return &Error{
+		err := &Error{
 			Code:     ENOTIMPLEMENTED,
 			Message:  fmt.Sprintf("command %q is not supported by every selected switch: %s", cmd, failureList(unsupported)),
 			Failures: unsupported,
 		}
+		h.refused(ctx, at, ids, cmd, err)
+		return err
 	}
 	// Every command sent counts, even one to a switch that seems to be in
 	// that state already: the hub's idea of a plug's state can be stale,
 	// and a client repeating a command floods the device all the same.
-	if refused, wait := h.changes.take(sws, h.now()); len(refused) > 0 {
+	if refused, wait := h.changes.take(sws, at); len(refused) > 0 {
 		for _, s := range sws {
 			if slices.ContainsFunc(refused, func(f Failure) bool { return f.SwitchID == s.ID }) {
 				h.observe(s, cmd, FailRateLimited, 0)
 			}
 		}
-		return tooOften(cmd, refused, wait)
+		err := tooOften(cmd, refused, wait)
+		h.refused(ctx, at, ids, cmd, err)
+		return err
 	}
 
+	sender := SenderOf(ctx)
 	if h.Feed != nil {
-		by := SenderOf(ctx).Installation
-		h.Feed.commanding(sws, cmd.Value(), 1, by)
-		defer h.Feed.commanding(sws, cmd.Value(), -1, by)
+		h.Feed.commanding(sws, cmd.Value(), 1, sender.Installation)
+		defer h.Feed.commanding(sws, cmd.Value(), -1, sender.Installation)
 	}
 
 	timeout := h.Timeout
@@ -278,6 +300,7 @@ func (h *Switchboard) CommandIn(ctx context.Context, loc int64, ids []string, cm
 	defer cancel()
 	results := make([]*Failure, len(sws))
 	confirmedAt := make([]time.Time, len(sws))
+	took := make([]time.Duration, len(sws))
 	var wg sync.WaitGroup
 	for i, s := range sws {
 		run := func() {
@@ -287,9 +310,10 @@ func (h *Switchboard) CommandIn(ctx context.Context, loc int64, ids []string, cm
 				err = sctx.Err()
 			}
 			d := time.Since(start)
+			took[i] = d
 			if err == nil {
 				confirmedAt[i] = time.Now()
-				h.observe(s, cmd, "ok", d)
+				h.observe(s, cmd, OutcomeOK, d)
 				return
 			}
 			f := classify(s, err)
@@ -312,13 +336,23 @@ func (h *Switchboard) CommandIn(ctx context.Context, loc int64, ids []string, cm
 	}
 	if h.Persist != nil {
 		confirmed := map[string]time.Time{}
+		var recs []AuditRecord
+		if sender.Installation != "" {
+			recs = make([]AuditRecord, len(sws))
+		}
 		for i, s := range sws {
+			outcome := OutcomeOK
 			if results[i] == nil {
 				confirmed[s.ID] = confirmedAt[i]
+			} else {
+				outcome = results[i].Reason
+			}
+			if recs != nil {
+				recs[i] = sender.record(at, s.ID, cmd, outcome, took[i])
 			}
 		}
-		if len(confirmed) > 0 {
-			if err := h.Persist(cmd.Value(), confirmed); err != nil {
+		if len(confirmed) > 0 || len(recs) > 0 {
+			if err := h.Persist(cmd.Value(), confirmed, recs); err != nil && len(confirmed) > 0 {
 				// The devices did switch: say so (NotStored), and name the
 				// ones that failed besides.
 				e := Errorf(EUNAVAILABLE, "the switches were commanded, but the hub could not store their new state (%s); the command may be repeated",
@@ -355,6 +389,42 @@ func (h *Switchboard) CommandIn(ctx context.Context, loc int64, ids []string, cm
 		Message:  fmt.Sprintf("command %q failed on %d of %d switches: %s", cmd, len(failed), len(sws), failureList(failed)),
 		Failures: failed,
 	}
+}
+
+// Refused records a command its caller refused before handing it to the
+// switchboard (the installation API refuses one to a see-only switch) as
+// a refusal of the switchboard's own is recorded: one audit record per
+// switch of ids, the switches err's failures name with their reason, the
+// others OutcomeNotSent; in one call of Persist. Nothing is sent to any
+// device. A command without a sender is not recorded.
+func (h *Switchboard) Refused(ctx context.Context, ids []string, cmd Command, err error) {
+	h.refused(ctx, h.now(), ids, cmd, err)
+}
+
+func (h *Switchboard) refused(ctx context.Context, at time.Time, ids []string, cmd Command, err error) {
+	sender := SenderOf(ctx)
+	if h.Persist == nil || sender.Installation == "" {
+		return
+	}
+	var named map[string]string
+	var e *Error
+	if errors.As(err, &e) && len(e.Failures) > 0 {
+		named = make(map[string]string, len(e.Failures))
+		for _, f := range e.Failures {
+			named[f.SwitchID] = f.Reason
+		}
+	}
+	recs := make([]AuditRecord, len(ids))
+	for i, id := range ids {
+		outcome, ok := named[id]
+		if !ok {
+			outcome = OutcomeNotSent
+		}
+		recs[i] = sender.record(at, id, cmd, outcome, 0)
+	}
+	// Its error does not change the refusal: nothing was switched, and
+	// Persist logs the records it could not store.
+	_ = h.Persist(cmd.Value(), nil, recs)
 }
 
 // Sender is who sent a command: the installation (and its app and

@@ -15,7 +15,7 @@ import (
 func BenchmarkCommandIn(b *testing.B) {
 	h := newHub(b, map[string]bridge.Device{"lamp": &device{}})
 	var stored int
-	h.Persist = func(v bridge.Value, confirmed map[string]time.Time) error {
+	h.Persist = func(v bridge.Value, confirmed map[string]time.Time, _ []bridge.AuditRecord) error {
 		stored += len(confirmed)
 		return nil
 	}

@@ -247,7 +247,10 @@ func TestPersistGetsTheConfirmedSwitches(t *testing.T) {
 	})
 	var got map[string]time.Time
 	var gotValue bridge.Value
-	h.Persist = func(v bridge.Value, at map[string]time.Time) error { got, gotValue = at, v; return nil }
+	h.Persist = func(v bridge.Value, at map[string]time.Time, _ []bridge.AuditRecord) error {
+		got, gotValue = at, v
+		return nil
+	}
 	before := time.Now()
 	h.Command(context.Background(), []string{"a", "bad", "b"}, bridge.CommandOff)
 	if len(got) != 2 || got["a"].Before(before) || got["b"].IsZero() || gotValue != bridge.Off {
@@ -259,7 +262,7 @@ func TestPersistGetsTheConfirmedSwitches(t *testing.T) {
 		t.Errorf("Persist called with %v when nothing confirmed", got)
 	}
 	// A value that cannot be stored is not answered as a success.
-	h.Persist = func(bridge.Value, map[string]time.Time) error { return errors.New("disk full") }
+	h.Persist = func(bridge.Value, map[string]time.Time, []bridge.AuditRecord) error { return errors.New("disk full") }
 	if err := h.Command(context.Background(), []string{"a"}, bridge.CommandOn); bridge.ErrorCode(err) != bridge.EUNAVAILABLE {
 		t.Errorf("command whose state could not be stored: %v, want unavailable", err)
 	}
@@ -273,7 +276,7 @@ func TestPersistFailureSaysWhatSwitched(t *testing.T) {
 		"a":   &device{},
 		"bad": &device{do: func(context.Context) error { return errors.New("boom") }},
 	})
-	h.Persist = func(bridge.Value, map[string]time.Time) error {
+	h.Persist = func(bridge.Value, map[string]time.Time, []bridge.AuditRecord) error {
 		return errors.Join(errors.New("journal: no space left on device"), errors.New("database: database or disk is full"))
 	}
 	err := h.Command(context.Background(), []string{"a", "bad"}, bridge.CommandOn)

@@ -334,8 +334,8 @@ func TestUnclaimedSection(t *testing.T) {
 		t.Fatal("accepted")
 	}
 	for _, want := range []string{
-		`x.yaml:2: unknown key "widgit" (known: data_dir, demo, locations, log, oauth, platform, server, storage, webhooks, widget)`,
-		`x.yaml:4: unknown key "plain" (known: data_dir, demo, locations, log, oauth, platform, server, storage, webhooks, widget)`,
+		`x.yaml:2: unknown key "widgit" (known: audit, data_dir, demo, locations, log, oauth, platform, server, storage, webhooks, widget)`,
+		`x.yaml:4: unknown key "plain" (known: audit, data_dir, demo, locations, log, oauth, platform, server, storage, webhooks, widget)`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("missing %q in:\n%s", want, err)

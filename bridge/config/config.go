@@ -45,6 +45,8 @@ type Config struct {
 	Storage Storage `yaml:"storage"`
 	// Webhooks bounds where clients' webhooks may point.
 	Webhooks Webhooks `yaml:"webhooks"`
+	// Audit bounds the audit log of the commands the hub ran.
+	Audit Audit `yaml:"audit"`
 
 	// Sections holds every top-level key that is not one of the above, by
 	// name, as it was written: a driver's settings (mqtt:), which that
@@ -78,6 +80,28 @@ type Webhooks struct {
 	// Node-RED on the LAN: [public, 192.168.1.0/24]).
 	Allow []string `yaml:"allow"`
 }
+
+// Audit is the audit: section: how long and how many records the hub
+// keeps of the commands its installations sent (one per switch per
+// command). Both are bounded, so the log never outgrows the hub's
+// storage.
+type Audit struct {
+	// MaxAge is how long a record is kept; bridge.DefaultAuditMaxAge
+	// when left out.
+	MaxAge Duration `yaml:"max_age"`
+	// MaxRows is how many records are kept at most, the oldest going
+	// first; bridge.DefaultAuditMaxRows when left out.
+	MaxRows int `yaml:"max_rows"`
+}
+
+// Bounds of the audit: section: a minute is the least that makes sense of
+// a record; ten years and ten million records (about a gigabyte) the most
+// a hub on an SD card should be asked to keep.
+const (
+	minAuditMaxAge  = time.Minute
+	maxAuditMaxAge  = 10 * 365 * 24 * time.Hour
+	maxAuditMaxRows = 10_000_000
+)
 
 // Section is one top-level key of the config kept raw.
 type Section struct {

@@ -50,6 +50,14 @@ func TestBadConfigs(t *testing.T) {
 		"dsn-userinfo.bad.yaml": {`:3: storage.postgres.dsn_file must be the path of a file`},
 		"syntax.bad.yaml":       {`:2: did not find expected ',' or ']'`},
 		"empty.bad.yaml":        {`the config is empty`},
+		"audit.bad.yaml": {
+			`:2: audit.max_age must be between 1m and 87600h (10 years), not 0s; the default is 720h (30 days)`,
+			`:3: audit.max_rows must be between 1 and 10000000, not 0; the default is 100000`,
+		},
+		"audit-range.bad.yaml": {
+			`:1: audit.max_age must be between 1m and 87600h (10 years), not 100000h`,
+			`:1: audit.max_rows must be between 1 and 10000000, not 20000000`,
+		},
 		"types.bad.yaml": {
 			`:1: cannot unmarshal !!seq into string`,
 			`:3: cannot unmarshal !!str ` + "`one`" + ` into int64`,
@@ -148,9 +156,38 @@ func TestDefaults(t *testing.T) {
 	if cfg.Server.CommandTimeout.Std() != 5*time.Second {
 		t.Errorf("command_timeout = %s", cfg.Server.CommandTimeout.Std())
 	}
+	if cfg.Audit.MaxAge.Std() != 30*24*time.Hour || cfg.Audit.MaxRows != 100000 {
+		t.Errorf("audit = %s, %d rows; want 30 days and 100000 rows", cfg.Audit.MaxAge.Std(), cfg.Audit.MaxRows)
+	}
 	sw := cfg.Locations[0].Switches[0]
 	if sw.ID != "a" || sw.Driver != "virtual" || len(sw.Options.Content) != 0 {
 		t.Errorf("switch = %+v", sw)
+	}
+}
+
+// TestAuditSection: the bounds given are taken, one left out keeps its
+// default.
+func TestAuditSection(t *testing.T) {
+	const base = "locations:\n  - {id: 1, name: Home, switches: [{id: a, name: A, driver: virtual}]}\n"
+	cfg, err := config.Load("x.yaml", config.Text("audit: {max_age: 168h, max_rows: 500}\n"+base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Audit.MaxAge.Std() != 7*24*time.Hour || cfg.Audit.MaxRows != 500 {
+		t.Errorf("audit = %s, %d rows; want 168h and 500", cfg.Audit.MaxAge.Std(), cfg.Audit.MaxRows)
+	}
+	cfg, err = config.Load("x.yaml", config.Text("audit:\n  max_rows: 10\n"+base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Audit.MaxAge.Std() != 30*24*time.Hour || cfg.Audit.MaxRows != 10 {
+		t.Errorf("audit = %s, %d rows; want the default age and 10", cfg.Audit.MaxAge.Std(), cfg.Audit.MaxRows)
+	}
+	if _, err := config.Load("x.yaml", config.Text("audit: {max_age: soon}\n"+base)); err == nil || !strings.Contains(err.Error(), `x.yaml:1: "soon" is not a duration`) {
+		t.Errorf("audit.max_age: soon: %v", err)
+	}
+	if _, err := config.Load("x.yaml", config.Text("audit: {max_rowz: 5}\n"+base)); err == nil || !strings.Contains(err.Error(), `unknown key "max_rowz" in audit`) {
+		t.Errorf("audit.max_rowz: %v", err)
 	}
 }
 
@@ -489,7 +526,7 @@ locations:
 	if m := cfg.Sections["mqtt"]; m.Key == nil || m.Key.Line != 4 || config.Lookup(m.Value, "broker").Value != "embedded" {
 		t.Errorf("mqtt = %+v", m)
 	}
-	if got := strings.Join(config.Keys(), ","); got != "data_dir,demo,locations,log,oauth,platform,server,storage,webhooks" {
+	if got := strings.Join(config.Keys(), ","); got != "audit,data_dir,demo,locations,log,oauth,platform,server,storage,webhooks" {
 		t.Errorf("Keys() = %s", got)
 	}
 	// A misspelt key of the config's own is still the config's to report.

@@ -69,6 +69,7 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 			ps.Add(line("webhooks", "allow"), "webhooks.allow %q: %v", a, err)
 		}
 	}
+	c.validateAudit(ps, doc)
 	if c.Server.PowerEventsEvery < 0 {
 		ps.Add(line("server", "power_events_every"), "server.power_events_every must not be negative")
 	}
@@ -146,6 +147,35 @@ func (c *Config) validate(ps *Problems, doc *yaml.Node) {
 			}
 		}
 	}
+}
+
+// validateAudit gives the audit: section its defaults, for the keys left
+// out, and checks the keys given: an explicit 0 is no bound, and is
+// refused rather than taken for the default.
+func (c *Config) validateAudit(ps *Problems, doc *yaml.Node) {
+	if n := find(doc, "audit", "max_age"); n == nil {
+		c.Audit.MaxAge = Duration(bridge.DefaultAuditMaxAge)
+	} else if a := c.Audit.MaxAge.Std(); a < minAuditMaxAge || a > maxAuditMaxAge {
+		ps.Add(n, "audit.max_age must be between %s and %s (10 years), not %s; the default is %s (30 days)",
+			shortDuration(minAuditMaxAge), shortDuration(maxAuditMaxAge), shortDuration(a), shortDuration(bridge.DefaultAuditMaxAge))
+	}
+	if n := find(doc, "audit", "max_rows"); n == nil {
+		c.Audit.MaxRows = bridge.DefaultAuditMaxRows
+	} else if r := c.Audit.MaxRows; r < 1 || r > maxAuditMaxRows {
+		ps.Add(n, "audit.max_rows must be between 1 and %d, not %d; the default is %d", maxAuditMaxRows, r, bridge.DefaultAuditMaxRows)
+	}
+}
+
+// shortDuration is d as a config writes it: 720h, not 720h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 // loopbackListen reports whether a listen address is on loopback only. An

@@ -131,7 +131,9 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 		}
 		return nil, fmt.Errorf("reading stored switch values: %w", err)
 	}
-	d.states = store.NewValueWriter(d.Store, journal, logger)
+	// The audit log rides the value journal: a command's records go in
+	// the write of its values, and reach the database with them.
+	d.states = store.NewValueWriter(d.Store, journal, store.AuditBounds{MaxAge: cfg.Audit.MaxAge.Std(), MaxRows: cfg.Audit.MaxRows}, logger)
 	// The change feed starts from the stored values, so a device that
 	// reports what it had before the restart is no change; one set
 	// otherwise while the drivers open is the start-up's.
@@ -321,6 +323,9 @@ func logReplay(logger *slog.Logger, path string, rep *store.JournalReport) {
 	if rep.Replayed > 0 {
 		logger.Info("recovered switch values from the journal", "values", rep.Replayed)
 	}
+	if rep.AuditReplayed > 0 {
+		logger.Info("recovered audit records from the journal", "records", rep.AuditReplayed)
+	}
 	if rep.Folded > 0 {
 		logger.Info("value journal: values already stored (stopped between storing and emptying the journal); not replayed", "values", rep.Folded)
 	}
@@ -404,6 +409,9 @@ func (d *Daemon) prune(ctx context.Context) {
 			d.logger.Warn("pruning expired codes and tokens", "err", err)
 		}
 		d.pruneLinks(ctx, time.Now())
+		// Each batch of commands prunes the audit log; this is for
+		// records that age while none comes.
+		d.states.PruneAudit()
 		select {
 		case <-ctx.Done():
 			return

@@ -16,14 +16,15 @@ import (
 // are closed and opened anew; then the hub switches tables. If the
 // new drivers fail to open, the old config's drivers are opened again and
 // the error is returned. It reads platform.secret_file again. Sections
-// that need a restart (server, data_dir, oauth, log, demo, platform.url and
-// platform.hub_id) are left as they were, with a warning when they changed.
+// that need a restart (server, data_dir, oauth, log, audit, demo,
+// platform.url and platform.hub_id) are left as they were, with a warning when they changed.
 func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
 	for name, changed := range map[string]bool{
 		"server":   cfg.Server != d.Config.Server,
 		"data_dir": cfg.DataDir != d.Config.DataDir,
 		"oauth":    cfg.OAuth != d.Config.OAuth,
 		"log":      cfg.Log != d.Config.Log,
+		"audit":    cfg.Audit != d.Config.Audit,
 		// platform.secret_file is read again below; url and hub_id need a restart.
 		"platform": (cfg.Platform == nil) != (d.Config.Platform == nil) || (cfg.Platform != nil && (cfg.Platform.URL != d.Config.Platform.URL || cfg.Platform.HubID != d.Config.Platform.HubID)),
 		"demo":     (cfg.Demo == nil) != (d.Config.Demo == nil) || (cfg.Demo != nil && *cfg.Demo != *d.Config.Demo),

@@ -5,56 +5,31 @@ import (
 	"database/sql"
 	"strings"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
-// AuditRecord is one switch of one command sent through the installation
-// API: when, by which installation (its app and user), to which switch,
-// which command, how it ended ("ok", a bridge.Fail* reason, or "not_sent"
-// when refused before any device was touched), how long it took and the
-// X-Request-Id of its answer.
-type AuditRecord struct {
-	At             time.Time     `json:"at"`
-	InstallationID string        `json:"installation"`
-	ClientID       string        `json:"app"`
-	UserID         int64         `json:"user"`
-	SwitchID       string        `json:"switch"`
-	Command        string        `json:"command"`
-	Outcome        string        `json:"outcome"`
-	Latency        time.Duration `json:"latency"`
-	RequestID      string        `json:"request_id"`
-}
-
-// Audit defaults (audit.max_age, audit.max_rows).
-const (
-	DefaultAuditMaxAge  = 30 * 24 * time.Hour
-	DefaultAuditMaxRows = 100000
-)
+// The audit log: the records of the commands the installation API sent
+// (bridge.AuditRecord). A command's records reach the value journal in the
+// write of its values (Journal.AppendAudited) and the database when the
+// journal is folded; the ValueWriter keeps the table within its bounds.
 
 const insertAudit = `INSERT INTO audit_log (at, installation_id, client_id, user_id, switch_id, command, outcome, latency_ms, request_id)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 
-func saveAudit(ctx context.Context, tx *sql.Tx, recs []AuditRecord) error {
+func saveAudit(ctx context.Context, tx *sql.Tx, recs []bridge.AuditRecord) error {
 	for _, r := range recs {
 		if _, err := tx.ExecContext(ctx, insertAudit, unix(r.At), r.InstallationID, r.ClientID, r.UserID, r.SwitchID,
-			r.Command, r.Outcome, r.Latency.Milliseconds(), r.RequestID); err != nil {
+			string(r.Command), r.Outcome, r.Latency.Milliseconds(), r.RequestID); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// AuditFilter selects audit records: of one installation, of one switch,
-// at or after Since; each when set. Limit bounds how many (the newest);
-// none when 0.
-type AuditFilter struct {
-	InstallationID string
-	SwitchID       string
-	Since          time.Time
-	Limit          int
-}
-
-// Audit returns the records f selects, newest first.
-func (db *DB) Audit(ctx context.Context, f AuditFilter) ([]AuditRecord, error) {
+// Audit returns the records f selects, newest first: by time, then on
+// SQLite the last stored first.
+func (db *DB) Audit(ctx context.Context, f bridge.AuditFilter) ([]bridge.AuditRecord, error) {
 	var where []string
 	var args []any
 	if f.InstallationID != "" {
@@ -70,7 +45,15 @@ func (db *DB) Audit(ctx context.Context, f AuditFilter) ([]AuditRecord, error) {
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY at DESC, request_id"
+	// Commands a millisecond apart share their time: on SQLite, where a
+	// hub keeps its log, the later one stored (the order of the journal)
+	// comes first. (PostgreSQL has no such order of its own; a platform
+	// there runs no commands.)
+	if db.dialect == Postgres {
+		q += " ORDER BY at DESC, request_id"
+	} else {
+		q += " ORDER BY at DESC, rowid DESC"
+	}
 	if f.Limit > 0 {
 		q += " LIMIT ?"
 		args = append(args, f.Limit)
@@ -80,21 +63,24 @@ func (db *DB) Audit(ctx context.Context, f AuditFilter) ([]AuditRecord, error) {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []AuditRecord
+	var out []bridge.AuditRecord
 	for rows.Next() {
-		var r AuditRecord
+		var r bridge.AuditRecord
 		var at, ms int64
-		if err := rows.Scan(&at, &r.InstallationID, &r.ClientID, &r.UserID, &r.SwitchID, &r.Command, &r.Outcome, &ms, &r.RequestID); err != nil {
+		var cmd string
+		if err := rows.Scan(&at, &r.InstallationID, &r.ClientID, &r.UserID, &r.SwitchID, &cmd, &r.Outcome, &ms, &r.RequestID); err != nil {
 			return nil, err
 		}
+		r.Command = bridge.Command(cmd)
 		r.At, r.Latency = fromUnix(at), time.Duration(ms)*time.Millisecond
 		out = append(out, r)
 	}
 	return out, rows.Err()
 }
 
-// PruneAudit deletes the records older than maxAge and, past maxRows, the
-// oldest; a bound of 0 is not applied. It returns how many it deleted.
+// PruneAudit deletes the records older than maxAge and then, while more
+// than maxRows are left, the oldest; a bound of 0 is not applied. It
+// returns how many it deleted.
 func (db *DB) PruneAudit(ctx context.Context, maxAge time.Duration, maxRows int) (int64, error) {
 	var n int64
 	if maxAge > 0 {
@@ -106,16 +92,18 @@ func (db *DB) PruneAudit(ctx context.Context, maxAge time.Duration, maxRows int)
 		n += d
 	}
 	if maxRows > 0 {
-		// The at of the maxRows-th newest record: everything before it goes.
-		var cut int64
-		err := db.db.QueryRowContext(ctx, `SELECT at FROM audit_log ORDER BY at DESC LIMIT 1 OFFSET ?`, maxRows-1).Scan(&cut)
-		if err == sql.ErrNoRows {
-			return n, nil
-		}
-		if err != nil {
+		count, err := db.AuditRows(ctx)
+		if err != nil || count <= int64(maxRows) {
 			return n, err
 		}
-		res, err := db.db.ExecContext(ctx, `DELETE FROM audit_log WHERE at < ?`, cut)
+		// Exactly the oldest past the bound, though records of one
+		// command share their time: the table has no key, so each
+		// engine's row address picks them.
+		q := `DELETE FROM audit_log WHERE rowid IN (SELECT rowid FROM audit_log ORDER BY at, rowid LIMIT ?)`
+		if db.dialect == Postgres {
+			q = `DELETE FROM audit_log WHERE ctid IN (SELECT ctid FROM audit_log ORDER BY at LIMIT ?)`
+		}
+		res, err := db.db.ExecContext(ctx, q, count-int64(maxRows))
 		if err != nil {
 			return n, err
 		}
@@ -123,4 +111,11 @@ func (db *DB) PruneAudit(ctx context.Context, maxAge time.Duration, maxRows int)
 		n += d
 	}
 	return n, nil
+}
+
+// AuditRows is how many records the audit log holds.
+func (db *DB) AuditRows(ctx context.Context) (int64, error) {
+	var n int64
+	err := db.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_log`).Scan(&n)
+	return n, err
 }

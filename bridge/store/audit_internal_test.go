@@ -2,8 +2,15 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
 // TestAuditRidesTheJournal: a command's audit records go into the journal
@@ -24,7 +31,7 @@ func TestAuditRidesTheJournal(t *testing.T) {
 	}
 	defer j.Close()
 	at := time.UnixMilli(1_800_000_000_000)
-	recs := []AuditRecord{
+	recs := []bridge.AuditRecord{
 		{At: at, InstallationID: "inst-1", ClientID: "app-1", UserID: 7, SwitchID: "kitchen", Command: "on", Outcome: "ok", Latency: 42 * time.Millisecond, RequestID: "r1"},
 		{At: at.Add(time.Second), InstallationID: "inst-2", ClientID: "app-2", UserID: 8, SwitchID: "hall", Command: "off", Outcome: "timeout", Latency: 5 * time.Second, RequestID: "r2 \"quoted\"\nline"},
 	}
@@ -38,17 +45,17 @@ func TestAuditRidesTheJournal(t *testing.T) {
 	if j.Mark().Size == before {
 		t.Fatal("nothing journaled")
 	}
-	if got, _ := db.Audit(ctx, AuditFilter{}); len(got) != 0 {
+	if got, _ := db.Audit(ctx, bridge.AuditFilter{}); len(got) != 0 {
 		t.Fatalf("the database holds %v before the journal is folded", got)
 	}
 	rep, err := j.Replay(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Unreadable != 0 || rep.Replayed != 1 {
-		t.Errorf("replay %+v, want the one value and no unreadable line", rep)
+	if rep.Unreadable != 0 || rep.Replayed != 1 || rep.AuditReplayed != 2 {
+		t.Errorf("replay %+v, want the one value, the two records and no unreadable line", rep)
 	}
-	got, err := db.Audit(ctx, AuditFilter{})
+	got, err := db.Audit(ctx, bridge.AuditFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,12 +67,12 @@ func TestAuditRidesTheJournal(t *testing.T) {
 		t.Errorf("record %+v, want %+v", got[1], recs[0])
 	}
 	for _, c := range []struct {
-		f    AuditFilter
+		f    bridge.AuditFilter
 		want string
 	}{
-		{AuditFilter{InstallationID: "inst-1"}, "r1"},
-		{AuditFilter{SwitchID: "hall"}, recs[1].RequestID},
-		{AuditFilter{Since: at.Add(time.Second)}, recs[1].RequestID},
+		{bridge.AuditFilter{InstallationID: "inst-1"}, "r1"},
+		{bridge.AuditFilter{SwitchID: "hall"}, recs[1].RequestID},
+		{bridge.AuditFilter{Since: at.Add(time.Second)}, recs[1].RequestID},
 	} {
 		got, err := db.Audit(ctx, c.f)
 		if err != nil || len(got) != 1 || got[0].RequestID != c.want {
@@ -76,38 +83,170 @@ func TestAuditRidesTheJournal(t *testing.T) {
 	if _, err := j.Replay(db); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := db.Audit(ctx, AuditFilter{}); len(got) != 2 {
+	if got, _ := db.Audit(ctx, bridge.AuditFilter{}); len(got) != 2 {
 		t.Errorf("after a second replay, %d records", len(got))
 	}
 }
 
 // TestAuditBounds: PruneAudit deletes what is older than the age bound by
-// the store's clock, then the oldest past the row bound.
+// the store's clock, then the oldest past the row bound: exactly down to
+// it, though records of one command share their time. On both dialects.
 func TestAuditBounds(t *testing.T) {
+	ForEachDialect(t, func(t *testing.T) {
+		ctx := context.Background()
+		db := OpenTest(t, t.TempDir())
+		now := time.UnixMilli(1_800_000_000_000)
+		db.now = func() time.Time { return now }
+		var recs []bridge.AuditRecord
+		for i := range 10 {
+			recs = append(recs, bridge.AuditRecord{At: now.Add(-time.Duration(i) * 24 * time.Hour), InstallationID: "inst-1", SwitchID: "kitchen", Command: "on", Outcome: "ok", RequestID: string(rune('a' + i))})
+		}
+		// A command of two switches, the newest of all.
+		recs = append(recs, bridge.AuditRecord{At: now, InstallationID: "inst-1", SwitchID: "hall", Command: "on", Outcome: "ok", RequestID: "a"})
+		if err := db.FoldJournalAudited(ctx, nil, recs, JournalMark{}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := db.AuditRows(ctx); err != nil || n != 11 {
+			t.Fatalf("AuditRows = %d, %v; want 11", n, err)
+		}
+		// Older than 7 days: days 8 and 9 go (day 7 is exactly at the bound).
+		if n, err := db.PruneAudit(ctx, 7*24*time.Hour, 0); err != nil || n != 2 {
+			t.Fatalf("prune by age deleted %d, %v; want 2", n, err)
+		}
+		if n, err := db.PruneAudit(ctx, 7*24*time.Hour, 5); err != nil || n != 4 {
+			t.Fatalf("prune by rows deleted %d, %v; want 4", n, err)
+		}
+		got, _ := db.Audit(ctx, bridge.AuditFilter{})
+		if len(got) != 5 || got[0].RequestID != "a" || got[1].RequestID != "a" || got[4].RequestID != "d" {
+			t.Errorf("left %+v, want the 5 newest", got)
+		}
+		// Within both bounds: nothing goes.
+		if n, err := db.PruneAudit(ctx, 7*24*time.Hour, 5); err != nil || n != 0 {
+			t.Errorf("a second prune deleted %d, %v", n, err)
+		}
+		if got, _ := db.Audit(ctx, bridge.AuditFilter{Limit: 2}); len(got) != 2 || got[0].RequestID != "a" {
+			t.Errorf("Limit 2: %+v, want the two newest", got)
+		}
+	})
+}
+
+// foldGate is a database whose folds fail while failing is set, as a
+// full disk's do: the journal then keeps what it holds.
+type foldGate struct {
+	*DB
+	failing atomic.Bool
+}
+
+func (g *foldGate) FoldJournalAudited(ctx context.Context, vs []SwitchValue, recs []bridge.AuditRecord, mark JournalMark) error {
+	if g.failing.Load() {
+		return errors.New("disk full")
+	}
+	return g.DB.FoldJournalAudited(ctx, vs, recs, mark)
+}
+
+// TestValueWriterAudit: a command's records go into the journal with its
+// values in one append, reach the database with the next batch (the
+// writer wakes for them even when no value changed; a failed batch keeps
+// them for the next), and the table is kept within its bounds after each
+// batch and by PruneAudit while no command comes.
+func TestValueWriterAudit(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, t.TempDir())
+	dir := t.TempDir()
+	db, err := Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	now := time.UnixMilli(1_800_000_000_000)
-	db.now = func() time.Time { return now }
-	var recs []AuditRecord
-	for i := range 10 {
-		recs = append(recs, AuditRecord{At: now.Add(-time.Duration(i) * 24 * time.Hour), InstallationID: "inst-1", SwitchID: "kitchen", Command: "on", Outcome: "ok", RequestID: string(rune('a' + i))})
-	}
-	if err := db.FoldJournalAudited(ctx, nil, recs, JournalMark{}); err != nil {
+	now := time.Now()
+	var mu sync.Mutex
+	db.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	j, err := OpenJournal(dir)
+	if err != nil {
 		t.Fatal(err)
 	}
-	// Older than 7 days: days 8 and 9 go (day 7 is exactly at the bound).
-	if n, err := db.PruneAudit(ctx, 7*24*time.Hour, 0); err != nil || n != 2 {
-		t.Fatalf("prune by age deleted %d, %v; want 2", n, err)
+	gate := &foldGate{DB: db}
+	w := NewValueWriter(gate, j, AuditBounds{MaxAge: time.Hour, MaxRows: 5}, slog.New(slog.DiscardHandler))
+	defer w.Close()
+	command := func(i int, confirmed map[string]time.Time) {
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		recs := []bridge.AuditRecord{
+			{At: at, InstallationID: "inst-1", SwitchID: "a", Command: "on", Outcome: "ok", RequestID: fmt.Sprint("r", i)},
+			{At: at, InstallationID: "inst-1", SwitchID: "b", Command: "on", Outcome: "timeout", Latency: time.Second, RequestID: fmt.Sprint("r", i)},
+		}
+		if err := w.Persist(bridge.On, confirmed, recs); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if n, err := db.PruneAudit(ctx, 7*24*time.Hour, 5); err != nil || n != 3 {
-		t.Fatalf("prune by rows deleted %d, %v; want 3", n, err)
+	waitRows := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for n, _ := db.AuditRows(ctx); n != want; n, _ = db.AuditRows(ctx) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d records in the database after 10 s, want %d", n, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
-	got, _ := db.Audit(ctx, AuditFilter{})
-	if len(got) != 5 || got[0].RequestID != "a" || got[4].RequestID != "e" {
-		t.Errorf("left %+v, want the 5 newest", got)
+
+	// A command that confirmed nothing: its records alone wake the
+	// writer, which stores them.
+	command(0, nil)
+	waitRows(2)
+	// One append holds a command's value and both its records; a batch
+	// that fails leaves them in the journal, and the next one stores them.
+	gate.failing.Store(true)
+	command(1, map[string]time.Time{"a": now})
+	p, err := readJournalFile(dir)
+	if err != nil || len(p.Values) != 1 || len(p.Audit) != 2 {
+		t.Fatalf("journal after one command: %+v, %v; want its value and both records", p, err)
+	}
+	gate.failing.Store(false)
+	waitRows(4)
+	if m := j.Mark(); m.Size != 0 {
+		t.Errorf("the journal holds %d bytes after the batch, want it emptied", m.Size)
+	}
+
+	// Past the row bound: the oldest go, exactly down to it.
+	for i := 2; i < 5; i++ {
+		command(i, nil)
+	}
+	w.flush()
+	got, err := db.Audit(ctx, bridge.AuditFilter{})
+	if err != nil || len(got) != 5 || got[0].RequestID != "r4" || got[4].RequestID != "r2" {
+		t.Fatalf("after 5 commands of 2 records under max_rows 5: %d records %+v, %v; want the 5 newest", len(got), got, err)
+	}
+	// Past the age bound, with no command coming: PruneAudit.
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	w.PruneAudit()
+	if n, _ := db.AuditRows(ctx); n != 0 {
+		t.Errorf("%d records left 2 h later under max_age 1h", n)
+	}
+}
+
+// TestValueWriterAuditWithoutJournal: when the journal fails, the records
+// go to the database before Persist returns, as the values do.
+func TestValueWriterAuditWithoutJournal(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	j, err := OpenJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewValueWriter(db, j, AuditBounds{}, slog.New(slog.DiscardHandler))
+	defer w.Close()
+	j.f.Close() // every append fails from now on
+	rec := bridge.AuditRecord{At: time.Now(), InstallationID: "inst-1", SwitchID: "a", Command: "off", Outcome: "failed", RequestID: "r"}
+	if err := w.Persist(bridge.Off, nil, []bridge.AuditRecord{rec}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.Audit(ctx, bridge.AuditFilter{}); len(got) != 1 || got[0].RequestID != "r" {
+		t.Errorf("records after Persist with a broken journal: %+v", got)
 	}
 }

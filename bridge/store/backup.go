@@ -13,7 +13,8 @@ import (
 // Backup writes a consistent copy of the hub's state to dst, while the
 // daemon runs or not: one snapshot of the database (VACUUM INTO, a single
 // read transaction, so it never sees half a command) with the values of the
-// value journal the snapshot lacks folded in, so the copy is one
+// value journal the snapshot lacks folded in (and the audit records
+// journaled with them), so the copy is one
 // self-contained database file. Under a running daemon the snapshot
 // records how far the journal was folded into it (JournalMark), and every
 // journal line past that, read after the snapshot in the same journal
@@ -52,11 +53,18 @@ func (db *DB) Backup(ctx context.Context, dataDir, dst string) (values int, err 
 			return 0, err
 		}
 		vs := journal.unfolded(fold, ok)
-		if len(vs) > 0 {
+		recs := journal.unfoldedAudit(fold, ok) // the audit records of the same commands
+		if len(vs) > 0 || len(recs) > 0 {
 			// Recorded as folded, so that restoring the copy beside the same
 			// journal does not replay these lines a second time.
-			end := journal.Ends[len(journal.Ends)-1]
-			if err := cp.FoldJournal(ctx, vs, JournalMark{Generation: journal.Generation, Size: end}); err != nil {
+			var end int64
+			if len(journal.Ends) > 0 {
+				end = journal.Ends[len(journal.Ends)-1]
+			}
+			if len(journal.AuditEnds) > 0 {
+				end = max(end, journal.AuditEnds[len(journal.AuditEnds)-1])
+			}
+			if err := cp.FoldJournalAudited(ctx, vs, recs, JournalMark{Generation: journal.Generation, Size: end}); err != nil {
 				return 0, ExplainDiskFull(fmt.Errorf("adding the journal's values to the copy: %w", err), filepath.Dir(dst))
 			}
 		}

@@ -101,7 +101,7 @@ func (j *Journal) Append(vs []SwitchValue) error {
 // AppendAudited writes values and a command's audit records in one write:
 // the audit log costs no write of its own. An audit line is "<unix ms>
 // audit <JSON record>" (JSON escapes every byte a line could break on).
-func (j *Journal) AppendAudited(vs []SwitchValue, recs []AuditRecord) error {
+func (j *Journal) AppendAudited(vs []SwitchValue, recs []bridge.AuditRecord) error {
 	if len(vs) == 0 && len(recs) == 0 {
 		return nil
 	}
@@ -158,7 +158,7 @@ func (db *DB) FoldJournal(ctx context.Context, vs []SwitchValue, mark JournalMar
 
 // FoldJournalAudited is FoldJournal with the audit records journaled
 // beside the values, stored in the same transaction.
-func (db *DB) FoldJournalAudited(ctx context.Context, vs []SwitchValue, recs []AuditRecord, mark JournalMark) error {
+func (db *DB) FoldJournalAudited(ctx context.Context, vs []SwitchValue, recs []bridge.AuditRecord, mark JournalMark) error {
 	return db.saveValues(ctx, vs, recs, &mark)
 }
 
@@ -174,8 +174,9 @@ func (db *DB) journalFold(ctx context.Context) (m JournalMark, ok bool, err erro
 // JournalReport is what Replay found in the journal, for the log: nothing
 // the journal held is dropped without being counted here.
 type JournalReport struct {
-	// Replayed is how many values went into the database.
-	Replayed int
+	// Replayed is how many values went into the database; AuditReplayed
+	// how many audit records.
+	Replayed, AuditReplayed int
 	// Folded is how many lines the database already held: a daemon killed
 	// between storing a batch and emptying the journal.
 	Folded int
@@ -235,7 +236,7 @@ func (j *Journal) Replay(db *DB) (*JournalReport, error) {
 			return nil, err
 		}
 	}
-	rep.Replayed = len(vs)
+	rep.Replayed, rep.AuditReplayed = len(vs), len(recs)
 	if j.size == 0 {
 		return rep, nil // nothing to empty (and the file may not be one that truncates)
 	}
@@ -326,7 +327,7 @@ type parsedJournal struct {
 	Generation   int64
 	Values       []SwitchValue
 	Ends         []int64 // the offset just past each value's line
-	Audit        []AuditRecord
+	Audit        []bridge.AuditRecord
 	AuditEnds    []int64 // the offset just past each audit line
 	Unreadable   int
 	UnreadableAt []int64
@@ -349,7 +350,7 @@ func (p *parsedJournal) unfolded(fold JournalMark, ok bool) []SwitchValue {
 }
 
 // unfoldedAudit is unfolded for the audit records.
-func (p *parsedJournal) unfoldedAudit(fold JournalMark, ok bool) []AuditRecord {
+func (p *parsedJournal) unfoldedAudit(fold JournalMark, ok bool) []bridge.AuditRecord {
 	if !ok || fold.Generation != p.Generation {
 		return p.Audit
 	}
@@ -434,7 +435,7 @@ func (p *parsedJournal) unreadable(at int64) {
 
 // parseAuditLine reads "<ms> audit <JSON>"; isAudit is whether the line
 // is one, ok whether it reads.
-func parseAuditLine(line string) (r AuditRecord, isAudit, ok bool) {
+func parseAuditLine(line string) (r bridge.AuditRecord, isAudit, ok bool) {
 	ms, rest, found := strings.Cut(line, " audit ")
 	if !found {
 		return r, false, false

@@ -35,7 +35,7 @@ func (db *DB) SaveSwitchValues(ctx context.Context, vs []SwitchValue) error {
 
 // saveValues stores vs and, when fold is set, records in the same
 // transaction that the journal is folded up to it.
-func (db *DB) saveValues(ctx context.Context, vs []SwitchValue, recs []AuditRecord, fold *JournalMark) error {
+func (db *DB) saveValues(ctx context.Context, vs []SwitchValue, recs []bridge.AuditRecord, fold *JournalMark) error {
 	if len(vs) == 0 && len(recs) == 0 && fold == nil {
 		return nil
 	}

@@ -16,15 +16,30 @@ import (
 // goroutine. A command, which must not be answered before its values are
 // durable, appends them to the value journal instead (one write); each
 // batch written to the database empties the journal again.
+//
+// A command's audit records ride the same way: journaled in the write of
+// its values, stored with the next batch (in its transaction), after which
+// the writer keeps the audit log within its bounds.
 type ValueWriter struct {
 	db      valueFolder
 	journal *Journal
 	logger  *slog.Logger
+	bounds  AuditBounds
 
 	// wmu serialises journal appends and database flushes, so a flush
 	// knows everything journaled before it is in its batch.
 	wmu       sync.Mutex
 	journaled map[string]bridge.Value // queued values already in the journal; under wmu
+	// audit is the records not yet in the database (in the journal, or
+	// in memory alone while neither journal nor database takes them);
+	// under wmu.
+	audit []bridge.AuditRecord
+	// auditRows is how many records the database holds, counted once and
+	// then followed, so that the row bound costs a query only when it is
+	// passed; -1 until counted. Under wmu.
+	auditRows int64
+	// auditDropped is set once the log said records were dropped.
+	auditDropped bool
 
 	mu   sync.Mutex
 	last map[string]bridge.Value
@@ -42,14 +57,31 @@ type ValueWriter struct {
 
 // valueFolder is the part of the database the writer needs.
 type valueFolder interface {
-	FoldJournal(ctx context.Context, vs []SwitchValue, mark JournalMark) error
+	FoldJournalAudited(ctx context.Context, vs []SwitchValue, recs []bridge.AuditRecord, mark JournalMark) error
+	PruneAudit(ctx context.Context, maxAge time.Duration, maxRows int) (int64, error)
+	AuditRows(ctx context.Context) (int64, error)
 }
 
-// NewValueWriter starts a writer into db that journals commands' values in
-// journal, which it then owns: Close closes it. Without a journal (nil) a
-// command's values go to the database before Persist returns.
-func NewValueWriter(db valueFolder, journal *Journal, logger *slog.Logger) *ValueWriter {
-	w := &ValueWriter{db: db, journal: journal, logger: logger, journaled: map[string]bridge.Value{},
+// AuditBounds bound the audit log (audit.max_age, audit.max_rows): a
+// record older than MaxAge goes, and past MaxRows records the oldest go.
+// bridge.DefaultAuditMaxAge and DefaultAuditMaxRows stand for a zero.
+type AuditBounds struct {
+	MaxAge  time.Duration
+	MaxRows int
+}
+
+// NewValueWriter starts a writer into db that journals commands' values
+// and audit records in journal, which it then owns: Close closes it.
+// Without a journal (nil) they go to the database before Persist returns.
+// The audit log is kept within bounds.
+func NewValueWriter(db valueFolder, journal *Journal, bounds AuditBounds, logger *slog.Logger) *ValueWriter {
+	if bounds.MaxAge <= 0 {
+		bounds.MaxAge = bridge.DefaultAuditMaxAge
+	}
+	if bounds.MaxRows <= 0 {
+		bounds.MaxRows = bridge.DefaultAuditMaxRows
+	}
+	w := &ValueWriter{db: db, journal: journal, logger: logger, bounds: bounds, auditRows: -1, journaled: map[string]bridge.Value{},
 		last: map[string]bridge.Value{}, at: map[string]time.Time{}, queue: map[string]bridge.State{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go w.run()
@@ -76,12 +108,21 @@ func (w *ValueWriter) Notify(id string, st bridge.State) {
 	}
 	w.last[id] = st.Value
 	w.queue[id] = st
-	// Under the lock, so close cannot shut the channel between check and send.
+	w.wakeLocked()
+	w.mu.Unlock()
+}
+
+// wakeLocked has the background writer store what waits, after its
+// coalescing window. Under mu, so close cannot shut the channel between
+// check and send.
+func (w *ValueWriter) wakeLocked() {
+	if w.closed {
+		return
+	}
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
-	w.mu.Unlock()
 }
 
 // coalesce is how long reported values gather before the background
@@ -120,11 +161,14 @@ func toValue(id string, st bridge.State) SwitchValue {
 }
 
 // Persist records that a command left switches at v (each as of its
-// confirmation) and makes every value reported so far durable before it
-// returns: it appends those not yet journaled to the journal. Should the
-// journal fail, it writes the database instead; only when both fail does
-// it return an error, and the command is not answered as a success.
-func (w *ValueWriter) Persist(v bridge.Value, confirmedAt map[string]time.Time) error {
+// confirmation), with the command's audit records, and makes every value
+// reported so far and the records durable before it returns: it appends
+// them to the journal in one write (bridge.Switchboard.Persist). Should
+// the journal fail, it writes the database instead; only when both fail
+// does it return an error, and the command is not answered as a success.
+// Records that neither took are kept in memory and stored with the next
+// batch that succeeds (a crash loses them).
+func (w *ValueWriter) Persist(v bridge.Value, confirmedAt map[string]time.Time, recs []bridge.AuditRecord) error {
 	for id, at := range confirmedAt {
 		w.Notify(id, bridge.State{Value: v, Available: true, Updated: at})
 	}
@@ -138,24 +182,93 @@ func (w *ValueWriter) Persist(v bridge.Value, confirmedAt map[string]time.Time) 
 		}
 	}
 	w.mu.Unlock()
-	if len(batch) == 0 {
+	if len(batch) == 0 && len(recs) == 0 {
 		return nil
 	}
+	w.keepAudit(recs)
 	if w.journal == nil {
-		return w.flushLocked()
+		return w.logLost(w.flushLocked())
 	}
-	if err := w.journal.Append(batch); err != nil {
+	if err := w.journal.AppendAudited(batch, recs); err != nil {
 		w.logger.Warn("value journal: writing the database instead", "err", err)
 		if ferr := w.flushLocked(); ferr != nil {
 			// One line: it ends up in a 503's message and a log line.
-			return fmt.Errorf("value journal: %v; database: %v", err, ferr)
+			return w.logLost(fmt.Errorf("value journal: %v; database: %v", err, ferr))
 		}
 		return nil
 	}
 	for _, v := range batch {
 		w.journaled[v.SwitchID] = v.Value
 	}
+	if len(recs) > 0 {
+		// Into the database with the next batch: a command that changed
+		// no value has not woken the writer.
+		w.mu.Lock()
+		w.wakeLocked()
+		w.mu.Unlock()
+	}
 	return nil
+}
+
+// keepAudit adds recs to the records waiting for the database, keeping at
+// most the row bound of them (the oldest go first, as the bound would
+// prune them): a database that stays unwritable must not fill the memory.
+func (w *ValueWriter) keepAudit(recs []bridge.AuditRecord) {
+	w.audit = append(w.audit, recs...)
+	if over := len(w.audit) - w.bounds.MaxRows; over > 0 {
+		w.audit = append(w.audit[:0], w.audit[over:]...)
+		if !w.auditDropped {
+			w.auditDropped = true
+			w.logger.Warn("audit log: the database has not taken records for a while; dropping the oldest waiting, past audit.max_rows", "max_rows", w.bounds.MaxRows)
+		}
+	}
+}
+
+// logLost logs err, when set, with the audit records it leaves in memory
+// alone: a command refused before any device, or where nothing confirmed,
+// answers as it would have, and its records would otherwise be lost
+// without a line.
+func (w *ValueWriter) logLost(err error) error {
+	if err != nil && len(w.audit) > 0 {
+		w.logger.Warn("audit log: records not stored yet, kept in memory and retried with the next write", "records", len(w.audit), "err", err)
+	}
+	return err
+}
+
+// PruneAudit applies the audit log's bounds now: after each batch with
+// records the writer does it itself, but records age while no command
+// comes, so the daemon calls this now and then.
+func (w *ValueWriter) PruneAudit() {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	w.pruneAuditLocked(0)
+}
+
+// pruneAuditLocked deletes the records past the bounds, added being how
+// many the last batch stored. The age bound is one indexed delete; the
+// row bound needs the count, followed here, and a query only once passed.
+func (w *ValueWriter) pruneAuditLocked(added int) {
+	ctx := context.Background()
+	if w.auditRows >= 0 {
+		w.auditRows += int64(added)
+	} else if n, err := w.db.AuditRows(ctx); err != nil {
+		w.logger.Warn("audit log: counting records; pruning by age only this time", "err", err)
+	} else {
+		w.auditRows = n
+	}
+	maxRows := 0
+	if w.auditRows > int64(w.bounds.MaxRows) {
+		maxRows = w.bounds.MaxRows
+	}
+	n, err := w.db.PruneAudit(ctx, w.bounds.MaxAge, maxRows)
+	if err != nil {
+		w.logger.Warn("audit log: pruning; will try again after the next command", "err", err)
+		w.auditRows = -1
+		return
+	}
+	if w.auditRows >= 0 {
+		w.auditRows -= n
+	}
 }
 
 func (w *ValueWriter) flush() {
@@ -169,7 +282,8 @@ func (w *ValueWriter) flushLocked() error {
 	q := w.queue
 	w.queue = map[string]bridge.State{}
 	w.mu.Unlock()
-	if len(q) == 0 {
+	recs := w.audit
+	if len(q) == 0 && len(recs) == 0 {
 		return nil
 	}
 	batch := make([]SwitchValue, 0, len(q))
@@ -183,8 +297,8 @@ func (w *ValueWriter) flushLocked() error {
 	if w.journal != nil {
 		mark = w.journal.Mark()
 	}
-	if err := w.db.FoldJournal(context.Background(), batch, mark); err != nil {
-		w.logger.Warn("storing switch values; will retry", "switches", len(batch), "err", err)
+	if err := w.db.FoldJournalAudited(context.Background(), batch, recs, mark); err != nil {
+		w.logger.Warn("storing switch values; will retry", "switches", len(batch), "audit_records", len(recs), "err", err)
 		// Put back what no newer report replaced; the journal keeps what it has.
 		w.mu.Lock()
 		for id, st := range q {
@@ -192,15 +306,12 @@ func (w *ValueWriter) flushLocked() error {
 				w.queue[id] = st
 			}
 		}
-		if !w.closed {
-			select { // try again after the next coalescing window
-			case w.wake <- struct{}{}:
-			default:
-			}
-		}
+		w.wakeLocked() // try again after the next coalescing window
 		w.mu.Unlock()
-		return err
+		return err // the records stay in w.audit for that try
 	}
+	w.audit = nil
+	w.auditDropped = false
 	// Everything journaled so far was in the queue this batch took (or was
 	// replaced by a newer value in it), so the journal is no longer needed.
 	if w.journal != nil {
@@ -209,6 +320,9 @@ func (w *ValueWriter) flushLocked() error {
 		}
 	}
 	clear(w.journaled)
+	if len(recs) > 0 {
+		w.pruneAuditLocked(len(recs))
+	}
 	return nil
 }
 

@@ -18,7 +18,7 @@ type saver struct {
 	saved   map[string]bridge.Value
 }
 
-func (s *saver) FoldJournal(_ context.Context, vs []SwitchValue, _ JournalMark) error {
+func (s *saver) FoldJournalAudited(_ context.Context, vs []SwitchValue, _ []bridge.AuditRecord, _ JournalMark) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failing {
@@ -29,6 +29,9 @@ func (s *saver) FoldJournal(_ context.Context, vs []SwitchValue, _ JournalMark) 
 	}
 	return nil
 }
+
+func (s *saver) PruneAudit(context.Context, time.Duration, int) (int64, error) { return 0, nil }
+func (s *saver) AuditRows(context.Context) (int64, error)                      { return 0, nil }
 
 func (s *saver) get(id string) bridge.Value {
 	s.mu.Lock()
@@ -42,7 +45,7 @@ func newTestWriter(t *testing.T, sv *saver) *ValueWriter {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := NewValueWriter(sv, j, slog.New(slog.DiscardHandler))
+	w := NewValueWriter(sv, j, AuditBounds{}, slog.New(slog.DiscardHandler))
 	t.Cleanup(func() { w.Close() })
 	return w
 }
@@ -54,7 +57,7 @@ func TestConfirmationDoesNotOverwriteANewerReport(t *testing.T) {
 	// The plug confirmed "on", then someone pressed its button: it reported
 	// "off" before the command (waiting on a slower plug) stored its result.
 	w.Notify("x", bridge.State{Value: bridge.Off, Updated: confirmed.Add(time.Second)})
-	if err := w.Persist(bridge.On, map[string]time.Time{"x": confirmed}); err != nil {
+	if err := w.Persist(bridge.On, map[string]time.Time{"x": confirmed}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := w.Value("x"); v != bridge.Off {
@@ -90,12 +93,12 @@ func TestPersistFailsOnlyWhenNothingCouldStoreIt(t *testing.T) {
 	sv := &saver{saved: map[string]bridge.Value{}, failing: true}
 	w := newTestWriter(t, sv)
 	// The journal works: the database failing does not matter yet.
-	if err := w.Persist(bridge.On, map[string]time.Time{"x": time.Now()}); err != nil {
+	if err := w.Persist(bridge.On, map[string]time.Time{"x": time.Now()}, nil); err != nil {
 		t.Errorf("Persist with a working journal: %v", err)
 	}
 	// Journal gone too: the command must hear of it.
 	w.journal.Close()
-	if err := w.Persist(bridge.Off, map[string]time.Time{"x": time.Now()}); err == nil {
+	if err := w.Persist(bridge.Off, map[string]time.Time{"x": time.Now()}, nil); err == nil {
 		t.Error("Persist succeeded with neither journal nor database")
 	}
 }

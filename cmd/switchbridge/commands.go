@@ -104,6 +104,12 @@ var commands = []command{
 		Setup:    installationSeeOnly},
 	{Name: "installation delete", Args: "ID", Short: "uninstalls one installation; its tokens stop working at once, also on a running hub", Store: platformStore,
 		Setup: func(*flag.FlagSet) func(*invocation) error { return installationDelete }},
+	{Name: "audit", Short: "lists the commands apps sent to this hub's switches, newest first: time, installation, app, user, switch, command, outcome, latency, request id", Store: anyStore,
+		Long: "One record per switch of each command, kept for audit.max_age and at most audit.max_rows. Outcomes: ok; failed, timeout or unavailable (the device did not confirm); " +
+			"see_only, unsupported or rate_limited for the switch a refusal names, and not_sent for the others of that command (nothing was sent). The request id is the answer's X-Request-Id. " +
+			"Requests refused before any command (401, the installation's 429, 400, 404) are not recorded. --limit defaults to 100 (0: all). " +
+			"Each hub keeps its own log: on a platform, run it on the hub (hub list names them).",
+		Setup: auditList},
 	{Name: "hub add", Args: "NAME", Short: "registers a hub with this platform and prints its hub_id and secret, the secret only this once", Store: platformStore,
 		Required: []string{"base-url"},
 		Setup:    hubAdd},

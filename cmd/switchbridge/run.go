@@ -287,6 +287,7 @@ type invocation struct {
 // the hubs (link) and the embedded broker's client ids (mqtt). open chooses the engine, in this one place.
 type storage interface {
 	admin.Store
+	admin.AuditLog
 	oauth.IssuerStore
 	link.PlatformStore
 	mqtt.ClientIDAdmin
@@ -315,7 +316,7 @@ func (c *invocation) open() error {
 	}
 	c.cfg, c.store = cfg, db
 	c.locations = link.NewDirectory(db, own)
-	c.admin = &admin.Service{Store: db, Locations: c.locations}
+	c.admin = &admin.Service{Store: db, Locations: c.locations, AuditLog: db}
 	return nil
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
 )
 
 // TestLinkedHubEnforcesSeeOnly: a platform and a hub, each a process of its
@@ -80,6 +82,25 @@ func TestLinkedHubEnforcesSeeOnly(t *testing.T) {
 	}
 	if r := runCLI(t, "", "installation", "see-only", id, "on", "--switch", "barn-door", "--config", m.platform.cfg); r.code == 0 || !strings.Contains(r.stderr, "barn-door") {
 		t.Errorf("see-only for a switch the installation lacks: %+v", r)
+	}
+
+	// The hub keeps the audit log of what it refused and ran, in its own
+	// store; the platform points there.
+	var recs []auditJSON
+	waitFor(t, 15*time.Second, "the hub's audit log holds the refusals", func() bool {
+		r := runCLI(t, "", "audit", "--installation", id, "--switch", "barn-fan", "--json", "--config", b.cfg)
+		recs = nil
+		return r.code == 0 && json.Unmarshal([]byte(r.stdout), &recs) == nil && len(recs) > 0 && recs[0].Outcome == "see_only" && recs[0].Command == "off"
+	})
+	if recs[0].InstallationID != id || recs[0].ClientID != app.ClientID || recs[0].RequestID == "" {
+		t.Errorf("the hub's newest record of barn-fan: %+v", recs[0])
+	}
+	if r := runCLI(t, "", "audit", "--installation", id, "--config", m.platform.cfg); r.code != 1 || !strings.Contains(r.stderr, "is in a location of hub barn ("+b.url+"), which keeps its audit log") {
+		t.Errorf("audit of the hub's installation at the platform: %+v", r)
+	}
+	apps := daemontest.Remote(m.platform.url).NewBrowser().ConnectedApps(t, "alice", "pw-alice")
+	if !strings.Contains(apps.Body, `<dd class="actions"><span class="note">kept by the hub barn, which runs this location's switches</span>`) {
+		t.Errorf("the platform's connected apps page does not say the hub keeps the actions:\n%s", apps.Body)
 	}
 }
 

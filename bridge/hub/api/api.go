@@ -212,16 +212,26 @@ func commandSwitch(c *Call) (any, error) {
 }
 
 // command runs the call's command on the switches ids, and logs it once
-// answered.
+// answered. The switchboard keeps its audit records, one per switch of
+// ids, whether it ran or was refused (see-only, unsupported, a change
+// cap, a switch gone). What is refused before this point is no command
+// and is not recorded: a request without a valid token (401) or over its
+// installation's rate limit (429) costs its sender nothing, and must not
+// make the hub write (anyone could wear its SD card or fill its disk at
+// will); one with a command other than on or off (400), or to a switch
+// the grant does not hold (404), commands nothing the installation may
+// command.
 func command(c *Call, ids []string) (any, error) {
 	cmd, err := bridge.ParseCommand(c.Params["command"])
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	err = seeOnly(c, ids)
-	if err == nil {
-		ctx := bridge.WithSender(c.Ctx, bridge.Sender{Installation: c.Grant.InstallationID, App: c.Grant.ClientID, UserID: c.Grant.UserID, RequestID: c.RequestID})
+	ctx := bridge.WithSender(c.Ctx, bridge.Sender{Installation: c.Grant.InstallationID, App: c.Grant.ClientID, UserID: c.Grant.UserID, RequestID: c.RequestID})
+	if err = seeOnly(c, ids); err != nil {
+		// Refused here, not by the switchboard: recorded all the same.
+		c.Switchboard.Refused(ctx, ids, cmd, err)
+	} else {
 		err = c.Switchboard.CommandIn(ctx, c.Grant.LocationID, ids, cmd)
 	}
 	if c.handler != nil {

@@ -32,7 +32,7 @@ func TestCommandLogSaysSwitchedWhenStoringFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Persist = func(bridge.Value, map[string]time.Time) error {
+	h.Persist = func(bridge.Value, map[string]time.Time, []bridge.AuditRecord) error {
 		return errors.New("write switch-values.journal: no space left on device")
 	}
 	var logs bytes.Buffer
@@ -74,7 +74,7 @@ func TestCommandLogOneLinePerCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Persist = func(bridge.Value, map[string]time.Time) error { return nil }
+	h.Persist = func(bridge.Value, map[string]time.Time, []bridge.AuditRecord) error { return nil }
 	run := func(grant []string) string {
 		var logs bytes.Buffer
 		c := &Call{Ctx: context.Background(), Params: map[string]string{"command": "on"}, Switchboard: h,

@@ -1,5 +1,6 @@
 // Package admin is what a platform's owner does from the command line to
-// users, apps, installations and hubs, with the rules that come with each
+// users, apps, installations and hubs, and what an owner reads of the
+// audit log, with the rules that come with each
 // (names, ids, secrets, which locations exist). It reaches storage only
 // through the Store it declares, so the command line never holds a
 // storage engine of its own and the engine is chosen in one place.
@@ -44,6 +45,7 @@ type Store interface {
 	DeleteApp(ctx context.Context, clientID string) error
 
 	FindInstallations(ctx context.Context, f bridge.InstallationFilter) ([]*bridge.Installation, error)
+	Installation(ctx context.Context, id string) (*bridge.Installation, error)
 	Uninstall(ctx context.Context, id string) error
 	// SetSeeOnly grants one switch of an installation see-only or see
 	// and switch.
@@ -73,6 +75,8 @@ type Service struct {
 	// PasswordCost is bcrypt's cost for new passwords; 0 is
 	// bcrypt.DefaultCost.
 	PasswordCost int
+	// AuditLog is the daemon's own audit log, for Audit.
+	AuditLog AuditLog
 }
 
 // Password limits: bcrypt reads at most 72 bytes, and a password shorter

@@ -174,3 +174,55 @@ func TestHubs(t *testing.T) {
 	_, err = s.RotateHubSecret(ctx, "hub-nope")
 	wantCode(t, "rotating a missing hub's secret", err, bridge.ENOTFOUND)
 }
+
+// TestAudit: the records come from the audit log, newest first; on a
+// platform with a hub they say which hubs keep the others, and asking for
+// an installation a hub serves names that hub instead of answering none.
+func TestAudit(t *testing.T) {
+	ctx := context.Background()
+	s, db := newService(t)
+	s.AuditLog = db
+	alice, err := s.AddUser(ctx, "alice", "pw-alice", []int64{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-time.Minute)
+	recs := []bridge.AuditRecord{
+		{At: at, InstallationID: "inst-1", ClientID: "app", UserID: alice.ID, SwitchID: "lamp", Command: bridge.CommandOn, Outcome: bridge.OutcomeOK, RequestID: "r1"},
+		{At: at.Add(time.Second), InstallationID: "inst-1", ClientID: "app", UserID: alice.ID, SwitchID: "lamp", Command: bridge.CommandOff, Outcome: bridge.FailTimeout, RequestID: "r2"},
+	}
+	if err := db.FoldJournalAudited(ctx, nil, recs, store.JournalMark{}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Audit(ctx, bridge.AuditFilter{})
+	if err != nil || len(rep.Records) != 2 || rep.Records[0].RequestID != "r2" || len(rep.Elsewhere) != 0 {
+		t.Fatalf("Audit = %+v, %v; want both records, newest first, and no hub", rep, err)
+	}
+	_, err = s.Audit(ctx, bridge.AuditFilter{Limit: -1})
+	wantCode(t, "a negative limit", err, bridge.EINVALID)
+
+	h, _, err := s.AddHub(ctx, "barn", "http://barn.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetInventory(ctx, h.ID, "test", []bridge.RemoteLocation{{ID: 20, Name: "Barn", Switches: []bridge.RemoteSwitch{{ID: "fan", Name: "Fan"}}}},
+		func(int64) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	app, _, err := s.CreateApp(ctx, admin.AppSpec{Name: "App", RedirectURIs: []string{"https://app.example/cb"}, Owner: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &bridge.Installation{ClientID: app.ClientID, UserID: alice.ID, LocationID: 20, SwitchIDs: []string{"fan"}}
+	if err := db.Install(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = s.Audit(ctx, bridge.AuditFilter{InstallationID: "inst-1"})
+	if err != nil || len(rep.Records) != 2 || len(rep.Elsewhere) != 1 || rep.Elsewhere[0].Name != "barn" {
+		t.Errorf("Audit on a platform with a hub = %+v, %v; want the records and the hub", rep, err)
+	}
+	_, err = s.Audit(ctx, bridge.AuditFilter{InstallationID: in.ID})
+	if bridge.ErrorCode(err) != bridge.EINVALID || !strings.Contains(err.Error(), "hub barn (http://barn.example)") {
+		t.Errorf("Audit of the hub's installation: %v, want it to name the hub", err)
+	}
+}

@@ -1,7 +1,8 @@
 package oauth
 
 // The connected apps page: a logged-in user sees each installation they
-// made (app, location, switches, when granted, when last used), removes one
+// made (app, location, switches, when granted, when last used, its last
+// actions from the audit log), removes one
 // (its tokens stop working at once, discovery no longer lists it) or
 // changes its switches.
 //
@@ -40,6 +41,41 @@ type connectedView struct {
 	Changed  string // "" when the switches were never changed
 	LastUsed string
 	Webhooks []webhookView
+	// Actions are the installation's last commands, newest first, one per
+	// switch; ActionsElsewhere, when set, says where they are kept instead
+	// (the hub that ran them), and Actions is then empty.
+	Actions          []actionView
+	ActionsElsewhere string
+}
+
+// actionView is one switch of one of an installation's commands, as the
+// audit log recorded it.
+type actionView struct {
+	At, Switch, Command, Outcome string
+	OK                           bool
+}
+
+// lastActions is how many of an installation's last actions the page
+// shows: enough to see what an app did lately, not a log.
+const lastActions = 5
+
+// auditLister is the store of a daemon that runs commands: its audit log
+// (bridge.AuditRecord). The installations in a hub's location have their
+// records on that hub, not here.
+type auditLister interface {
+	Audit(ctx context.Context, f bridge.AuditFilter) ([]bridge.AuditRecord, error)
+}
+
+// outcomeText is how the page words an audit record's outcome.
+var outcomeText = map[string]string{
+	bridge.OutcomeOK:       "done",
+	bridge.OutcomeNotSent:  "not sent (refused for another switch)",
+	bridge.FailSeeOnly:     "refused: it may only see this switch",
+	bridge.FailUnsupported: "refused: the switch cannot do this",
+	bridge.FailRateLimited: "refused: switched too often",
+	bridge.FailTimeout:     "no answer from the device",
+	bridge.FailUnavailable: "the device was offline",
+	bridge.FailError:       "the device failed",
 }
 
 // webhookView is one of an installation's webhooks as the page shows it.
@@ -124,6 +160,10 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 		if !in.LastUsedAt.IsZero() {
 			v.LastUsed = in.LastUsedAt.Local().Format(timeFormat)
 		}
+		if err := s.addActions(ctx, &v, in); err != nil {
+			s.internal(w, r, err)
+			return
+		}
 		if wl, ok := s.connected.(webhookLister); ok {
 			ws, err := wl.Webhooks(ctx, in.ID)
 			live := true
@@ -143,6 +183,45 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 	}
 	s.render(w, http.StatusOK, "apps", d)
 }
+
+// addActions adds an installation's last actions to its view: from this
+// daemon's audit log, unless a hub of the platform holds the
+// installation's location: that hub ran its commands and keeps their
+// records, and the view says so rather than show none.
+func (s *Server) addActions(ctx context.Context, v *connectedView, in *bridge.Installation) error {
+	if _, own := s.hub.Location(in.LocationID); !own && s.Hubs != nil {
+		hl, ok, err := s.Hubs.HubLocation(ctx, in.LocationID)
+		if err != nil {
+			s.logger.Warn("looking up a hub's location", "location", in.LocationID, "err", err)
+		}
+		if ok {
+			v.ActionsElsewhere = hl.HubName
+			return nil
+		}
+	}
+	// Its own location, or one gone: what this daemon ran is here.
+	al, ok := s.connected.(auditLister)
+	if !ok {
+		return nil
+	}
+	recs, err := al.Audit(ctx, bridge.AuditFilter{InstallationID: in.ID, Limit: lastActions})
+	if err != nil {
+		return err
+	}
+	for _, r := range recs {
+		out, ok := outcomeText[r.Outcome]
+		if !ok {
+			out = r.Outcome
+		}
+		v.Actions = append(v.Actions, actionView{At: r.At.Local().Format(actionTime), Switch: s.switchNames(ctx, in.LocationID, []string{r.SwitchID}),
+			Command: string(r.Command), Outcome: out, OK: r.Outcome == bridge.OutcomeOK})
+	}
+	return nil
+}
+
+// actionTime is how the page shows an action's time: to the second, as
+// commands come close together.
+const actionTime = "2 Jan 2006 15:04:05"
 
 // locationOf is a location as the consent page shows it, with the switches
 // in checked ticked: one of this hub's or, on a platform, of its hubs'.
