@@ -21,15 +21,17 @@ type persisted struct {
 // it is set.
 func recordPersist(h *bridge.Switchboard, fail error) *[]persisted {
 	var calls []persisted
-	h.Persist = func(_ bridge.Value, at map[string]time.Time, recs []bridge.AuditRecord) error {
-		var ids []string
-		for id := range at {
-			ids = append(ids, id)
+	bridge.Configure(h, func(o *bridge.SwitchboardOptions) {
+		o.Persist = func(_ bridge.Value, at map[string]time.Time, recs []bridge.AuditRecord) error {
+			var ids []string
+			for id := range at {
+				ids = append(ids, id)
+			}
+			slices.Sort(ids)
+			calls = append(calls, persisted{ids, recs})
+			return fail
 		}
-		slices.Sort(ids)
-		calls = append(calls, persisted{ids, recs})
-		return fail
-	}
+	})
 	return &calls
 }
 
@@ -60,7 +62,7 @@ func TestAuditRecordsEveryCommand(t *testing.T) {
 		"relay":   &relayLike{limit: bridge.ChangeLimit{Burst: 1, Per: time.Hour}},
 		"offline": &device{do: func(context.Context) error { return bridge.ErrUnavailable }},
 	}, nil)
-	h.Timeout = 50 * time.Millisecond
+	bridge.Configure(h, func(o *bridge.SwitchboardOptions) { o.Timeout = 50 * time.Millisecond })
 	calls := recordPersist(h, nil)
 	sender := bridge.Sender{Installation: "inst-1", App: "app-1", UserID: 7, RequestID: "req-1"}
 	ctx := bridge.WithSender(context.Background(), sender)
@@ -103,8 +105,8 @@ func TestAuditRecordsEveryCommand(t *testing.T) {
 			if refused && r.Latency != 0 {
 				t.Errorf("%s: record %+v: a switch that was not sent the command took no time", c.name, r)
 			}
-			if r.SwitchID == "slow" && r.Latency < h.Timeout {
-				t.Errorf("%s: the timed-out switch took %s, want the whole deadline (%s)", c.name, r.Latency, h.Timeout)
+			if r.SwitchID == "slow" && r.Latency < h.Options().Timeout {
+				t.Errorf("%s: the timed-out switch took %s, want the whole deadline (%s)", c.name, r.Latency, h.Options().Timeout)
 			}
 		}
 	}

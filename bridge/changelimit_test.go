@@ -30,19 +30,21 @@ func cappedHub(t *testing.T, devs map[string]bridge.Device, caps map[string]*bri
 		loc.Switches = append(loc.Switches, id)
 		sws = append(sws, &bridge.Switch{ID: id, Name: "name of " + id, Driver: "test", LocationID: 1, Device: d, MaxChanges: caps[id]})
 	}
-	h, err := bridge.NewSwitchboard([]bridge.Location{loc}, sws)
+	h, err := bridge.NewSwitchboard([]bridge.Location{loc}, sws, bridge.SwitchboardOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := clocktest.New()
-	h.Now = c.Now
+	bridge.Configure(h, func(o *bridge.SwitchboardOptions) { o.Now = c.Now })
 	var mu sync.Mutex
 	var observed []string
-	h.Observe = func(sw *bridge.Switch, _ bridge.Command, outcome string, _ time.Duration) {
-		mu.Lock()
-		observed = append(observed, sw.ID+":"+outcome)
-		mu.Unlock()
-	}
+	bridge.Configure(h, func(o *bridge.SwitchboardOptions) {
+		o.Observe = func(sw *bridge.Switch, _ bridge.Command, outcome string, _ time.Duration) {
+			mu.Lock()
+			observed = append(observed, sw.ID+":"+outcome)
+			mu.Unlock()
+		}
+	})
 	return h, c, &observed
 }
 

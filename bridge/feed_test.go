@@ -73,7 +73,7 @@ func TestFeedCauses(t *testing.T) {
 		return nil
 	}
 	h := newHub(t, map[string]bridge.Device{"a": reporting, "b": &device{}})
-	h.Feed = f
+	bridge.Configure(h, func(o *bridge.SwitchboardOptions) { o.Feed = f })
 	if err := h.Command(context.Background(), []string{"a", "b"}, bridge.CommandOff); err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,9 @@ type CommandObserver func(sw *Switch, cmd Command, outcome string, d time.Durati
 // Switchboard runs commands across switches and answers state queries from the
 // drivers' caches. The switch table can be replaced while it runs (config
 // reload); a command in flight keeps the table it started with.
-type Switchboard struct {
+// SwitchboardOptions is what a Switchboard is built with; every field may
+// be left zero.
+type SwitchboardOptions struct {
 	// Timeout bounds each switch of a command; DefaultCommandTimeout when 0.
 	Timeout time.Duration
 	// Observe, when set, is called once per switch per command.
@@ -63,6 +65,10 @@ type Switchboard struct {
 	// command to that value is in flight is the command's, and a
 	// confirmed command is in the feed before the command returns.
 	Feed *Feed
+}
+
+type Switchboard struct {
+	opts SwitchboardOptions
 
 	// cmdMu is held shared by every command and exclusively by Exclusive,
 	// so a reload never closes a device under a command.
@@ -78,8 +84,8 @@ type Switchboard struct {
 
 // NewSwitchboard builds a switchboard from the configured locations and switches. Every
 // switch must belong to a known location and ids must be unique.
-func NewSwitchboard(locations []Location, switches []*Switch) (*Switchboard, error) {
-	h := &Switchboard{}
+func NewSwitchboard(locations []Location, switches []*Switch, opts SwitchboardOptions) (*Switchboard, error) {
+	h := &Switchboard{opts: opts}
 	if err := h.Replace(locations, switches); err != nil {
 		return nil, err
 	}
@@ -281,12 +287,12 @@ func (h *Switchboard) CommandIn(ctx context.Context, loc int64, ids []string, cm
 	}
 
 	sender := SenderOf(ctx)
-	if h.Feed != nil {
-		h.Feed.commanding(sws, cmd.Value(), 1, sender.Installation)
-		defer h.Feed.commanding(sws, cmd.Value(), -1, sender.Installation)
+	if h.opts.Feed != nil {
+		h.opts.Feed.commanding(sws, cmd.Value(), 1, sender.Installation)
+		defer h.opts.Feed.commanding(sws, cmd.Value(), -1, sender.Installation)
 	}
 
-	timeout := h.Timeout
+	timeout := h.opts.Timeout
 	if timeout <= 0 {
 		timeout = DefaultCommandTimeout
 	}
@@ -327,14 +333,14 @@ func (h *Switchboard) CommandIn(ctx context.Context, loc int64, ids []string, cm
 		wg.Go(run)
 	}
 	wg.Wait()
-	if h.Feed != nil {
+	if h.opts.Feed != nil {
 		for i, s := range sws {
 			if results[i] == nil {
-				h.Feed.confirmed(s.ID, cmd.Value(), confirmedAt[i])
+				h.opts.Feed.confirmed(s.ID, cmd.Value(), confirmedAt[i])
 			}
 		}
 	}
-	if h.Persist != nil {
+	if h.opts.Persist != nil {
 		confirmed := map[string]time.Time{}
 		var recs []AuditRecord
 		if sender.Installation != "" {
@@ -352,7 +358,7 @@ func (h *Switchboard) CommandIn(ctx context.Context, loc int64, ids []string, cm
 			}
 		}
 		if len(confirmed) > 0 || len(recs) > 0 {
-			if err := h.Persist(cmd.Value(), confirmed, recs); err != nil && len(confirmed) > 0 {
+			if err := h.opts.Persist(cmd.Value(), confirmed, recs); err != nil && len(confirmed) > 0 {
 				// The devices did switch: say so (NotStored), and name the
 				// ones that failed besides.
 				e := Errorf(EUNAVAILABLE, "the switches were commanded, but the hub could not store their new state (%s); the command may be repeated",
@@ -403,7 +409,7 @@ func (h *Switchboard) Refused(ctx context.Context, ids []string, cmd Command, er
 
 func (h *Switchboard) refused(ctx context.Context, at time.Time, ids []string, cmd Command, err error) {
 	sender := SenderOf(ctx)
-	if h.Persist == nil || sender.Installation == "" {
+	if h.opts.Persist == nil || sender.Installation == "" {
 		return
 	}
 	var named map[string]string
@@ -424,7 +430,7 @@ func (h *Switchboard) refused(ctx context.Context, at time.Time, ids []string, c
 	}
 	// Its error does not change the refusal: nothing was switched, and
 	// Persist logs the records it could not store.
-	_ = h.Persist(cmd.Value(), nil, recs)
+	_ = h.opts.Persist(cmd.Value(), nil, recs)
 }
 
 // Sender is who sent a command: the installation (and its app and
@@ -451,15 +457,15 @@ func SenderOf(ctx context.Context) Sender {
 }
 
 func (h *Switchboard) now() time.Time {
-	if h.Now != nil {
-		return h.Now()
+	if h.opts.Now != nil {
+		return h.opts.Now()
 	}
 	return time.Now()
 }
 
 func (h *Switchboard) observe(s *Switch, cmd Command, outcome string, d time.Duration) {
-	if h.Observe != nil {
-		h.Observe(s, cmd, outcome, d)
+	if h.opts.Observe != nil {
+		h.opts.Observe(s, cmd, outcome, d)
 	}
 }
 
@@ -488,3 +494,7 @@ func failureList(fs []Failure) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// Options is what the switchboard was built with: a switchboard over the
+// same switches with other options starts from it.
+func (h *Switchboard) Options() SwitchboardOptions { return h.opts }

@@ -15,10 +15,12 @@ import (
 func BenchmarkCommandIn(b *testing.B) {
 	h := newHub(b, map[string]bridge.Device{"lamp": &device{}})
 	var stored int
-	h.Persist = func(v bridge.Value, confirmed map[string]time.Time, _ []bridge.AuditRecord) error {
-		stored += len(confirmed)
-		return nil
-	}
+	bridge.Configure(h, func(o *bridge.SwitchboardOptions) {
+		o.Persist = func(v bridge.Value, confirmed map[string]time.Time, _ []bridge.AuditRecord) error {
+			stored += len(confirmed)
+			return nil
+		}
+	})
 	ctx := context.Background()
 	ids := []string{"lamp"}
 	cmds := [2]bridge.Command{bridge.CommandOn, bridge.CommandOff}

@@ -56,7 +56,7 @@ func newHub(t testing.TB, devs map[string]bridge.Device) *bridge.Switchboard {
 		loc.Switches = append(loc.Switches, id)
 		sws = append(sws, &bridge.Switch{ID: id, Name: "name of " + id, Driver: "test", LocationID: 1, Device: d})
 	}
-	h, err := bridge.NewSwitchboard([]bridge.Location{loc}, sws)
+	h, err := bridge.NewSwitchboard([]bridge.Location{loc}, sws, bridge.SwitchboardOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestCommandFansOutConcurrently(t *testing.T) {
 		}}
 	}
 	h := newHub(t, devs)
-	h.Timeout = 10 * time.Second
+	bridge.Configure(h, func(o *bridge.SwitchboardOptions) { o.Timeout = 10 * time.Second })
 	ids := make([]string, 0, n)
 	for id := range devs {
 		ids = append(ids, id)
@@ -125,9 +125,11 @@ func TestCommandOutcomes(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHub(t, c.devs)
-			h.Timeout = 50 * time.Millisecond
+			bridge.Configure(h, func(o *bridge.SwitchboardOptions) { o.Timeout = 50 * time.Millisecond })
 			var observed atomic.Int32
-			h.Observe = func(*bridge.Switch, bridge.Command, string, time.Duration) { observed.Add(1) }
+			bridge.Configure(h, func(o *bridge.SwitchboardOptions) {
+				o.Observe = func(*bridge.Switch, bridge.Command, string, time.Duration) { observed.Add(1) }
+			})
 			var ids []string
 			for id := range c.devs {
 				ids = append(ids, id)
@@ -174,7 +176,7 @@ func TestCommandSurvivesClientGoingAway(t *testing.T) {
 		}
 	}}
 	h := newHub(t, map[string]bridge.Device{"a": d})
-	h.Timeout = 5 * time.Second
+	bridge.Configure(h, func(o *bridge.SwitchboardOptions) { o.Timeout = 5 * time.Second })
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- h.Command(ctx, []string{"a"}, bridge.CommandOn) }()
@@ -217,7 +219,7 @@ func TestNewHubRejectsBadTables(t *testing.T) {
 		"no device":          {[]bridge.Location{{ID: 1}}, []*bridge.Switch{{ID: "a", LocationID: 1}}},
 	}
 	for name, c := range cases {
-		if _, err := bridge.NewSwitchboard(c.locs, c.sws); bridge.ErrorCode(err) != bridge.EINVALID {
+		if _, err := bridge.NewSwitchboard(c.locs, c.sws, bridge.SwitchboardOptions{}); bridge.ErrorCode(err) != bridge.EINVALID {
 			t.Errorf("%s: %v, want invalid", name, err)
 		}
 	}
@@ -247,10 +249,12 @@ func TestPersistGetsTheConfirmedSwitches(t *testing.T) {
 	})
 	var got map[string]time.Time
 	var gotValue bridge.Value
-	h.Persist = func(v bridge.Value, at map[string]time.Time, _ []bridge.AuditRecord) error {
-		got, gotValue = at, v
-		return nil
-	}
+	bridge.Configure(h, func(o *bridge.SwitchboardOptions) {
+		o.Persist = func(v bridge.Value, at map[string]time.Time, _ []bridge.AuditRecord) error {
+			got, gotValue = at, v
+			return nil
+		}
+	})
 	before := time.Now()
 	h.Command(context.Background(), []string{"a", "bad", "b"}, bridge.CommandOff)
 	if len(got) != 2 || got["a"].Before(before) || got["b"].IsZero() || gotValue != bridge.Off {
@@ -262,7 +266,9 @@ func TestPersistGetsTheConfirmedSwitches(t *testing.T) {
 		t.Errorf("Persist called with %v when nothing confirmed", got)
 	}
 	// A value that cannot be stored is not answered as a success.
-	h.Persist = func(bridge.Value, map[string]time.Time, []bridge.AuditRecord) error { return errors.New("disk full") }
+	bridge.Configure(h, func(o *bridge.SwitchboardOptions) {
+		o.Persist = func(bridge.Value, map[string]time.Time, []bridge.AuditRecord) error { return errors.New("disk full") }
+	})
 	if err := h.Command(context.Background(), []string{"a"}, bridge.CommandOn); bridge.ErrorCode(err) != bridge.EUNAVAILABLE {
 		t.Errorf("command whose state could not be stored: %v, want unavailable", err)
 	}
@@ -276,9 +282,11 @@ func TestPersistFailureSaysWhatSwitched(t *testing.T) {
 		"a":   &device{},
 		"bad": &device{do: func(context.Context) error { return errors.New("boom") }},
 	})
-	h.Persist = func(bridge.Value, map[string]time.Time, []bridge.AuditRecord) error {
-		return errors.Join(errors.New("journal: no space left on device"), errors.New("database: database or disk is full"))
-	}
+	bridge.Configure(h, func(o *bridge.SwitchboardOptions) {
+		o.Persist = func(bridge.Value, map[string]time.Time, []bridge.AuditRecord) error {
+			return errors.Join(errors.New("journal: no space left on device"), errors.New("database: database or disk is full"))
+		}
+	})
 	err := h.Command(context.Background(), []string{"a", "bad"}, bridge.CommandOn)
 	var e *bridge.Error
 	if !errors.As(err, &e) || e.Code != bridge.EUNAVAILABLE {

@@ -204,14 +204,12 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	if err != nil {
 		return nil, err
 	}
-	d.Switchboard, err = bridge.NewSwitchboard(cfg.BridgeLocations(), switches)
+	d.Switchboard, err = bridge.NewSwitchboard(cfg.BridgeLocations(), switches, bridge.SwitchboardOptions{
+		Timeout: cfg.Server.CommandTimeout.Std(), Persist: d.states.Persist, Observe: d.Metrics.ObserveCommand, Feed: d.Feed,
+	})
 	if err != nil {
 		return nil, err
 	}
-	d.Switchboard.Timeout = cfg.Server.CommandTimeout.Std()
-	d.Switchboard.Persist = d.states.Persist
-	d.Switchboard.Observe = d.Metrics.ObserveCommand
-	d.Switchboard.Feed = d.Feed
 	d.Feed.Started()
 	d.Webhooks.SetSwitchboard(d.Switchboard)
 	d.Webhooks.Observe = d.Metrics.WebhookDelivery

@@ -90,13 +90,24 @@ func mustTestHub(tb testing.TB) *testHub {
 	h.bellSw = &bridge.Switch{ID: "bell", Name: "Bell", Driver: "gpio", LocationID: 1, Device: h.bell}
 	h.pumpSw = &bridge.Switch{ID: "pump", Name: "Pump", Driver: "mqtt", LocationID: 2, Device: h.pump}
 	h.fanSw = &bridge.Switch{ID: "fan", Name: "Fan", Driver: "mqtt", LocationID: 2, Device: h.fan}
-	hub, err := bridge.NewSwitchboard(h.locs, []*bridge.Switch{h.lampSw, h.heaterSw, h.bellSw, h.pumpSw, h.fanSw})
+	hub, err := bridge.NewSwitchboard(h.locs, []*bridge.Switch{h.lampSw, h.heaterSw, h.bellSw, h.pumpSw, h.fanSw}, bridge.SwitchboardOptions{Timeout: 30 * time.Millisecond})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	hub.Timeout = 30 * time.Millisecond
 	h.Switchboard = hub
 	return h
+}
+
+// observedBy rebuilds the switchboard over the same switches with obs
+// told of every command.
+func (h *testHub) observedBy(obs bridge.CommandObserver) {
+	o := h.Switchboard.Options()
+	o.Observe = obs
+	sb, err := bridge.NewSwitchboard(h.locs, h.Switchboard.Switches(), o)
+	if err != nil {
+		panic(err)
+	}
+	h.Switchboard = sb
 }
 
 // runScript drives one command per outcome through the hub.
@@ -119,7 +130,7 @@ func runScript(tb testing.TB, h *testHub) {
 func TestCommandOutcomes(t *testing.T) {
 	h := mustTestHub(t)
 	m := metrics.New(metrics.Options{Switches: h.Switchboard})
-	h.Observe = m.ObserveCommand
+	h.observedBy(m.ObserveCommand)
 	runScript(t, h)
 
 	want := `

@@ -123,7 +123,7 @@ func mustFullMetrics(tb testing.TB, count func(context.Context) (int, error)) *m
 	tb.Helper()
 	h := mustTestHub(tb)
 	m := metrics.New(metrics.Options{Switches: h.Switchboard, Installations: count})
-	h.Observe = m.ObserveCommand
+	h.observedBy(m.ObserveCommand)
 	runScript(tb, h)
 	srv := mustServeMux(tb, m)
 	do(tb, srv, "GET", "/api/apps/installations/"+installationID+"/switches")

@@ -16,14 +16,14 @@ import (
 // and, like the unsupported precheck, not timed: no device was touched.
 func TestRateLimitedCommandsCountedNotTimed(t *testing.T) {
 	lamp := &plug{st: bridge.State{Value: bridge.Off, Available: true}}
+	m := metrics.New(metrics.Options{})
 	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Hall", Switches: []string{"lamp"}}},
 		[]*bridge.Switch{{ID: "lamp", Name: "Lamp", Driver: "gpio", LocationID: 1, Device: lamp,
-			MaxChanges: &bridge.ChangeLimit{Burst: 1, Per: time.Hour}}})
+			MaxChanges: &bridge.ChangeLimit{Burst: 1, Per: time.Hour}}}, bridge.SwitchboardOptions{Observe: m.ObserveCommand})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := metrics.New(metrics.Options{Switches: hub})
-	hub.Observe = m.ObserveCommand
+	m.WatchSwitches(hub)
 	for range 3 {
 		hub.Command(context.Background(), []string{"lamp"}, bridge.CommandOn)
 	}

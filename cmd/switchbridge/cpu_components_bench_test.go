@@ -681,19 +681,29 @@ func serveHubVariant(ctx context.Context, cfgPath, variant, listen, profile stri
 	if variant == "no-access" {
 		auth = &grantOnce{next: d.OAuth}
 	}
-	a := api.New(d.Switchboard, auth, logger.With("component", "api"))
+	// The daemon's switchboard, over the same switches, without the part
+	// the variant leaves out.
+	so := d.Switchboard.Options()
+	switch variant {
+	case "no-journal":
+		so.Persist = nil
+	case "no-metrics":
+		so.Observe = nil
+	case "no-feed":
+		so.Feed = nil
+	}
+	sb, err := bridge.NewSwitchboard(cfg.BridgeLocations(), d.Switchboard.Switches(), so)
+	if err != nil {
+		return err
+	}
+	a := api.New(sb, auth, logger.With("component", "api"))
 	a.TokenFailed, a.Feed, a.Webhooks = d.API.TokenFailed, d.API.Feed, d.API.Webhooks
 	a.StreamsChanged, a.EventSent, a.AccessGeneration = d.API.StreamsChanged, d.API.EventSent, d.API.AccessGeneration
 	a.RateLimit = d.API.RateLimit
 	switch variant {
-	case "no-journal":
-		d.Switchboard.Persist = nil
-	case "no-metrics":
-		d.Switchboard.Observe = nil
 	case "no-ratelimit":
 		a.RateLimit = api.RateLimit{}
 	case "no-feed":
-		d.Switchboard.Feed = nil
 		a.Feed = nil
 	}
 	mux := http.NewServeMux()

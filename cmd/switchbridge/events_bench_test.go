@@ -162,7 +162,7 @@ func benchInstallations(b *testing.B, data string, n int) []benchToken {
 	if err != nil {
 		b.Fatal(err)
 	}
-	locs, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"plug", "lamp"}}}, nil)
+	locs, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"plug", "lamp"}}}, nil, bridge.SwitchboardOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

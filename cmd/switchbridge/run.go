@@ -306,7 +306,7 @@ func (c *invocation) open() error {
 		return fmt.Errorf("%s is the config of a hub of %s, and %q belongs to the platform: run it there, with the platform's config (a hub keeps only a replica of the platform's records)",
 			cfg.File, cfg.Platform.URL, c.cmd.Name)
 	}
-	own, err := bridge.NewSwitchboard(cfg.BridgeLocations(), nil)
+	own, err := bridge.NewSwitchboard(cfg.BridgeLocations(), nil, bridge.SwitchboardOptions{})
 	if err != nil {
 		return err
 	}

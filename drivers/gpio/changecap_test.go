@@ -38,12 +38,11 @@ func capHub(t *testing.T, switches string) (*bridge.Switchboard, *clocktest.Cloc
 	for _, s := range sws {
 		loc.Switches = append(loc.Switches, s.ID)
 	}
-	h, err := bridge.NewSwitchboard([]bridge.Location{loc}, sws)
+	clk := clocktest.New()
+	h, err := bridge.NewSwitchboard([]bridge.Location{loc}, sws, bridge.SwitchboardOptions{Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	clk := clocktest.New()
-	h.Now = clk.Now
 	return h, clk
 }
 

@@ -303,7 +303,7 @@ func TestInputIsUnsupported(t *testing.T) {
 	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home"}}, []*bridge.Switch{
 		{ID: "relay", Name: "Relay", Driver: "gpio", LocationID: 1, Device: devs["relay"]},
 		{ID: "door", Name: "Door", Driver: "gpio", LocationID: 1, Device: devs["door"]},
-	})
+	}, bridge.SwitchboardOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,7 +437,7 @@ func TestNeverReadsOutputs(t *testing.T) {
 	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home"}}, []*bridge.Switch{
 		{ID: "a", Driver: "gpio", LocationID: 1, Device: devs["a"], MaxChanges: noCap},
 		{ID: "b", Driver: "gpio", LocationID: 1, Device: devs["b"], MaxChanges: noCap},
-	})
+	}, bridge.SwitchboardOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

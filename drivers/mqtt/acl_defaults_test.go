@@ -45,7 +45,7 @@ func TestTasmotaDefaultsQuiet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer set.Close()
-	h, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"tas", "other"}}}, sws)
+	h, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"tas", "other"}}}, sws, bridge.SwitchboardOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -291,11 +291,17 @@ func driverSuite(t *testing.T, h *testHub, p *plugs, url string) {
 	t.Run("silent plug times out", func(t *testing.T) {
 		p.silent.SetSilent(true)
 		defer p.silent.SetSilent(false)
-		h.Timeout = 300 * time.Millisecond
-		defer func() { h.Timeout = 0 }()
+		var locs []bridge.Location
+		for _, l := range h.Locations() {
+			locs = append(locs, *l)
+		}
+		short, err := bridge.NewSwitchboard(locs, h.Switches(), bridge.SwitchboardOptions{Timeout: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
 		before := p.silent.Commands()
 		start := time.Now()
-		err := h.Command(context.Background(), []string{"silent", "tas"}, bridge.CommandOff)
+		err = short.Command(context.Background(), []string{"silent", "tas"}, bridge.CommandOff)
 		d := time.Since(start)
 		if got := failures(err); got["silent"] != bridge.FailTimeout || len(got) != 1 {
 			t.Fatalf("err = %v, want only silent timing out", err)

@@ -76,7 +76,7 @@ func startHub(t testing.TB, cfg string) *testHub {
 		}
 		locs = append(locs, loc)
 	}
-	h, err := bridge.NewSwitchboard(locs, sws)
+	h, err := bridge.NewSwitchboard(locs, sws, bridge.SwitchboardOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

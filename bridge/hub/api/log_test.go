@@ -28,12 +28,13 @@ func (lamp) Supports(bridge.Command) bool             { return true }
 // say it switched, not that the command was never sent.
 func TestCommandLogSaysSwitchedWhenStoringFailed(t *testing.T) {
 	h, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}},
-		[]*bridge.Switch{{ID: "lamp", Name: "Lamp", Driver: "test", LocationID: 1, Device: lamp{}}})
+		[]*bridge.Switch{{ID: "lamp", Name: "Lamp", Driver: "test", LocationID: 1, Device: lamp{}}}, bridge.SwitchboardOptions{
+			Persist: func(bridge.Value, map[string]time.Time, []bridge.AuditRecord) error {
+				return errors.New("write switch-values.journal: no space left on device")
+			},
+		})
 	if err != nil {
 		t.Fatal(err)
-	}
-	h.Persist = func(bridge.Value, map[string]time.Time, []bridge.AuditRecord) error {
-		return errors.New("write switch-values.journal: no space left on device")
 	}
 	var logs bytes.Buffer
 	c := &Call{Ctx: context.Background(), Params: map[string]string{"command": "on"}, Switchboard: h,
@@ -70,11 +71,12 @@ func TestCommandLogOneLinePerCommand(t *testing.T) {
 		sws = append(sws, &bridge.Switch{ID: id, Name: id, Driver: "test", LocationID: 1, Device: dev})
 		ids = append(ids, id)
 	}
-	h, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: ids}}, sws)
+	h, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: ids}}, sws, bridge.SwitchboardOptions{
+		Persist: func(bridge.Value, map[string]time.Time, []bridge.AuditRecord) error { return nil },
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Persist = func(bridge.Value, map[string]time.Time, []bridge.AuditRecord) error { return nil }
 	run := func(grant []string) string {
 		var logs bytes.Buffer
 		c := &Call{Ctx: context.Background(), Params: map[string]string{"command": "on"}, Switchboard: h,
@@ -115,7 +117,7 @@ func (g gateHandler) WithAttrs(as []slog.Attr) slog.Handler {
 // does not wait on the log; the lines are all written afterwards.
 func TestCommandAnsweredBeforeItsLogLines(t *testing.T) {
 	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}},
-		[]*bridge.Switch{{ID: "lamp", Name: "Lamp", Driver: "test", LocationID: 1, Device: lamp{}}})
+		[]*bridge.Switch{{ID: "lamp", Name: "Lamp", Driver: "test", LocationID: 1, Device: lamp{}}}, bridge.SwitchboardOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func (ts tokens) Authorize(_ context.Context, token, installationID string) (*br
 func limitedAPI(t *testing.T, limit RateLimit) (*Handler, *httptest.Server, *clocktest.Clock) {
 	t.Helper()
 	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}},
-		[]*bridge.Switch{{ID: "lamp", Name: "Lamp", Driver: "test", LocationID: 1, Device: lamp{}}})
+		[]*bridge.Switch{{ID: "lamp", Name: "Lamp", Driver: "test", LocationID: 1, Device: lamp{}}}, bridge.SwitchboardOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestRateLimitOff(t *testing.T) {
 func TestChangeCapIs429(t *testing.T) {
 	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}},
 		[]*bridge.Switch{{ID: "lamp", Name: "Lamp", Driver: "test", LocationID: 1, Device: lamp{},
-			MaxChanges: &bridge.ChangeLimit{Burst: 1, Per: 90 * time.Second}}})
+			MaxChanges: &bridge.ChangeLimit{Burst: 1, Per: 90 * time.Second}}}, bridge.SwitchboardOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

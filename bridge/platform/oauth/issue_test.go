@@ -33,7 +33,7 @@ func newIssuerFixture(t *testing.T) *issuerFixture {
 	hub, err := bridge.NewSwitchboard([]bridge.Location{
 		{ID: 1, Name: "Home", Switches: []string{"lamp", "fan"}},
 		{ID: 2, Name: "Garage", Switches: []string{"door"}},
-	}, nil)
+	}, nil, bridge.SwitchboardOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

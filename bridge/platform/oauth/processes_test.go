@@ -75,7 +75,7 @@ var authQuery = url.Values{"response_type": {"code"}, "client_id": {"app1"}, "sc
 // role, as one platform process serves them.
 func platformProcess(t *testing.T, st Store) (*Server, *http.ServeMux) {
 	t.Helper()
-	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}}, nil)
+	hub, err := bridge.NewSwitchboard([]bridge.Location{{ID: 1, Name: "Home", Switches: []string{"lamp"}}}, nil, bridge.SwitchboardOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
