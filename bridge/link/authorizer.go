@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
+	"github.com/switchbridge/switchbridge/bridge/access"
 )
 
 // Authorizer is the token check of a hub: it answers from the replica,
@@ -34,7 +34,7 @@ type Authorizer struct {
 	// (Hub.Settled), so a miss needs no sync to be final. Nil: never.
 	Settled func() bool
 
-	check *oauth.Server
+	check *access.Check
 	src   ReplicaSource
 }
 
@@ -44,7 +44,7 @@ const unconfirmedRetry = 5 * time.Second
 
 // ReplicaSource is the replica as the hub's token check reads it.
 type ReplicaSource interface {
-	oauth.GrantSource
+	access.GrantSource
 	// Installation returns ENOTFOUND when the hub holds no such
 	// installation.
 	Installation(ctx context.Context, id string) (*bridge.Installation, error)
@@ -55,9 +55,10 @@ type ReplicaSource interface {
 	TokenGone(ctx context.Context, hash []byte) (bool, error)
 }
 
-// NewAuthorizer returns the hub's token check over its replica.
+// NewAuthorizer returns the hub's token check over its replica. The
+// check logs nothing: logger is not used.
 func NewAuthorizer(src ReplicaSource, logger *slog.Logger) *Authorizer {
-	return &Authorizer{check: oauth.NewTokenCheck(src, logger), src: src}
+	return &Authorizer{check: access.New(src), src: src}
 }
 
 // Authorize implements bridge.Authorizer.
@@ -102,7 +103,7 @@ func (a *Authorizer) Authorize(ctx context.Context, token, installationID string
 		if errors.Is(err, bridge.ErrTokenUnknown) && len(token) <= maxTokenLen {
 			if !gone {
 				var gerr error
-				if gone, gerr = a.src.TokenGone(ctx, oauth.Hash(token)); gerr != nil {
+				if gone, gerr = a.src.TokenGone(ctx, access.Hash(token)); gerr != nil {
 					return nil, gerr
 				}
 			}
@@ -128,4 +129,4 @@ const maxTokenLen = 512
 func (a *Authorizer) SetUsed(f func(installationID string, at time.Time)) { a.check.Used = f }
 
 // Forget drops cached grants: call it when the replica changed.
-func (a *Authorizer) Forget() { a.check.ForgetGrants() }
+func (a *Authorizer) Forget() { a.check.Forget() }
