@@ -1,4 +1,4 @@
-package link
+package replica
 
 // The hub's token check: it answers from the replica, syncs on a miss, and
 // tells a token it cannot confirm yet from one that is gone.
@@ -6,7 +6,6 @@ package link
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -31,19 +30,19 @@ type Authorizer struct {
 	// Sync brings the replica up to date now; it reports whether it did.
 	Sync func(ctx context.Context) bool
 	// Settled reports whether the replica is known to hold all there is
-	// (Hub.Settled), so a miss needs no sync to be final. Nil: never.
+	// (Follower.Settled), so a miss needs no sync to be final. Nil: never.
 	Settled func() bool
 
 	check *access.Check
-	src   ReplicaSource
+	src   Source
 }
 
 // unconfirmedRetry is the Retry-After of a token the hub cannot confirm
 // yet.
 const unconfirmedRetry = 5 * time.Second
 
-// ReplicaSource is the replica as the hub's token check reads it.
-type ReplicaSource interface {
+// Source is the replica as the hub's token check reads it.
+type Source interface {
 	access.GrantSource
 	// Installation returns ENOTFOUND when the hub holds no such
 	// installation.
@@ -55,9 +54,8 @@ type ReplicaSource interface {
 	TokenGone(ctx context.Context, hash []byte) (bool, error)
 }
 
-// NewAuthorizer returns the hub's token check over its replica. The
-// check logs nothing: logger is not used.
-func NewAuthorizer(src ReplicaSource, logger *slog.Logger) *Authorizer {
+// NewAuthorizer returns the hub's token check over its replica.
+func NewAuthorizer(src Source) *Authorizer {
 	return &Authorizer{check: access.New(src), src: src}
 }
 
