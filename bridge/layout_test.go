@@ -10,9 +10,11 @@ import (
 // TestLayout holds the folders of bridge/ to what they say: the domain
 // (bridge) uses the standard library alone; a hub's packages
 // (bridge/hub/…) and a platform's (bridge/platform/…) never import the
-// other role's, directly or not; the shared infrastructure
-// (bridge/infra/…, bridge/wire/…) imports neither role; and nothing but the daemon and the command line imports
-// the daemon. A package that needs both roles is the daemon's business.
+// other role's, directly or not; what both roles share (the link's
+// protocol, bridge/link/…; the token check, bridge/access; the
+// infrastructure, bridge/infra/… and bridge/wire/…) imports neither role;
+// and nothing but the daemon and the command line imports the daemon. A
+// package that needs both roles is the daemon's business.
 func TestLayout(t *testing.T) {
 	gobin, err := exec.LookPath("go")
 	if err != nil {
@@ -30,8 +32,12 @@ func TestLayout(t *testing.T) {
 	rules := []struct {
 		from, not, why string
 	}{
-		{"bridge/hub", "bridge/platform", "a hub's package uses a platform's: what both need belongs in bridge, bridge/link or bridge/wire"},
-		{"bridge/platform", "bridge/hub", "a platform's package uses a hub's: what both need belongs in bridge, bridge/link or bridge/wire"},
+		{"bridge/hub", "bridge/platform", "a hub's package uses a platform's: what both need belongs in bridge, bridge/link, bridge/access or bridge/wire"},
+		{"bridge/platform", "bridge/hub", "a platform's package uses a hub's: what both need belongs in bridge, bridge/link, bridge/access or bridge/wire"},
+		{"bridge/link", "bridge/hub", "the link's protocol knows neither side: a hub's side is bridge/hub/replica"},
+		{"bridge/link", "bridge/platform", "the link's protocol knows neither side: a platform's side is bridge/platform/linkserver"},
+		{"bridge/access", "bridge/hub", "the token check both roles run knows neither role"},
+		{"bridge/access", "bridge/platform", "the token check both roles run knows neither role"},
 		{"bridge/infra", "bridge/hub", "infrastructure knows no role"},
 		{"bridge/infra", "bridge/platform", "infrastructure knows no role"},
 		{"bridge/wire", "bridge/hub", "the API's contract knows no role"},

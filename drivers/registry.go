@@ -57,8 +57,8 @@ func (r Registry) Lookup(name string) (Registration, bool) {
 var driverName = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
 // metricGroups are the hub's own metric groups (switchbridge_<group>_…,
-// bridge/metrics and bridge/link): a driver of one of these names would
-// put its metrics among them.
+// bridge/metrics and bridge/hub/replica): a driver of one of these names
+// would put its metrics among them.
 var metricGroups = []string{"api", "http", "location", "oauth", "platform", "switch"}
 
 // check panics on a registry no config could be right for: a name twice,

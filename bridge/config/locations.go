@@ -6,7 +6,8 @@ import "github.com/switchbridge/switchbridge/bridge"
 
 // BridgeLocations is the config's locations as bridge.Switchboard holds them:
 // each with its switch ids in config order. (A platform's "hub
-// locations", in the store and bridge/link, are those its hubs report.)
+// locations", in the store and bridge/platform/linkserver, are those its
+// hubs report.)
 func (c *Config) BridgeLocations() []bridge.Location {
 	var locs []bridge.Location
 	for _, l := range c.Locations {

@@ -22,10 +22,11 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/hub/api"
+	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/hub/webhook"
 	"github.com/switchbridge/switchbridge/bridge/infra/certs"
-	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/metrics"
+	"github.com/switchbridge/switchbridge/bridge/platform/linkserver"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/drivers"
@@ -46,8 +47,8 @@ type Daemon struct {
 	DemoURL string
 	// Link is the hub's link to its platform, nil unless the config has
 	// platform:; Platform serves the hubs' links, nil on a hub.
-	Link     *link.Follower
-	Platform *link.Platform
+	Link     *replica.Follower
+	Platform *linkserver.Platform
 
 	logger    *slog.Logger
 	reg       drivers.Registry

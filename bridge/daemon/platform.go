@@ -15,7 +15,8 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/hub/api"
-	"github.com/switchbridge/switchbridge/bridge/link"
+	"github.com/switchbridge/switchbridge/bridge/hub/replica"
+	"github.com/switchbridge/switchbridge/bridge/platform/linkserver"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/bridge/wire"
@@ -38,12 +39,12 @@ func (d *Daemon) setUpHub(mux *http.ServeMux) error {
 	if err != nil {
 		return fmt.Errorf("platform.secret_file: %w", err)
 	}
-	auth := link.NewAuthorizer(d.Store.Replica(), d.logger.With("component", "api"))
-	d.Link, err = link.NewFollower(p.URL, p.HubID, secret, d.Store, d.logger.With("component", "link"))
+	auth := replica.NewAuthorizer(d.Store.Replica())
+	d.Link, err = replica.NewFollower(p.URL, p.HubID, secret, d.Store, d.logger.With("component", "link"))
 	if err != nil {
 		return err
 	}
-	d.Link.Inventory = func() []bridge.RemoteLocation { return link.InventoryOf(d.Switchboard) }
+	d.Link.Inventory = func() []bridge.RemoteLocation { return replica.InventoryOf(d.Switchboard) }
 	d.Link.Applied = auth.Forget
 	auth.Sync = d.Link.SyncNow
 	auth.Settled = d.Link.Settled
@@ -70,12 +71,12 @@ func (d *Daemon) setUpHub(mux *http.ServeMux) error {
 // setUpPlatform serves the hubs' link and lets consent, discovery and the
 // install rules see the locations the hubs hold.
 func (d *Daemon) setUpPlatform(mux *http.ServeMux) {
-	d.Platform = link.NewPlatform(d.Store, d.logger.With("component", "link"))
+	d.Platform = linkserver.NewPlatform(d.Store, d.logger.With("component", "link"))
 	d.Platform.TrustedProxies = d.Config.Server.TrustedProxies.List()
 	d.Platform.Own = func(id int64) bool { _, ok := d.Switchboard.Location(id); return ok }
 	d.Platform.Register(mux)
 	d.warnHubConnections()
-	dir := link.NewDirectory(d.Store, d.Switchboard)
+	dir := linkserver.NewDirectory(d.Store, d.Switchboard)
 	d.OAuth.Hubs = dir
 	lifetime, code := d.OAuth.Issuer.TokenLifetime, d.OAuth.Issuer.CodeLifetime
 	d.OAuth.Issuer = oauth.NewIssuer(d.Store, dir)

@@ -1,9 +1,13 @@
-// Package link is the link between a platform and its hubs: one
-// switchbridge is the platform ({auth_url}: users, apps, OAuth, consent,
-// installations, tokens, discovery and a registry of hubs) and any number
-// of switchbridge hubs are its servers (drivers, locations and switches,
-// and the installation API for the installations in their locations, at
-// their own base_url).
+// Package link is the wire protocol between a platform and its hubs, and
+// nothing else: its paths and headers, the bodies both sides send
+// (Inventory, Usage) with their limits, the timing both count on, and how
+// a body is read. One switchbridge is the platform ({auth_url}: users,
+// apps, OAuth, consent, installations, tokens, discovery and a registry of
+// hubs) and any number of switchbridge hubs are its servers (drivers,
+// locations and switches, and the installation API for the installations
+// in their locations, at their own base_url). The platform's side of the
+// link is bridge/platform/linkserver, a hub's is bridge/hub/replica; this
+// package imports neither.
 //
 // # The protocol
 //
@@ -36,15 +40,15 @@
 //	                                 (upserts) and tombstones, with the new
 //	                                 cursor and its tag. It answers at once when
 //	                                 there are such changes, else after
-//	                                 PollTimeout with none (and a cursor moved
-//	                                 past changes that were not the hub's). N is
-//	                                 also the hub's acknowledgement: `hub list`
-//	                                 shows the lag. 410 Gone when the log cannot
-//	                                 resume from N: older than the platform's
-//	                                 change log keeps, or not the entry the tag
-//	                                 names (a platform restored from a backup);
-//	                                 the hub fetches a snapshot and goes on from
-//	                                 there.
+//	                                 DefaultPollTimeout with none (and a cursor
+//	                                 moved past changes that were not the
+//	                                 hub's). N is also the hub's acknowledgement:
+//	                                 `hub list` shows the lag. 410 Gone when the
+//	                                 log cannot resume from N: older than the
+//	                                 platform's change log keeps, or not the
+//	                                 entry the tag names (a platform restored
+//	                                 from a backup); the hub fetches a snapshot
+//	                                 and goes on from there.
 //
 //	GET /api/hub/v1/changes?cursor=N&tag=T&wait=0
 //	                                 the same without waiting: on a replica
@@ -52,7 +56,8 @@
 //	                                 replica lacks, e.g. a token issued a moment
 //	                                 ago) the hub syncs at once and checks again;
 //	                                 only while the link is up, one at a time, at
-//	                                 most one per 200 ms (SyncNow).
+//	                                 most one per 200 ms (Follower.SyncNow in
+//	                                 bridge/hub/replica).
 //
 //	PUT /api/hub/v1/usage            when the hub last accepted a token of each
 //	                                 installation (Usage), for the platform's
@@ -70,14 +75,14 @@
 // 102 Processing as soon as the platform accepts it and every
 // HeartbeatInterval while it waits, so the hub tells a dead connection from
 // a quiet one within seconds and measures its round trip by the first (the
-// platform's inventory answer says "at-once" in HeartbeatHeader); one hub holds at most
-// MaxPollsPerHub polls, a newer one ending the oldest with no changes. A
-// platform shutting down ends its polls with 503 and Retry-After: 1, and
-// the hub calls again within a second. A hub's inventory carries its
-// replica cursor (CursorHeader): a platform that refuses the hub's
-// credentials and never held that cursor (restored from a backup older
-// than the hub's secret) answers 401 with RekeyHeader, and the hub empties
-// its replica until it has new credentials.
+// platform's inventory answer says "at-once" in HeartbeatHeader); one hub
+// holds at most linkserver.MaxPollsPerHub polls, a newer one ending the
+// oldest with no changes. A platform shutting down ends its polls with 503
+// and Retry-After: 1, and the hub calls again within a second. A hub's
+// inventory carries its replica cursor (CursorHeader): a platform that
+// refuses the hub's credentials and never held that cursor (restored from
+// a backup older than the hub's secret) answers 401 with RekeyHeader, and
+// the hub empties its replica until it has new credentials.
 //
 // A batch may name Locations the hub (re)gained: it carries their whole
 // state, and the hub drops what it held of them first. A hub drops a
@@ -104,8 +109,9 @@
 // installations, tokens and memberships tables (migration 0008), so every
 // writer is covered, in any process: consent, the CLI, a revocation, an
 // uninstall, the removal of an app, a user or a membership. A change made
-// by another process wakes the long polls within WakeInterval. Expiry needs
-// no change: a hub compares expiry times itself.
+// by another process wakes the long polls within linkserver's
+// WakeInterval. Expiry needs no change: a hub compares expiry times
+// itself.
 //
 // A hub learns nothing that lets it mint a token or use another hub's:
 // only hashes, only for its own locations. It answers every API request

@@ -1,14 +1,13 @@
 package link
 
-// What both sides of the link share: its paths and headers, the reading of
-// a JSON body, the version a hub reports, and the platform's error answers.
+// What both sides of the link share: its paths and headers, the timing
+// both count on, the reading of a JSON body, and the version a hub
+// reports.
 
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
-	"net/http"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge/infra/version"
@@ -54,12 +53,32 @@ const (
 // log cannot resume.
 const RemovedHeader = "Switchbridge-Hub-Removed"
 
-// decodeOne reads exactly one JSON value from r into v: anything after
+// Timing both sides count on.
+const (
+	// DefaultPollTimeout is how long a platform holds a long poll with no
+	// changes before it answers with none; a hub gives a poll that long,
+	// and a round trip, before it takes it for lost.
+	DefaultPollTimeout = 25 * time.Second
+	// HeartbeatInterval is how often a waiting long poll sends 102
+	// Processing to a hub that asked for it, the first as soon as the
+	// platform accepts the poll; a hub that hears nothing for a few
+	// intervals (plus its round trip's spread) takes its connection for
+	// dead.
+	HeartbeatInterval = time.Second
+)
+
+// HeartbeatAtOnce, in the HeartbeatHeader of the platform's answer to an
+// inventory, says that it sends the first 102 as soon as it accepts a
+// poll (a hub then takes that one for a round-trip sample). An older hub
+// reads only that the header is there.
+const HeartbeatAtOnce = "at-once"
+
+// DecodeOne reads exactly one JSON value from r into v: anything after
 // the value is an error. Fields v does not know are ignored, so that a
 // platform and its hubs need not be upgraded together: a newer side may
 // add fields; a change an older side cannot ignore takes a new path
 // (/api/hub/v2).
-func decodeOne(r io.Reader, v any) error {
+func DecodeOne(r io.Reader, v any) error {
 	dec := json.NewDecoder(r)
 	if err := dec.Decode(v); err != nil {
 		return err
@@ -72,25 +91,3 @@ func decodeOne(r io.Reader, v any) error {
 
 // Version is this binary's version, as a hub reports it.
 func Version() string { return version.Version() }
-
-// statusError is a link request the platform answered with an error.
-type statusError struct {
-	Status  int
-	Message string
-	// Removed: the platform said this hub was removed (RemovedHeader).
-	Removed bool
-	// Rekey: the platform said its history lost this hub's credentials
-	// (RekeyHeader).
-	Rekey bool
-	// RetryAfter is the answer's Retry-After, 0 when none.
-	RetryAfter time.Duration
-	// Header is the answer's header.
-	Header http.Header
-}
-
-func (e *statusError) Error() string {
-	if e.Message == "" {
-		return fmt.Sprintf("the platform answered %d %s", e.Status, http.StatusText(e.Status))
-	}
-	return fmt.Sprintf("the platform answered %d: %s", e.Status, e.Message)
-}

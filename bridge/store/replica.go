@@ -301,7 +301,7 @@ func (db *DB) Tombstones(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// Replica is the hub's replica read as an oauth.GrantSource: the token
+// Replica is the hub's replica read as an access.GrantSource: the token
 // check at a hub answers from it.
 type Replica struct{ db *DB }
 

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/switchbridge/switchbridge/bridge/config"
-	"github.com/switchbridge/switchbridge/bridge/link"
+	"github.com/switchbridge/switchbridge/bridge/platform/linkserver"
 )
 
 func joinIDs(ids []int64) string {
@@ -29,7 +29,7 @@ func plural(n int, what string) string {
 
 // locationLabel is "ID (Name)", or the id alone for a location neither in
 // the config nor held by a hub.
-func locationLabel(dir *link.Directory, id int64) string {
+func locationLabel(dir *linkserver.Directory, id int64) string {
 	if l, ok := dir.Location(id); ok {
 		return fmt.Sprintf("%d (%s)", id, l.Name)
 	}

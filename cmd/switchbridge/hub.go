@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/platform/admin"
+	"github.com/switchbridge/switchbridge/bridge/platform/linkserver"
 )
 
 func hubAdd(fs *flag.FlagSet) func(*invocation) error {
@@ -91,7 +91,7 @@ func (c *invocation) hubList(asJSON bool) error {
 		e := hubListEntry{ID: h.ID, Name: h.Name, BaseURL: h.BaseURL, Link: "never", Version: h.Version, Locations: []int64{}, Lag: max(seq-h.Cursor, 0)}
 		if !h.LastSeen.IsZero() {
 			e.Link = "down"
-			if now.Sub(h.LastSeen) < link.OnlineWithin {
+			if now.Sub(h.LastSeen) < linkserver.OnlineWithin {
 				e.Link = "up"
 			}
 			e.LastSeen = h.LastSeen.UTC().Format(time.RFC3339)

@@ -19,8 +19,8 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/daemon"
 	"github.com/switchbridge/switchbridge/bridge/infra/version"
-	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/platform/admin"
+	"github.com/switchbridge/switchbridge/bridge/platform/linkserver"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/drivers/mqtt"
@@ -279,7 +279,7 @@ type invocation struct {
 	store      storage
 	admin      *admin.Service
 	// locations are the config's own and those the platform's hubs hold.
-	locations *link.Directory
+	locations *linkserver.Directory
 }
 
 // storage is what the commands reach storage through, the same interfaces
@@ -289,7 +289,7 @@ type storage interface {
 	admin.Store
 	admin.AuditLog
 	oauth.IssuerStore
-	link.PlatformStore
+	linkserver.PlatformStore
 	mqtt.ClientIDAdmin
 	mqtt.ClientIDs
 	onboardingAdmin
@@ -315,7 +315,7 @@ func (c *invocation) open() error {
 		return err
 	}
 	c.cfg, c.store = cfg, db
-	c.locations = link.NewDirectory(db, own)
+	c.locations = linkserver.NewDirectory(db, own)
 	c.admin = &admin.Service{Store: db, Locations: c.locations, AuditLog: db}
 	return nil
 }

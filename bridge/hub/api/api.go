@@ -347,7 +347,7 @@ type Handler struct {
 	// DefaultHeartbeat when 0.
 	Heartbeat time.Duration
 	// AccessGeneration, when set, is the counter that moves with every
-	// change that takes access away (oauth.GrantSource): open streams
+	// change that takes access away (access.GrantSource): open streams
 	// check their tokens again only when it moved. Without it they are
 	// checked at every look.
 	AccessGeneration func(ctx context.Context) (int64, error)

@@ -344,7 +344,7 @@ func (s *Server) handleRemove(w http.ResponseWriter, r *http.Request) {
 	}
 	// The store moved the access generation; clearing here as well spares
 	// this process's next requests the look at it.
-	s.grants.clear()
+	s.check.Forget()
 	s.logger.Info("app removed by its user", "client_id", p.in.ClientID, "installation", p.in.ID, "user", p.user.Name, "location", p.in.LocationID)
 	s.sessions.setNotice(r.Context(), w, fmt.Sprintf("%s is removed from %s: its access ended.", p.app.Name, s.locationName(r.Context(), p.in.LocationID)), s.secure())
 	http.Redirect(w, r, appsPage, http.StatusSeeOther)
@@ -410,7 +410,7 @@ func (s *Server) handleChangeSwitches(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, fmt.Errorf("changing the switches of installation %s made installation %s", p.in.ID, in.ID))
 		return
 	}
-	s.grants.clear()
+	s.check.Forget()
 	s.logger.Info("switches of an app changed by its user", "client_id", in.ClientID, "installation", in.ID, "user", p.user.Name,
 		"location", in.LocationID, "switches", len(in.SwitchIDs))
 	notice := fmt.Sprintf("%s now controls %s in %s.", p.app.Name, s.switchNames(r.Context(), in.LocationID, in.SwitchIDs), s.locationName(r.Context(), in.LocationID))

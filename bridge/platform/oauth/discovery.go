@@ -64,7 +64,7 @@ func (s *Server) discoveryGrant(w http.ResponseWriter, r *http.Request) (*bridge
 	if inQuery {
 		ctx = bearer.FromQuery(ctx)
 	}
-	g, err := s.grant(ctx, tok)
+	g, err := s.check.Grant(ctx, tok)
 	switch code := bridge.ErrorCode(err); {
 	case err == nil:
 	case code == bridge.ENOTFOUND:

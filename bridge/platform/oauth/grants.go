@@ -1,29 +1,24 @@
 package oauth
 
-// The token check: what a bearer token grants, for the installation API
-// and discovery.
+// The token check of the installation API and discovery: bridge/access's,
+// with the platform's rule for the installations its hubs serve.
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/wire"
-	"github.com/switchbridge/switchbridge/bridge/wire/bearer"
 )
 
-// Authorize implements bridge.Authorizer for the installation API. The
-// refusal of a token the source does not hold matches
-// bridge.ErrTokenUnknown.
+// Authorize implements bridge.Authorizer for the installation API: the
+// token check (bridge/access), and an installation in a location one of
+// the platform's hubs holds is sent to that hub. The refusal of a token
+// the source does not hold matches bridge.ErrTokenUnknown.
 func (s *Server) Authorize(ctx context.Context, token, installationID string) (*bridge.Grant, error) {
-	g, err := s.grant(ctx, token)
+	g, err := s.check.Authorize(ctx, token, installationID)
 	if err != nil {
 		return nil, err
-	}
-	if g.InstallationID != installationID {
-		return nil, bridge.Errorf(bridge.EFORBIDDEN, "the access token is not for this installation")
 	}
 	// An installation in a location one of the platform's hubs holds is
 	// served by that hub, not here: say where, rather than let the
@@ -41,8 +36,7 @@ func (s *Server) Authorize(ctx context.Context, token, installationID string) (*
 	return g, nil
 }
 
-// hasLocation reports whether the location is the daemon's own. A hub's
-// token check (bridge/link) runs without switches of its own here.
+// hasLocation reports whether the location is the daemon's own.
 func (s *Server) hasLocation(id int64) bool {
 	if s.hub == nil {
 		return false
@@ -51,69 +45,14 @@ func (s *Server) hasLocation(id int64) bool {
 	return ok
 }
 
-func (s *Server) grant(ctx context.Context, token string) (*bridge.Grant, error) {
-	if len(token) > maxParamLen {
-		return nil, bridge.Errorf(bridge.EUNAUTHORIZED, "the access token is invalid")
-	}
-	hash := Hash(token)
-	now := s.now()
-	// Read first: whatever is read after it reflects at least every
-	// removal that moved it (see grantcache.go).
-	access, err := s.granted.AccessGeneration(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if g, ok := s.grants.get(hash, now, access); ok {
-		if !now.Before(g.ExpiresAt) {
-			return nil, bridge.Errorf(bridge.EUNAUTHORIZED, "the access token expired")
-		}
-		s.used(ctx, g, now)
-		return g, nil
-	}
-	gen := s.grants.generation()
-	t, err := s.granted.TokenGrant(ctx, hash)
-	switch {
-	case errors.Is(err, bridge.ErrTokenUnknown):
-		return nil, unknownToken{bridge.Errorf(bridge.EUNAUTHORIZED, "the access token is invalid")}
-	case err != nil:
-		return nil, err
-	case t.Revoked:
-		return nil, bridge.Errorf(bridge.EUNAUTHORIZED, "the access token was revoked")
-	case !s.now().Before(t.ExpiresAt):
-		return nil, bridge.Errorf(bridge.EUNAUTHORIZED, "the access token expired")
-	}
-	in := &t.Installation
-	// The user installed the app into one of their locations; should they
-	// no longer belong to it, the installation reaches none of its switches.
-	if !t.Member {
-		return nil, bridge.Errorf(bridge.ENOTFOUND, "switches no longer available to this installation: %s (its user no longer belongs to location %d)",
-			strings.Join(in.SwitchIDs, ", "), in.LocationID)
-	}
-	g := &bridge.Grant{
-		InstallationID: in.ID, ClientID: in.ClientID, UserID: in.UserID,
-		LocationID: in.LocationID, SwitchIDs: in.SwitchIDs, SeeOnly: in.SeeOnly, ExpiresAt: t.ExpiresAt, Legacy: t.Legacy,
-	}
-	s.grants.put(hash, g, now, gen, access)
-	s.used(ctx, g, now)
-	return g, nil
-}
+// ForgetGrants drops the cached grants, so that the next check of every
+// token reads its source again.
+func (s *Server) ForgetGrants() { s.check.Forget() }
 
-// unknownToken is the refusal of a token the source does not hold: 401
-// invalid_token as any refusal, and it matches bridge.ErrTokenUnknown
-// (errors.Is). A hub's check (bridge/link) thus tells a token its replica
-// may not hold yet from one it holds revoked or expired by the very read
-// that refused it: a second read could find a token the replica took in
-// meanwhile, and the refusal would then stand for a token it holds.
-type unknownToken struct{ refusal *bridge.Error }
-
-func (e unknownToken) Error() string   { return e.refusal.Error() }
-func (e unknownToken) Unwrap() []error { return []error{e.refusal, bridge.ErrTokenUnknown} }
-
-// used tells Used, when set, that an installation's token was accepted,
-// unless it came in the query string for an app that is not legacy: that
-// request is answered 400, and is no use of the app.
-func (s *Server) used(ctx context.Context, g *bridge.Grant, at time.Time) {
-	if s.Used != nil && (g.Legacy || !bearer.InQuery(ctx)) {
-		s.Used(g.InstallationID, at)
+// noteUsed passes the use of an installation's token the check accepted
+// on to Used, when set.
+func (s *Server) noteUsed(installationID string, at time.Time) {
+	if s.Used != nil {
+		s.Used(installationID, at)
 	}
 }

@@ -1,31 +1,13 @@
 package oauth
 
-// A platform with several hubs: the token check a hub runs over its
-// replica, and the directory through which consent and discovery see the
-// locations the hubs hold.
+// A platform with several hubs: the directory through which consent and
+// discovery see the locations the hubs hold.
 
 import (
 	"context"
-	"log/slog"
-	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
 )
-
-// NewTokenCheck returns a Server that serves no page and only checks
-// tokens (Authorize) against src: the hub role's half, for a hub that
-// answers from its replica of the platform. Its grant cache is cleared by
-// ForgetGrants, which the hub calls whenever the replica changes.
-func NewTokenCheck(src GrantSource, logger *slog.Logger) *Server {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	return &Server{granted: src, logger: logger, grants: newGrantCache(), now: time.Now}
-}
-
-// ForgetGrants drops the cached grants, so that the next check of every
-// token reads its source again.
-func (s *Server) ForgetGrants() { s.grants.clear() }
 
 // HubLocation is a location one of the platform's hubs holds, as its
 // inventory says, and where that hub is.

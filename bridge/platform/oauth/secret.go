@@ -6,6 +6,8 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
+
+	"github.com/switchbridge/switchbridge/bridge/access"
 )
 
 // NewSecret returns 256 random bits, base64url without padding: used for
@@ -27,12 +29,10 @@ func NewClientID() string {
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
-// Hash is how a high-entropy secret is stored and looked up. A fast hash is
-// right here: the secrets are 256-bit random, so there is nothing to guess.
-func Hash(secret string) []byte {
-	h := sha256.Sum256([]byte(secret))
-	return h[:]
-}
+// Hash is how a high-entropy secret is stored and looked up: the token
+// check's (access.Hash), for codes, client and hub secrets and sessions
+// as for tokens.
+func Hash(secret string) []byte { return access.Hash(secret) }
 
 // SecretMatches compares a presented secret with a stored hash in constant time.
 func SecretMatches(presented string, stored []byte) bool {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/access"
 	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
@@ -25,7 +26,7 @@ import (
 type Server struct {
 	users     Users
 	apps      Apps
-	granted   GrantSource
+	check     *access.Check
 	connected Connected
 	hub       *bridge.Switchboard
 	logger    *slog.Logger
@@ -57,7 +58,6 @@ type Server struct {
 
 	sessions *sessions // logged-in sessions, the login form's CSRF and flash messages
 	throttle *throttle
-	grants   *grantCache
 	now      func() time.Time
 	// compareHash, when set, checks a password in place of bcrypt's
 	// CompareHashAndPassword (tests count the checks through it).
@@ -73,14 +73,15 @@ func New(st Store, hub *bridge.Switchboard, logger *slog.Logger) *Server {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	key := &signingKey{store: st}
-	return &Server{
-		users: st, apps: st, granted: st, connected: st, hub: hub, logger: logger,
+	s := &Server{
+		users: st, apps: st, check: access.New(st), connected: st, hub: hub, logger: logger,
 		Issuer:   NewIssuer(st, hub),
 		sessions: newSessions(st, key, logger),
 		throttle: newThrottle(st, key),
-		grants:   newGrantCache(),
 		now:      time.Now,
 	}
+	s.check.Used = s.noteUsed
+	return s
 }
 
 // Register adds the platform role's routes to mux.

@@ -5,15 +5,17 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/access"
 )
 
 // The storage the platform role needs, declared here and implemented by an
 // adapter (bridge/store), so each part holds only what it reads or writes:
 // login reads Users, every request reads Apps, the Issuer writes
-// Installations, Codes and Tokens, the token check reads a GrantSource, and
-// the connected apps page reads and removes a user's installations
-// (Connected), and the login pages keep their sessions, signing key and
-// failed logins (LoginSessions, SigningKeys, LoginFailures).
+// Installations, Codes and Tokens, the token check reads an
+// access.GrantSource, and the connected apps page reads and removes a
+// user's installations (Connected), and the login pages keep their
+// sessions, signing key and failed logins (LoginSessions, SigningKeys,
+// LoginFailures).
 
 // Users finds accounts: login by name, a session by id.
 type Users interface {
@@ -60,30 +62,6 @@ type Tokens interface {
 	// refresh token of that client its installation's grant; any other
 	// token revokes nothing.
 	RevokeToken(ctx context.Context, hash []byte, clientID string) (bridge.Revoked, error)
-}
-
-// GrantSource is what the token check reads: "is this token valid for
-// installation X, and which switches does it grant?" needs the token's
-// record, its installation, whether the installing user still belongs to
-// its location, and whether its app is legacy. It is all a hub needs of the
-// platform's data, so a hub that keeps a replica of its platform can answer
-// it from there.
-//
-// A revocation, an uninstall or a removed membership, made by this process
-// or by another one on the same database (the CLI), must count at the next
-// request: the grant cache (grantcache.go) serves a grant only while
-// AccessGeneration has not moved since it was read.
-type GrantSource interface {
-	// TokenGrant returns bridge.ErrTokenUnknown for a hash never issued
-	// or whose installation is gone.
-	TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGrant, error)
-	// AccessGeneration is a counter that moves with every change that
-	// takes access away or changes a grant, made by any process: a token's
-	// revocation or deletion, an installation's removal or new switches,
-	// an ended membership, an app's legacy mode turned off. The grant
-	// cache serves a grant only while it has not moved since the grant was
-	// read.
-	AccessGeneration(ctx context.Context) (int64, error)
 }
 
 // Connected is what the connected apps page reads and removes: the
@@ -158,7 +136,7 @@ type Store interface {
 	Installations
 	Codes
 	Tokens
-	GrantSource
+	access.GrantSource
 	Connected
 	LoginSessions
 	SigningKeys

@@ -1,4 +1,4 @@
-package link_test
+package replica_test
 
 import (
 	"context"
@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/access"
 	"github.com/switchbridge/switchbridge/bridge/link"
-	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
@@ -119,7 +119,7 @@ func snapshotAfterSync(t *testing.T, tokenAfter bool) {
 	}
 	holds := func(token string) bool {
 		t.Helper()
-		_, err := db.Replica().TokenGrant(ctx, oauth.Hash(token))
+		_, err := db.Replica().TokenGrant(ctx, access.Hash(token))
 		if err != nil && !errors.Is(err, bridge.ErrTokenUnknown) {
 			t.Fatal(err)
 		}

@@ -1,8 +1,8 @@
-package link
+package linkserver
 
-// The platform's side of the link: the Platform, its endpoints, and the
-// authentication of hubs. Long polls are in watch.go, the throttle of wrong
-// secrets in throttle.go, the one process per hub in sessions.go.
+// The Platform, its endpoints, and the authentication of hubs. Long polls
+// are in watch.go, the throttle of wrong secrets in throttle.go, the one
+// process per hub in sessions.go, usage reports in usage.go.
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/wire"
 )
@@ -55,13 +56,13 @@ type PlatformStore interface {
 // maxCursorTag bounds the tag a hub sends with its cursor.
 const maxCursorTag = 64
 
-// Defaults of the platform's side.
+// Defaults of the platform's side (its long polls wait
+// link.DefaultPollTimeout).
 const (
-	DefaultPollTimeout  = 25 * time.Second
 	DefaultWakeInterval = 200 * time.Millisecond
 	// OnlineWithin is how recently a hub must have called to count as
 	// online: a poll renews it every PollTimeout.
-	OnlineWithin = DefaultPollTimeout + 15*time.Second
+	OnlineWithin = link.DefaultPollTimeout + 15*time.Second
 )
 
 // Platform serves the platform's side of the link.
@@ -97,7 +98,7 @@ func NewPlatform(st PlatformStore, logger *slog.Logger) *Platform {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Platform{PollTimeout: DefaultPollTimeout, WakeInterval: DefaultWakeInterval, store: st, logger: logger, fails: newLoginThrottle(),
+	p := &Platform{PollTimeout: link.DefaultPollTimeout, WakeInterval: DefaultWakeInterval, store: st, logger: logger, fails: newLoginThrottle(),
 		sessions: newSessions(), now: time.Now, closing: make(chan struct{}), conflictLog: map[string]time.Time{}}
 	p.watch = &watcher{p: p, ch: make(chan struct{})}
 	return p
@@ -130,16 +131,16 @@ func answerShuttingDown(w http.ResponseWriter) {
 
 // Register adds the link's routes to mux.
 func (p *Platform) Register(mux *http.ServeMux) {
-	mux.HandleFunc("PUT "+InventoryPath, p.handleInventory)
-	mux.HandleFunc("GET "+ChangesPath, p.handleChanges)
-	mux.HandleFunc("GET "+SnapshotPath, p.handleSnapshot)
-	mux.HandleFunc("PUT "+UsagePath, p.handleUsage)
+	mux.HandleFunc("PUT "+link.InventoryPath, p.handleInventory)
+	mux.HandleFunc("GET "+link.ChangesPath, p.handleChanges)
+	mux.HandleFunc("GET "+link.SnapshotPath, p.handleSnapshot)
+	mux.HandleFunc("PUT "+link.UsagePath, p.handleUsage)
 }
 
 // authenticate checks the request's HTTP Basic hub credentials and
 // returns the hub, or answers the request and returns nil: 401 for wrong
-// credentials (throttled), 410 with RemovedHeader for the credentials of a
-// removed hub, so that hub stops serving.
+// credentials (throttled), 410 with link.RemovedHeader for the credentials
+// of a removed hub, so that hub stops serving.
 func (p *Platform) authenticate(w http.ResponseWriter, r *http.Request) *bridge.RegisteredHub {
 	w.Header().Set("Cache-Control", "no-store")
 	if p.shuttingDown() {
@@ -166,7 +167,7 @@ func (p *Platform) authenticate(w http.ResponseWriter, r *http.Request) *bridge.
 		}
 		if oauth.SecretMatches(secret, hash) && rerr == nil {
 			p.logger.Warn("hub link: a removed hub called; told it was removed", "hub", bridge.Untrusted(id), "peer", addr)
-			w.Header().Set(RemovedHeader, "1")
+			w.Header().Set(link.RemovedHeader, "1")
 			wire.WriteError(w, http.StatusGone, "this hub was removed from the platform (hub remove): it must serve no installation of the platform; hub add registers it anew", nil)
 			return nil
 		}
@@ -194,7 +195,7 @@ var dummyHash = oauth.Hash("no such hub")
 // refuseRestored refuses a hub's credentials; when the hub's replica
 // cursor names a point this change log never held, the platform was
 // restored from a backup older than what the hub followed, its secret (or
-// its registration) included, and the answer says so (RekeyHeader): the
+// its registration) included, and the answer says so (link.RekeyHeader): the
 // hub then empties its replica rather than serve, for ever, tokens this
 // platform never issued.
 func (p *Platform) refuseRestored(w http.ResponseWriter, r *http.Request, addr, id string, known bool) {
@@ -207,7 +208,7 @@ func (p *Platform) refuseRestored(w http.ResponseWriter, r *http.Request, addr, 
 			}
 			p.logger.Warn("hub link: refused a hub that followed a later history of this platform (restored from an older backup?): told it to empty its replica until it is given new credentials",
 				"hub", id, "peer", addr, "cursor", seq)
-			w.Header().Set(RekeyHeader, "1")
+			w.Header().Set(link.RekeyHeader, "1")
 			w.Header().Set("WWW-Authenticate", `Basic realm="switchbridge hubs"`)
 			wire.WriteError(w, http.StatusUnauthorized, "the platform does not know this hub's credentials, and its change log never held the replica's cursor: "+
 				"it was restored from a backup older than them; the hub must serve nothing until it has new credentials ("+how+")", nil)
@@ -218,12 +219,12 @@ func (p *Platform) refuseRestored(w http.ResponseWriter, r *http.Request, addr, 
 }
 
 // cursorOf is the replica cursor a hub's request names: the query of a
-// changes request, else CursorHeader.
+// changes request, else link.CursorHeader.
 func cursorOf(r *http.Request) (int64, string, bool) {
 	q := r.URL.Query()
 	c, tag := q.Get("cursor"), q.Get("tag")
 	if c == "" {
-		c, tag, _ = strings.Cut(r.Header.Get(CursorHeader), " ")
+		c, tag, _ = strings.Cut(r.Header.Get(link.CursorHeader), " ")
 	}
 	seq, err := strconv.ParseInt(c, 10, 64)
 	if err != nil || seq < 0 || len(tag) > maxCursorTag {
@@ -241,13 +242,13 @@ func locationIDs(locs []bridge.RemoteLocation) []int64 {
 }
 
 // setLocations tells a hub which of its locations the platform accepts
-// (LocationsHeader).
+// (link.LocationsHeader).
 func setLocations(w http.ResponseWriter, ids []int64) {
 	parts := make([]string, len(ids))
 	for i, id := range ids {
 		parts[i] = strconv.FormatInt(id, 10)
 	}
-	w.Header().Set(LocationsHeader, strings.Join(parts, ","))
+	w.Header().Set(link.LocationsHeader, strings.Join(parts, ","))
 }
 
 func (p *Platform) refuse(w http.ResponseWriter, addr, id, why string) {
@@ -267,15 +268,15 @@ func (p *Platform) handleInventory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() { done(r.Context().Err() == nil) }()
-	w.Header().Set(HeartbeatHeader, HeartbeatInterval.String()+" "+heartbeatAtOnce)
+	w.Header().Set(link.HeartbeatHeader, link.HeartbeatInterval.String()+" "+link.HeartbeatAtOnce)
 	setLocations(w, locationIDs(h.Locations))
-	var inv Inventory
-	if err := decodeOne(http.MaxBytesReader(w, r.Body, MaxInventoryBytes), &inv); err != nil {
+	var inv link.Inventory
+	if err := link.DecodeOne(http.MaxBytesReader(w, r.Body, link.MaxInventoryBytes), &inv); err != nil {
 		p.logger.Warn("hub link: unreadable inventory", "hub", h.ID, "err", bridge.Untrusted(err.Error()))
 		wire.WriteError(w, http.StatusBadRequest, "unreadable inventory: "+err.Error(), nil)
 		return
 	}
-	if err := CheckInventory(&inv); err != nil {
+	if err := link.CheckInventory(&inv); err != nil {
 		p.logger.Warn("hub link: inventory refused", "hub", h.ID, "name", h.Name, "err", bridge.Untrusted(err.Error()))
 		wire.WriteError(w, http.StatusBadRequest, err.Error(), nil)
 		return
@@ -302,7 +303,7 @@ func (p *Platform) handleInventory(w http.ResponseWriter, r *http.Request) {
 	}
 	setLocations(w, locationIDs(inv.Locations))
 	p.logger.Info("hub link: inventory", "hub", h.ID, "name", h.Name, "version", bridge.Untrusted(inv.Version), "locations", len(inv.Locations))
-	if v := Version(); inv.Version != v {
+	if v := link.Version(); inv.Version != v {
 		p.logger.Info("hub link: the hub runs another version than the platform; the link works across versions, but upgrade both when you can",
 			"hub", h.ID, "hub_version", bridge.Untrusted(inv.Version), "platform_version", v)
 	}

@@ -1,4 +1,4 @@
-package link
+package replica
 
 // The hub's replica of the platform's records: applying change batches and
 // snapshots, syncing at once on a miss, and dropping what lies outside the
@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/link"
 )
 
-// ReplicaStore is the hub's store of its replica; bridge/store implements
-// it.
-type ReplicaStore interface {
+// Store is the hub's store of its replica; bridge/store implements it.
+type Store interface {
 	ReplicaState(ctx context.Context) (bridge.ReplicaState, error)
 	// ApplyBatch applies a batch and stores its cursor in one transaction.
 	ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Time) error
@@ -65,12 +65,12 @@ func (h *Follower) removedByPlatform(ctx context.Context, msg string, rekey bool
 }
 
 // follow drops from the replica the locations the platform no longer
-// accepts from this hub (LocationsHeader): another process with this
+// accepts from this hub (link.LocationsHeader): another process with this
 // hub's credentials took them, or an inventory the platform refused left
 // them elsewhere. Their changes no longer reach this hub, so what the
 // replica holds of them is frozen: it serves none of it.
 func (h *Follower) follow(ctx context.Context, hdr http.Header) {
-	vals, ok := hdr[LocationsHeader]
+	vals, ok := hdr[link.LocationsHeader]
 	if !ok || len(vals) != 1 {
 		return
 	}

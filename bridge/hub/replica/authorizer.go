@@ -1,4 +1,4 @@
-package link
+package replica
 
 // The hub's token check: it answers from the replica, syncs on a miss, and
 // tells a token it cannot confirm yet from one that is gone.
@@ -6,11 +6,10 @@ package link
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
+	"github.com/switchbridge/switchbridge/bridge/access"
 )
 
 // Authorizer is the token check of a hub: it answers from the replica,
@@ -31,20 +30,20 @@ type Authorizer struct {
 	// Sync brings the replica up to date now; it reports whether it did.
 	Sync func(ctx context.Context) bool
 	// Settled reports whether the replica is known to hold all there is
-	// (Hub.Settled), so a miss needs no sync to be final. Nil: never.
+	// (Follower.Settled), so a miss needs no sync to be final. Nil: never.
 	Settled func() bool
 
-	check *oauth.Server
-	src   ReplicaSource
+	check *access.Check
+	src   Source
 }
 
 // unconfirmedRetry is the Retry-After of a token the hub cannot confirm
 // yet.
 const unconfirmedRetry = 5 * time.Second
 
-// ReplicaSource is the replica as the hub's token check reads it.
-type ReplicaSource interface {
-	oauth.GrantSource
+// Source is the replica as the hub's token check reads it.
+type Source interface {
+	access.GrantSource
 	// Installation returns ENOTFOUND when the hub holds no such
 	// installation.
 	Installation(ctx context.Context, id string) (*bridge.Installation, error)
@@ -56,8 +55,8 @@ type ReplicaSource interface {
 }
 
 // NewAuthorizer returns the hub's token check over its replica.
-func NewAuthorizer(src ReplicaSource, logger *slog.Logger) *Authorizer {
-	return &Authorizer{check: oauth.NewTokenCheck(src, logger), src: src}
+func NewAuthorizer(src Source) *Authorizer {
+	return &Authorizer{check: access.New(src), src: src}
 }
 
 // Authorize implements bridge.Authorizer.
@@ -102,7 +101,7 @@ func (a *Authorizer) Authorize(ctx context.Context, token, installationID string
 		if errors.Is(err, bridge.ErrTokenUnknown) && len(token) <= maxTokenLen {
 			if !gone {
 				var gerr error
-				if gone, gerr = a.src.TokenGone(ctx, oauth.Hash(token)); gerr != nil {
+				if gone, gerr = a.src.TokenGone(ctx, access.Hash(token)); gerr != nil {
 					return nil, gerr
 				}
 			}
@@ -128,4 +127,4 @@ const maxTokenLen = 512
 func (a *Authorizer) SetUsed(f func(installationID string, at time.Time)) { a.check.Used = f }
 
 // Forget drops cached grants: call it when the replica changed.
-func (a *Authorizer) Forget() { a.check.ForgetGrants() }
+func (a *Authorizer) Forget() { a.check.Forget() }

@@ -1,10 +1,9 @@
-package link
+package replica
 
-// The hub's side of the link: the Hub, its session with the platform
-// (report the inventory, then follow the changes), the back-off after a
-// break, and what it shows of the link (up, refused, replica age, metrics).
-// Its requests are in hubclient.go, its replica in hubsync.go, its token
-// check in authorizer.go.
+// The Follower, its session with the platform (report the inventory, then
+// follow the changes), the back-off after a break, and what it shows of
+// the link (up, refused, replica age, metrics). Its requests are in
+// client.go, its replica in replica.go, its token check in authorizer.go.
 
 import (
 	"context"
@@ -57,8 +56,8 @@ type Follower struct {
 
 	platform *url.URL
 	hubID    string
-	instance string // drawn at start: this process (InstanceHeader)
-	store    ReplicaStore
+	instance string // drawn at start: this process (link.InstanceHeader)
+	store    Store
 	logger   *slog.Logger
 	client   *http.Client
 
@@ -79,7 +78,7 @@ type Follower struct {
 	rtt rttEstimate
 	// polled: a poll was answered since the session started.
 	polled atomic.Bool
-	// accepted is the platform's last LocationsHeader the replica follows.
+	// accepted is the platform's last link.LocationsHeader the replica follows.
 	accepted  atomic.Pointer[string]
 	usage     usageReports  // uses not yet reported (usage.go)
 	usageKick chan struct{} // uses to report, or the link came up
@@ -111,7 +110,7 @@ type Follower struct {
 
 // NewFollower returns the hub's side of the link to the platform at platformURL,
 // as hub hubID with secret.
-func NewFollower(platformURL, hubID, secret string, st ReplicaStore, logger *slog.Logger) (*Follower, error) {
+func NewFollower(platformURL, hubID, secret string, st Store, logger *slog.Logger) (*Follower, error) {
 	u, err := url.Parse(strings.TrimRight(platformURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("platform url %q must be an absolute http(s) URL", platformURL)

@@ -1,8 +1,9 @@
-package link
+package linkserver
 
 // The platform's long polls: waiting for a hub's changes, waking the polls
 // when the change log grows (whoever wrote it), heartbeats while a poll
-// waits, and at most MaxPollsPerHub polls per hub.
+// waits (link.HeartbeatInterval), and at most MaxPollsPerHub polls per
+// hub.
 
 import (
 	"context"
@@ -13,19 +14,8 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/link"
 )
-
-// HeartbeatInterval is how often a waiting long poll sends 102 Processing
-// to a hub that asked for it, the first as soon as it accepts the poll; a
-// hub that hears nothing for heartbeatSilence (plus its round trip's
-// spread) takes its connection for dead.
-const HeartbeatInterval = time.Second
-
-// heartbeatAtOnce, in the HeartbeatHeader of the platform's answer to an
-// inventory, says that it sends the first 102 as soon as it accepts a
-// poll (a hub then takes that one for a round-trip sample). An older hub
-// reads only that the header is there.
-const heartbeatAtOnce = "at-once"
 
 // MaxPollsPerHub is how many long polls one hub's credentials may hold
 // open at once: a hub holds one, and one more covers a poll the platform
@@ -104,7 +94,7 @@ func intersects(a []int64, b map[int64]bool) bool {
 }
 
 // longPoll runs Poll for a hub's request. While it waits it sends the hub
-// 102 Processing every HeartbeatInterval when the hub asked for it, so a
+// 102 Processing every link.HeartbeatInterval when the hub asked for it, so a
 // dead connection shows within seconds at the hub. A newer poll of the
 // same hub past MaxPollsPerHub ends it with no changes; Shutdown ends it
 // with 503 (stop true: the answer is written).
@@ -123,11 +113,11 @@ func (p *Platform) longPoll(w http.ResponseWriter, r *http.Request, hubID string
 		res <- result{b, err}
 	}()
 	var beat <-chan time.Time
-	if r.Header.Get(HeartbeatHeader) != "" {
+	if r.Header.Get(link.HeartbeatHeader) != "" {
 		// The first at once: the hub measures its round trip by it, and
 		// hears at once that its poll is accepted.
 		w.WriteHeader(http.StatusProcessing)
-		t := time.NewTicker(HeartbeatInterval)
+		t := time.NewTicker(link.HeartbeatInterval)
 		defer t.Stop()
 		beat = t.C
 	}

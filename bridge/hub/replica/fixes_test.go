@@ -1,10 +1,11 @@
-package link_test
+package replica_test
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,18 +13,19 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/access"
+	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 	"github.com/switchbridge/switchbridge/bridge/link"
-	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // runningHub is hub h1's side of the link, running against pl, with an
 // inventory the test changes as a reload would.
 type runningHub struct {
-	h    *link.Follower
+	h    *replica.Follower
 	db   *store.DB
-	auth *link.Authorizer
+	auth *replica.Authorizer
 	logs *logtest.Buffer
 	mu   sync.Mutex
 	locs []int64
@@ -62,7 +64,7 @@ func launchHub(t *testing.T, url, id, secret string, db *store.DB, locs ...int64
 	t.Helper()
 	var err error
 	rh := &runningHub{db: db, logs: &logtest.Buffer{}, locs: locs}
-	rh.h, err = link.NewFollower(url, id, secret, db, slog.New(slog.NewTextHandler(rh.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	rh.h, err = replica.NewFollower(url, id, secret, db, slog.New(slog.NewTextHandler(rh.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func launchHub(t *testing.T, url, id, secret string, db *store.DB, locs ...int64
 		}
 		return out
 	}
-	rh.auth = link.NewAuthorizer(db.Replica(), nil)
+	rh.auth = replica.NewAuthorizer(db.Replica())
 	rh.auth.Sync = rh.h.SyncNow
 	rh.auth.Settled = rh.h.Settled
 	rh.h.Applied = rh.auth.Forget
@@ -127,7 +129,7 @@ func (pl *platform) installApp(t *testing.T, client string, loc int64, token str
 	if err := pl.db.Install(ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	if err := pl.db.CreateToken(ctx, oauth.Hash(token), in.ID, time.Now().Add(time.Hour)); err != nil {
+	if err := pl.db.CreateToken(ctx, access.Hash(token), in.ID, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	return in
@@ -192,7 +194,7 @@ func TestNewTokenWorksAtOnce(t *testing.T) {
 	var (
 		syncs, inFlight, maxInFlight atomic.Int64
 		hold, allWaited              atomic.Bool
-		hub                          atomic.Pointer[link.Follower]
+		hub                          atomic.Pointer[replica.Follower]
 	)
 	const flood = 40
 	inner := pl.srv.Config.Handler
@@ -206,7 +208,7 @@ func TestNewTokenWorksAtOnce(t *testing.T) {
 			if hold.CompareAndSwap(true, false) {
 				// Bounded: the test fails below if they never all wait.
 				for i := 0; i < 3000 && !allWaited.Load(); i++ {
-					allWaited.Store(link.SyncWaiters(hub.Load()) == flood-1)
+					allWaited.Store(replica.SyncWaiters(hub.Load()) == flood-1)
 					time.Sleep(10 * time.Millisecond)
 				}
 			}
@@ -227,7 +229,7 @@ func TestNewTokenWorksAtOnce(t *testing.T) {
 		t.Fatalf("a new installation's token on its first request: %v", err)
 	}
 	// A refresh: a new token for the known installation.
-	if err := pl.db.CreateToken(ctx, oauth.Hash("refreshed-token"), in.ID, time.Now().Add(time.Hour)); err != nil {
+	if err := pl.db.CreateToken(ctx, access.Hash("refreshed-token"), in.ID, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.auth.Authorize(ctx, "refreshed-token", in.ID); err != nil {
@@ -273,7 +275,7 @@ func TestRemovedHubEmptiesItsReplica(t *testing.T) {
 	waitUntil(t, "the installations reach the hubs", func() bool { return a.has(inA.ID) && b.has(inB.ID) })
 	time.Sleep(100 * time.Millisecond) // both long polls wait
 
-	if err := pl.db.SetHubSecret(ctx, "h2", oauth.Hash("new secret")); err != nil {
+	if err := pl.db.SetHubSecret(ctx, "h2", access.Hash("new secret")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pl.db.RemoveHub(ctx, "h1"); err != nil {
@@ -330,6 +332,14 @@ func TestLegacyAppsAtAHub(t *testing.T) {
 	})
 }
 
+func mustPrefixes(ps ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, p := range ps {
+		out = append(out, netip.MustParsePrefix(p))
+	}
+	return out
+}
+
 // TestHubLoginThrottle: wrong secrets throttle the (hub, address) pair,
 // not the other hubs behind the same address; behind a trusted proxy the
 // client's address counts, not the proxy's.
@@ -360,7 +370,7 @@ func TestHubLoginThrottle(t *testing.T) {
 	// Behind a trusted proxy: the attacker's client address is throttled,
 	// the hub's own is not.
 	pl2 := newPlatform(t)
-	pl2.p.TrustedProxies = link.MustPrefixes("127.0.0.0/8", "::1/128")
+	pl2.p.TrustedProxies = mustPrefixes("127.0.0.0/8", "::1/128")
 	pl = pl2
 	for range 8 {
 		get("h1", "wrong", "203.0.113.9")
@@ -370,24 +380,5 @@ func TestHubLoginThrottle(t *testing.T) {
 	}
 	if c := get("h1", pl.hubs["h1"], "198.51.100.7"); c != http.StatusOK {
 		t.Errorf("h1 behind the proxy after another client's failures: %d, want 200", c)
-	}
-}
-
-// TestThrottleTableIsBounded: a flood of addresses does not wipe out the
-// count of the address under attack; the table stays bounded.
-func TestThrottleTableIsBounded(t *testing.T) {
-	fail, wait, size := link.FailuresTable()
-	now := time.Now()
-	for range 10 {
-		fail("h1", "198.51.100.1", now)
-	}
-	for i := range 10000 {
-		fail("x", fmt.Sprint("10.", i/65536, ".", i/256%256, ".", i%256), now.Add(time.Millisecond))
-	}
-	if size() > 4096 {
-		t.Errorf("table holds %d keys", size())
-	}
-	if wait("h1", "198.51.100.1", now.Add(time.Millisecond)) == 0 {
-		t.Error("the flood of new addresses wiped out the attacked pair's count")
 	}
 }

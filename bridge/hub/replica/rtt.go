@@ -1,4 +1,4 @@
-package link
+package replica
 
 // The hub's estimate of its link's round trip, and the deadlines derived
 // from it: a hub on a slow uplink (LTE, satellite) waits as long as its
@@ -7,6 +7,8 @@ package link
 import (
 	"sync"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/link"
 )
 
 // rttEstimate is a smoothed round-trip time as RFC 6298 §2 keeps it for
@@ -78,7 +80,7 @@ func (h *Follower) syncDeadline() time.Duration { return max(syncTimeout, 2*h.rt
 func (h *Follower) firstBeatDeadline() time.Duration { return heartbeatSilence + h.rtt.rto() }
 
 // beatSilence is how long a poll that heard a heartbeat waits for the
-// next: they leave the platform every HeartbeatInterval and arrive as
+// next: they leave the platform every link.HeartbeatInterval and arrive as
 // spread as the round trip varies.
 func (h *Follower) beatSilence() time.Duration {
 	srtt, _, _ := h.rtt.smoothed()
@@ -86,9 +88,11 @@ func (h *Follower) beatSilence() time.Duration {
 }
 
 // pollDeadline bounds a long poll: the platform answers after
-// DefaultPollTimeout, which reaches the hub a round trip after it sent
+// link.DefaultPollTimeout, which reaches the hub a round trip after it sent
 // the poll.
-func (h *Follower) pollDeadline() time.Duration { return DefaultPollTimeout + pollGrace + h.rtt.rto() }
+func (h *Follower) pollDeadline() time.Duration {
+	return link.DefaultPollTimeout + pollGrace + h.rtt.rto()
+}
 
 // requestDeadline bounds the inventory report.
 func (h *Follower) requestDeadline() time.Duration { return requestTimeout + 2*h.rtt.rto() }

@@ -1,4 +1,4 @@
-package link
+package linkserver
 
 // The platform's throttle of wrong hub logins.
 

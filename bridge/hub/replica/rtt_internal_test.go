@@ -1,8 +1,10 @@
-package link
+package replica
 
 import (
 	"testing"
 	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/link"
 )
 
 // TestRTTEstimate: RFC 6298's SRTT, RTTVAR and RTO, and the deadlines
@@ -11,7 +13,7 @@ import (
 func TestRTTEstimate(t *testing.T) {
 	h := &Follower{}
 	if h.rtt.rto() != 0 || h.syncDeadline() != syncTimeout || h.firstBeatDeadline() != heartbeatSilence ||
-		h.beatSilence() != heartbeatSilence || h.pollDeadline() != DefaultPollTimeout+pollGrace || h.requestDeadline() != requestTimeout {
+		h.beatSilence() != heartbeatSilence || h.pollDeadline() != link.DefaultPollTimeout+pollGrace || h.requestDeadline() != requestTimeout {
 		t.Errorf("before any sample the deadlines differ from the fixed values")
 	}
 	h.rtt.sample(2 * time.Second)

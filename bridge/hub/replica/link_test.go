@@ -1,4 +1,4 @@
-package link_test
+package replica_test
 
 import (
 	"context"
@@ -14,8 +14,11 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/access"
+	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 	"github.com/switchbridge/switchbridge/bridge/link"
+	"github.com/switchbridge/switchbridge/bridge/platform/linkserver"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
@@ -25,7 +28,7 @@ type platform struct {
 	db     *store.DB
 	dir    string
 	srv    *httptest.Server
-	p      *link.Platform
+	p      *linkserver.Platform
 	hubs   map[string]string // id -> secret
 	userID int64
 }
@@ -42,7 +45,7 @@ func newPlatform(t *testing.T) *platform {
 	pl := &platform{db: db, dir: dir, hubs: map[string]string{}}
 	for _, id := range []string{"h1", "h2"} {
 		secret := oauth.NewSecret()
-		if err := db.CreateHub(ctx, &bridge.RegisteredHub{ID: id, Name: "hub " + id, BaseURL: "http://" + id, SecretHash: oauth.Hash(secret)}); err != nil {
+		if err := db.CreateHub(ctx, &bridge.RegisteredHub{ID: id, Name: "hub " + id, BaseURL: "http://" + id, SecretHash: access.Hash(secret)}); err != nil {
 			t.Fatal(err)
 		}
 		pl.hubs[id] = secret
@@ -61,7 +64,7 @@ func newPlatform(t *testing.T) *platform {
 
 // serve runs the link's handler over pl.db.
 func (pl *platform) serve(t *testing.T) {
-	pl.p = link.NewPlatform(pl.db, nil)
+	pl.p = linkserver.NewPlatform(pl.db, nil)
 	pl.p.PollTimeout = 2 * time.Second
 	pl.p.WakeInterval = 20 * time.Millisecond
 	pl.p.Own = func(id int64) bool { return id == 1 }
@@ -153,7 +156,7 @@ func TestCredentialsReachOnlyTheirHub(t *testing.T) {
 		if err := pl.db.Install(ctx, in); err != nil {
 			t.Fatal(err)
 		}
-		if err := pl.db.CreateToken(ctx, oauth.Hash(fmt.Sprint("token-", loc)), in.ID, time.Now().Add(time.Hour)); err != nil {
+		if err := pl.db.CreateToken(ctx, access.Hash(fmt.Sprint("token-", loc)), in.ID, time.Now().Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -168,7 +171,7 @@ func TestCredentialsReachOnlyTheirHub(t *testing.T) {
 		t.Fatalf("snapshot: %d %s", code, body)
 	}
 	if len(b.Installations) != 1 || b.Installations[0].LocationID != 10 || len(b.Tokens) != 1 ||
-		string(b.Tokens[0].Hash) != string(oauth.Hash("token-10")) || strings.Contains(body, "token-10") {
+		string(b.Tokens[0].Hash) != string(access.Hash("token-10")) || strings.Contains(body, "token-10") {
 		t.Errorf("h1's snapshot: %s", body)
 	}
 	if code, _ := pl.do(t, "GET", link.ChangesPath+"?cursor=abc", "h1", pl.hubs["h1"], ""); code != http.StatusBadRequest {
@@ -267,11 +270,11 @@ func TestHubFollowsAndResnapshots(t *testing.T) {
 	}
 	defer hubDB.Close()
 	var logs logtest.Buffer
-	var h *link.Follower
+	var h *replica.Follower
 	var done chan struct{}
 	start := func() {
 		var err error
-		h, err = link.NewFollower(pl.srv.URL, "h1", pl.hubs["h1"], hubDB, slog.New(slog.NewTextHandler(&logs, nil)))
+		h, err = replica.NewFollower(pl.srv.URL, "h1", pl.hubs["h1"], hubDB, slog.New(slog.NewTextHandler(&logs, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -331,7 +334,7 @@ func TestHubFollowsAndResnapshots(t *testing.T) {
 		t.Errorf("cursor %d -> %d; log:\n%s", before.Cursor, after.Cursor, logs.String())
 	}
 	// A rotated secret: the link stops, and the hub says why.
-	if err := pl.db.SetHubSecret(ctx, "h1", oauth.Hash("new")); err != nil {
+	if err := pl.db.SetHubSecret(ctx, "h1", access.Hash("new")); err != nil {
 		t.Fatal(err)
 	}
 	h.InventoryChanged() // cut the poll short, as a reload does

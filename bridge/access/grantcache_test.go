@@ -1,4 +1,4 @@
-package oauth
+package access
 
 import (
 	"testing"

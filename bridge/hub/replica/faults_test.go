@@ -1,4 +1,4 @@
-package link_test
+package replica_test
 
 import (
 	"context"
@@ -15,9 +15,11 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/access"
 	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/link/linktest"
+	"github.com/switchbridge/switchbridge/bridge/platform/linkserver"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
@@ -70,7 +72,7 @@ func TestDeadConnectionsAreDropped(t *testing.T) {
 
 	killed := proxy.Blackhole()
 	start := time.Now()
-	if _, err := pl.db.RevokeToken(ctx, oauth.Hash("revoke-me"), "c"); err != nil {
+	if _, err := pl.db.RevokeToken(ctx, access.Hash("revoke-me"), "c"); err != nil {
 		t.Fatal(err)
 	}
 	took := waitWithin(t, 20*time.Second, "the revocation reaches the hub", func() bool {
@@ -99,7 +101,7 @@ func TestRefusedPollIsRefusedAtOnce(t *testing.T) {
 	pl.p.PollTimeout = time.Minute
 	hub := startHub(t, pl, "h1", 10)
 	time.Sleep(200 * time.Millisecond) // the long poll waits
-	if err := pl.db.SetHubSecret(ctx, "h1", oauth.Hash("rotated")); err != nil {
+	if err := pl.db.SetHubSecret(ctx, "h1", access.Hash("rotated")); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the hub logs the refusal", func() bool {
@@ -134,7 +136,7 @@ func TestRestoredPlatformRekeysItsHubs(t *testing.T) {
 	}
 	// After the backup: a new secret for the hub, and a new installation.
 	newSecret := oauth.NewSecret()
-	if err := pl.db.SetHubSecret(ctx, "h1", oauth.Hash(newSecret)); err != nil {
+	if err := pl.db.SetHubSecret(ctx, "h1", access.Hash(newSecret)); err != nil {
 		t.Fatal(err)
 	}
 	hub.h.SetSecret(newSecret)
@@ -170,7 +172,7 @@ func TestRestoredPlatformRekeysItsHubs(t *testing.T) {
 	// The procedure: hub rotate-secret on the restored platform, the
 	// secret into secret_file, a reload.
 	rekeyed := oauth.NewSecret()
-	if err := restored.SetHubSecret(ctx, "h1", oauth.Hash(rekeyed)); err != nil {
+	if err := restored.SetHubSecret(ctx, "h1", access.Hash(rekeyed)); err != nil {
 		t.Fatal(err)
 	}
 	hub.h.SetSecret(rekeyed)
@@ -263,7 +265,7 @@ func errorsAs(err error, e **bridge.Error) bool {
 func TestHubGoneMidAuthenticationIsNoError(t *testing.T) {
 	pl := newPlatform(t)
 	var logs logtest.Buffer
-	p := link.NewPlatform(pl.db, slog.New(slog.NewTextHandler(&logs, nil)))
+	p := linkserver.NewPlatform(pl.db, slog.New(slog.NewTextHandler(&logs, nil)))
 	mux := http.NewServeMux()
 	p.Register(mux)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -313,10 +315,10 @@ func TestPollsPerHubAreBounded(t *testing.T) {
 		}()
 	}
 	held := func() int { mu.Lock(); defer mu.Unlock(); return n - answered }
-	waitWithin(t, 10*time.Second, fmt.Sprintf("at most %d of %d polls held", link.MaxPollsPerHub, n), func() bool { return held() <= link.MaxPollsPerHub })
+	waitWithin(t, 10*time.Second, fmt.Sprintf("at most %d of %d polls held", linkserver.MaxPollsPerHub, n), func() bool { return held() <= linkserver.MaxPollsPerHub })
 	time.Sleep(300 * time.Millisecond)
-	if h := held(); h > link.MaxPollsPerHub || h == 0 {
-		t.Errorf("%d polls held, want 1 to %d", h, link.MaxPollsPerHub)
+	if h := held(); h > linkserver.MaxPollsPerHub || h == 0 {
+		t.Errorf("%d polls held, want 1 to %d", h, linkserver.MaxPollsPerHub)
 	}
 }
 

@@ -1,4 +1,4 @@
-package link_test
+package replica_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
@@ -71,7 +72,7 @@ func TestHubReportsUsage(t *testing.T) {
 		t.Fatalf("the hub without its platform: %v", err)
 	}
 	waitUntil(t, "the use is kept for the next report", func() bool {
-		return link.PendingUsage(hub.h) > 0
+		return replica.PendingUsage(hub.h) > 0
 	})
 	if !lastUsed(t, pl, other.ID).IsZero() {
 		t.Fatal("recorded while the platform was away: the check below proves nothing")

@@ -1,4 +1,4 @@
-package link_test
+package replica_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/link"
-	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
+	"github.com/switchbridge/switchbridge/bridge/access"
+	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
@@ -46,18 +46,18 @@ func TestTokenArrivingDuringTheCheck(t *testing.T) {
 	in := bridge.ReplicaInstallation{ID: "inst-1", ClientID: "c", UserID: 1, LocationID: 10, SwitchIDs: []string{"s10"}, Member: true, UpdatedAt: time.Now()}
 	expires := time.Now().Add(time.Hour)
 	if err := db.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 1, Snapshot: true, Installations: []bridge.ReplicaInstallation{in},
-		Tokens: []bridge.ReplicaToken{{Hash: oauth.Hash("revoked-token"), InstallationID: in.ID, ExpiresAt: expires, Revoked: true}}}, time.Now()); err != nil {
+		Tokens: []bridge.ReplicaToken{{Hash: access.Hash("revoked-token"), InstallationID: in.ID, ExpiresAt: expires, Revoked: true}}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	src := &arrivingReplica{Replica: db.Replica()}
 	src.arrive = func() {
 		// The long poll's batch with the token just issued.
 		if err := db.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 2,
-			Tokens: []bridge.ReplicaToken{{Hash: oauth.Hash("fresh-token"), InstallationID: in.ID, ExpiresAt: expires}}}, time.Now()); err != nil {
+			Tokens: []bridge.ReplicaToken{{Hash: access.Hash("fresh-token"), InstallationID: in.ID, ExpiresAt: expires}}}, time.Now()); err != nil {
 			t.Error(err)
 		}
 	}
-	auth := link.NewAuthorizer(src, nil)
+	auth := replica.NewAuthorizer(src)
 	syncs := 0
 	auth.Sync = func(context.Context) bool {
 		syncs++
@@ -99,7 +99,7 @@ func TestTombstonesRefuseWithoutASync(t *testing.T) {
 		return bridge.ReplicaInstallation{ID: id, ClientID: "c", UserID: 1, LocationID: loc, SwitchIDs: []string{"s"}, Member: true, UpdatedAt: now}
 	}
 	tok := func(token, inst string) bridge.ReplicaToken {
-		return bridge.ReplicaToken{Hash: oauth.Hash(token), InstallationID: inst, ExpiresAt: now.Add(time.Hour)}
+		return bridge.ReplicaToken{Hash: access.Hash(token), InstallationID: inst, ExpiresAt: now.Add(time.Hour)}
 	}
 	uninstalled, kept, handed := inst("uninstalled", 10), inst("kept", 10), inst("handed-over", 20)
 	if err := db.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 1, Snapshot: true,
@@ -107,7 +107,7 @@ func TestTombstonesRefuseWithoutASync(t *testing.T) {
 		Tokens:        []bridge.ReplicaToken{tok("token-u", "uninstalled"), tok("token-d", "kept"), tok("token-k", "kept"), tok("token-h", "handed-over")}}, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 2, DeletedInstallations: []string{"uninstalled"}, DeletedTokens: [][]byte{oauth.Hash("token-d")}}, now); err != nil {
+	if err := db.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 2, DeletedInstallations: []string{"uninstalled"}, DeletedTokens: [][]byte{access.Hash("token-d")}}, now); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.RetainReplicaLocations(ctx, []int64{10}); err != nil {
@@ -115,13 +115,13 @@ func TestTombstonesRefuseWithoutASync(t *testing.T) {
 	}
 
 	syncs := 0
-	check := func(db *store.DB) *link.Authorizer {
-		a := link.NewAuthorizer(db.Replica(), nil)
+	check := func(db *store.DB) *replica.Authorizer {
+		a := replica.NewAuthorizer(db.Replica())
 		a.Sync = func(context.Context) bool { syncs++; return false } // the link is down
 		return a
 	}
 	auth := check(db)
-	refused := func(auth *link.Authorizer) {
+	refused := func(auth *replica.Authorizer) {
 		t.Helper()
 		for token, in := range map[string]string{"token-u": "uninstalled", "token-d": "kept", "token-h": "handed-over"} {
 			syncs = 0

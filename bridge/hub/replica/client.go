@@ -1,8 +1,9 @@
-package link
+package replica
 
 // The hub's requests to the platform: the HTTP client and its deadlines,
-// one request with the hub's credentials, the inventory report, the
-// snapshot, and the long poll with its watchdog for dead connections.
+// one request with the hub's credentials and the platform's error
+// answers, the inventory report, the snapshot, and the long poll with its
+// watchdog for dead connections.
 
 import (
 	"bytes"
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
@@ -32,7 +34,7 @@ import (
 const MaxBatchBytes = 16 << 20
 
 // Dead connections. A long poll that heard no heartbeat (102 Processing,
-// sent every HeartbeatInterval) for heartbeatSilence (plus what the
+// sent every link.HeartbeatInterval) for heartbeatSilence (plus what the
 // round trip's spread adds, rtt.go) is on a dead connection: the hub
 // polls once more on a fresh one, and only if that one fails too takes
 // the link for down, drops every pooled connection and connects again. A
@@ -63,12 +65,12 @@ func newClient() *http.Client {
 		TLSHandshakeTimeout: 10 * time.Second,
 		// Each request has a deadline of its own, which follows the
 		// round trip (rtt.go); this one only backs them up.
-		ResponseHeaderTimeout: DefaultPollTimeout + pollGrace + maxRTT,
+		ResponseHeaderTimeout: link.DefaultPollTimeout + pollGrace + maxRTT,
 	}}
 }
 
 func (h *Follower) putInventory(ctx context.Context) error {
-	inv := Inventory{Version: Version(), Locations: h.Inventory()}
+	inv := link.Inventory{Version: link.Version(), Locations: h.Inventory()}
 	if err := h.retain(ctx, inv.Locations); err != nil {
 		return err
 	}
@@ -79,20 +81,20 @@ func (h *Follower) putInventory(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, h.requestDeadline())
 	defer cancel()
 	// The replica's cursor lets a platform restored from an older backup
-	// tell this hub that it needs new credentials (RekeyHeader).
+	// tell this hub that it needs new credentials (link.RekeyHeader).
 	var hdr http.Header
 	if st, err := h.store.ReplicaState(ctx); err == nil && st.Synced {
-		hdr = http.Header{CursorHeader: {strconv.FormatInt(st.Cursor, 10) + " " + st.CursorTag}}
+		hdr = http.Header{link.CursorHeader: {strconv.FormatInt(st.Cursor, 10) + " " + st.CursorTag}}
 	}
-	got, err := h.do(ctx, http.MethodPut, InventoryPath, hdr, body, nil)
+	got, err := h.do(ctx, http.MethodPut, link.InventoryPath, hdr, body, nil)
 	var se *statusError
 	if errors.As(err, &se) {
 		h.setRefused(se.Message)
 	}
 	if err == nil {
-		beats := got.Get(HeartbeatHeader)
+		beats := got.Get(link.HeartbeatHeader)
 		h.heartbeats.Store(beats != "")
-		h.beatAtOnce.Store(strings.Contains(beats, heartbeatAtOnce))
+		h.beatAtOnce.Store(strings.Contains(beats, link.HeartbeatAtOnce))
 		h.follow(ctx, got)
 	}
 	return err
@@ -105,7 +107,7 @@ func (h *Follower) snapshot(ctx context.Context, from bridge.ReplicaState) error
 	defer cancel()
 	var b bridge.ChangeBatch
 	// No round-trip sample: the answer waits on the platform's work.
-	got, err := h.do(context.WithValue(ctx, noSampleKey{}, true), http.MethodGet, SnapshotPath, nil, nil, &b)
+	got, err := h.do(context.WithValue(ctx, noSampleKey{}, true), http.MethodGet, link.SnapshotPath, nil, nil, &b)
 	if err != nil {
 		return err
 	}
@@ -144,12 +146,12 @@ func (h *Follower) poll(ctx context.Context, st bridge.ReplicaState) error {
 	var silent atomic.Int64 // the silence that ended the poll, 0 if none
 	if h.heartbeats.Load() {
 		// The platform sends 102 Processing as it accepts the poll and
-		// every HeartbeatInterval while it waits; silence means a dead
+		// every link.HeartbeatInterval while it waits; silence means a dead
 		// connection. The watchdog is armed once heartbeats were heard
 		// (on an earlier poll, or on this one): a reverse proxy in front
 		// of the platform may swallow them, and then the poll's own
 		// deadline is all there is.
-		hdr = http.Header{HeartbeatHeader: {"1"}}
+		hdr = http.Header{link.HeartbeatHeader: {"1"}}
 		var (
 			wmu      sync.Mutex
 			watchdog *time.Timer
@@ -248,7 +250,7 @@ func changesQuery(st bridge.ReplicaState, wait bool) string {
 	if !wait {
 		q.Set("wait", "0")
 	}
-	return ChangesPath + "?" + q.Encode()
+	return link.ChangesPath + "?" + q.Encode()
 }
 
 // answeredKey is the context key of a function do calls once the answer's
@@ -286,7 +288,7 @@ func (h *Follower) do(ctx context.Context, method, path string, hdr http.Header,
 		}))
 	}
 	req.SetBasicAuth(h.credentials())
-	req.Header.Set(InstanceHeader, h.instance)
+	req.Header.Set(link.InstanceHeader, h.instance)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -302,8 +304,8 @@ func (h *Follower) do(ctx context.Context, method, path string, hdr http.Header,
 		var e wire.ErrorBody
 		json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&e)
 		se := &statusError{Status: resp.StatusCode, Message: e.Message, Header: resp.Header,
-			Removed: resp.StatusCode == http.StatusGone && resp.Header.Get(RemovedHeader) != "",
-			Rekey:   resp.StatusCode == http.StatusUnauthorized && resp.Header.Get(RekeyHeader) != ""}
+			Removed: resp.StatusCode == http.StatusGone && resp.Header.Get(link.RemovedHeader) != "",
+			Rekey:   resp.StatusCode == http.StatusUnauthorized && resp.Header.Get(link.RekeyHeader) != ""}
 		if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n > 0 {
 			se.RetryAfter = time.Duration(min(n, 3600)) * time.Second
 		}
@@ -313,7 +315,7 @@ func (h *Follower) do(ctx context.Context, method, path string, hdr http.Header,
 		// One byte past the limit tells a body that is too large from one
 		// that is just at it.
 		lr := &io.LimitedReader{R: resp.Body, N: MaxBatchBytes + 1}
-		if err := decodeOne(lr, out); err != nil {
+		if err := link.DecodeOne(lr, out); err != nil {
 			if lr.N <= 0 {
 				err = fmt.Errorf("larger than %d bytes", MaxBatchBytes)
 			}
@@ -321,4 +323,26 @@ func (h *Follower) do(ctx context.Context, method, path string, hdr http.Header,
 		}
 	}
 	return resp.Header, nil
+}
+
+// statusError is a link request the platform answered with an error.
+type statusError struct {
+	Status  int
+	Message string
+	// Removed: the platform said this hub was removed (link.RemovedHeader).
+	Removed bool
+	// Rekey: the platform said its history lost this hub's credentials
+	// (link.RekeyHeader).
+	Rekey bool
+	// RetryAfter is the answer's Retry-After, 0 when none.
+	RetryAfter time.Duration
+	// Header is the answer's header.
+	Header http.Header
+}
+
+func (e *statusError) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("the platform answered %d %s", e.Status, http.StatusText(e.Status))
+	}
+	return fmt.Sprintf("the platform answered %d: %s", e.Status, e.Message)
 }

@@ -1,4 +1,4 @@
-package link
+package linkserver
 
 // One process per hub: the platform lets in the requests of the instance
 // that holds a hub's link and refuses another process with the same
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/wire"
 )
@@ -76,7 +77,7 @@ func (s *sessions) enter(id, instance string, now time.Time) (done func(answered
 // refused, not the instance serving: a copied config must not take a
 // working hub's locations away. done must be called when the request ends.
 func (p *Platform) admit(w http.ResponseWriter, r *http.Request, h *bridge.RegisteredHub) (done func(answered bool), ok bool) {
-	inst := r.Header.Get(InstanceHeader)
+	inst := r.Header.Get(link.InstanceHeader)
 	if len(inst) > 64 {
 		inst = inst[:64]
 	}

@@ -1,4 +1,4 @@
-package link_test
+package replica_test
 
 import (
 	"context"
