@@ -1,7 +1,8 @@
 package store
 
-// The switches' energy totals (migration 0023): the hub's running totals,
-// written by the MQTT driver now and then (bridge.EnergyStore).
+// The switches' energy totals (migrations 0023 and 0026): the hub's
+// running totals and their ceilings, written by the MQTT driver now and
+// then (bridge.EnergyStore).
 
 import (
 	"context"
@@ -13,7 +14,7 @@ var _ bridge.EnergyStore = (*DB)(nil)
 
 // EnergyRecords returns every stored energy total.
 func (db *DB) EnergyRecords(ctx context.Context) ([]bridge.EnergyRecord, error) {
-	rows, err := db.db.QueryContext(ctx, `SELECT switch_id, total_kwh, device_kwh, at FROM energy_totals ORDER BY switch_id`)
+	rows, err := db.db.QueryContext(ctx, `SELECT switch_id, total_kwh, device_kwh, ceiling_kwh, at FROM energy_totals ORDER BY switch_id`)
 	if err != nil {
 		return nil, err
 	}
@@ -22,7 +23,7 @@ func (db *DB) EnergyRecords(ctx context.Context) ([]bridge.EnergyRecord, error) 
 	for rows.Next() {
 		var r bridge.EnergyRecord
 		var at int64
-		if err := rows.Scan(&r.SwitchID, &r.Total, &r.Device, &at); err != nil {
+		if err := rows.Scan(&r.SwitchID, &r.Total, &r.Device, &r.Ceiling, &at); err != nil {
 			return nil, err
 		}
 		r.At = fromUnix(at)
@@ -40,9 +41,9 @@ func (db *DB) SaveEnergy(ctx context.Context, rs []bridge.EnergyRecord) error {
 	}
 	defer tx.Rollback()
 	for _, r := range rs {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO energy_totals (switch_id, total_kwh, device_kwh, at) VALUES (?, ?, ?, ?)
-			ON CONFLICT (switch_id) DO UPDATE SET total_kwh = excluded.total_kwh, device_kwh = excluded.device_kwh, at = excluded.at`,
-			r.SwitchID, r.Total, r.Device, unix(r.At)); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO energy_totals (switch_id, total_kwh, device_kwh, ceiling_kwh, at) VALUES (?, ?, ?, ?, ?)
+			ON CONFLICT (switch_id) DO UPDATE SET total_kwh = excluded.total_kwh, device_kwh = excluded.device_kwh, ceiling_kwh = excluded.ceiling_kwh, at = excluded.at`,
+			r.SwitchID, r.Total, r.Device, r.Ceiling, unix(r.At)); err != nil {
 			return err
 		}
 	}

@@ -10,19 +10,19 @@ import (
 )
 
 // TestEnergyTotals: records are written, replaced and read back through
-// another connection, on both dialects.
+// another connection, their ceilings with them, on both dialects.
 func TestEnergyTotals(t *testing.T) {
 	store.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		dir := t.TempDir()
 		one, other := mustOpen(t, dir), mustOpen(t, dir)
 		t0 := time.UnixMilli(1_700_000_000_000)
-		a := bridge.EnergyRecord{SwitchID: "a", Total: 12.5, Device: 0.25, At: t0}
+		a := bridge.EnergyRecord{SwitchID: "a", Total: 12.5, Device: 0.25, Ceiling: 12.75, At: t0}
 		b := bridge.EnergyRecord{SwitchID: "b", Total: 1, Device: 1, At: t0}
 		if err := one.SaveEnergy(ctx, []bridge.EnergyRecord{a, b}); err != nil {
 			t.Fatal(err)
 		}
-		a.Total, a.Device, a.At = 13.75, 1.5, t0.Add(time.Minute)
+		a.Total, a.Device, a.Ceiling, a.At = 13.75, 1.5, 14.125, t0.Add(time.Minute)
 		if err := one.SaveEnergy(ctx, []bridge.EnergyRecord{a}); err != nil {
 			t.Fatal(err)
 		}

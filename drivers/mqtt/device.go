@@ -87,8 +87,9 @@ func (dev *device) readingLocked() *bridge.Reading {
 
 // takeMeterLocked merges what one message measured into the reading: a
 // message may hold only some quantities (a Shelly NotifyStatus holds what
-// changed). total is the running energy total when m has a counter.
-func (dev *device) takeMeterLocked(m *meterReport, total float64, now time.Time) {
+// changed). A counter in m has been taken by the energy keeper, whose
+// total shown is the reading's energy (none until it may show one).
+func (dev *device) takeMeterLocked(m *meterReport, now time.Time) {
 	if dev.reading == nil {
 		dev.reading = &bridge.Reading{}
 	}
@@ -103,10 +104,39 @@ func (dev *device) takeMeterLocked(m *meterReport, total float64, now time.Time)
 		r.Current = m.current
 	}
 	if m.has&bridge.HasEnergy != 0 {
-		r.Energy = total
+		dev.showEnergyLocked()
 	}
-	r.Has |= m.has
+	r.Has |= m.has &^ bridge.HasEnergy
 	r.At = now
+}
+
+// showEnergyLocked puts the energy keeper's total shown in the reading.
+// Both the plug's messages and the keeper's writes (showEnergy) come
+// here under dev.mu, reading the keeper's latest, so the energy shown
+// never goes back.
+func (dev *device) showEnergyLocked() bool {
+	total, ok := dev.d.energy.shown(dev.id)
+	r := dev.reading
+	if !ok || r == nil || (r.Has&bridge.HasEnergy != 0 && r.Energy >= total) {
+		return false
+	}
+	r.Energy = total
+	r.Has |= bridge.HasEnergy
+	return true
+}
+
+// showEnergy implements energyViewer: a write of the plug's energy record
+// let its total shown grow (it was held at the ceiling, or not shown
+// before the first record). Reads and the metrics show it at once; the
+// event stream with the plug's next reading.
+func (dev *device) showEnergy() {
+	dev.mu.Lock()
+	grew := dev.showEnergyLocked()
+	st := dev.stateLocked()
+	dev.mu.Unlock()
+	if grew {
+		dev.d.notify(dev.id, st)
+	}
 }
 
 // whyUnavailableLocked says why a command cannot reach the plug now, or "".
@@ -154,14 +184,13 @@ func (dev *device) changedLocked() {
 // MQTT client's message goroutine. force notifies the hub even when the
 // report is empty (a connection came up).
 func (dev *device) apply(r report, force bool) {
-	var total float64
 	now := time.Now()
 	if r.meter != nil && r.meter.has&bridge.HasEnergy != 0 {
-		total = dev.d.energy.take(dev.id, r.meter.energy, now)
+		dev.d.energy.take(dev.id, r.meter.energy, now, dev)
 	}
 	dev.mu.Lock()
 	if r.meter != nil {
-		dev.takeMeterLocked(r.meter, total, now)
+		dev.takeMeterLocked(r.meter, now)
 	}
 	was, wasKnown := dev.whyUnavailableLocked(), dev.known
 	// A plug (or its Zigbee2MQTT bridge) that comes online may have

@@ -265,7 +265,10 @@ func (m *meterReport) String() string {
 // fifty plugs reporting every ten seconds do not wear an SD card out. A
 // kill -9 loses at most this much of the record, which costs nothing: the
 // device's counter still holds what was drawn, and the next reading is
-// counted from the record (see bridge.EnergyCounter).
+// counted from the record (see bridge.EnergyCounter). Each record carries
+// a ceiling reserved for the totals shown until the next one, sized on
+// this interval; a total that reaches it sooner is shown held there until
+// the next write.
 const energyWriteEvery = 10 * time.Minute
 
 // energyFlushEvery is how often the keeper looks for records due.
@@ -282,20 +285,27 @@ type energyKeeper struct {
 	entries map[string]*energyEntry
 	stop    chan struct{}
 	done    chan struct{}
-	// kick asks for the counter resets to be written now: a reset the
-	// record does not hold would, after a kill -9, be taken for the one
-	// the restarted hub sees, and the total would go back by what the plug
-	// drew between. Resets are rare (a reboot, an owner's reset), so each
-	// is written at once.
+	// kick asks for the urgent records to be written now. A counter reset
+	// the record does not hold would, after a kill -9, be taken for the
+	// one the restarted hub sees, and the total would go back by what the
+	// plug drew between. Resets are rare (a reboot, an owner's reset), so
+	// each is written at once; so is a switch's first record, and a total
+	// held at its ceiling when its write is allowed.
 	kick chan struct{}
 }
 
+// energyViewer is what shows a switch's energy total: told when a write
+// let the total shown grow, it shows the keeper's shown total anew.
+type energyViewer interface{ showEnergy() }
+
 type energyEntry struct {
 	c       *bridge.EnergyCounter
-	written time.Time // when its record was last written
+	written time.Time // when its record was last written (or the entry made)
+	wrote   bool      // a record was written since the driver opened
 	dirty   bool      // changed since
-	urgent  bool      // a reset not written yet
+	urgent  bool      // to be written at once
 	jumpLog time.Time // when a jump was last logged
+	viewer  energyViewer
 }
 
 func newEnergyKeeper(log *slog.Logger) *energyKeeper {
@@ -314,8 +324,8 @@ func (k *energyKeeper) open(store any) {
 			k.log.Error("reading the stored energy totals; until a restart reads them, the totals start from the plugs' counters and are not written", "err", err)
 			return
 		}
-		k.store = s
 		k.mu.Lock()
+		k.store = s
 		for _, r := range rs {
 			k.loaded[r.SwitchID] = r
 		}
@@ -343,7 +353,8 @@ func (k *energyKeeper) open(store any) {
 	}()
 }
 
-// close writes every record that changed, and waits for it.
+// close writes every record that changed, exact (no reserve), and waits
+// for it.
 func (k *energyKeeper) close() {
 	if k.stop == nil {
 		return
@@ -353,9 +364,9 @@ func (k *energyKeeper) close() {
 	k.stop = nil
 }
 
-// take counts the device counter d of switch id, read now, and returns
-// the running total.
-func (k *energyKeeper) take(id string, d float64, now time.Time) float64 {
+// take counts the device counter d of switch id, read now; v is told
+// when a write lets the total shown grow (see shown).
+func (k *energyKeeper) take(id string, d float64, now time.Time, v energyViewer) {
 	k.mu.Lock()
 	e := k.entries[id]
 	if e == nil {
@@ -363,13 +374,15 @@ func (k *energyKeeper) take(id string, d float64, now time.Time) float64 {
 		if r, ok := k.loaded[id]; ok {
 			rec = &r
 		}
-		e = &energyEntry{c: bridge.NewEnergyCounter(id, rec), written: now}
+		e = &energyEntry{c: bridge.NewEnergyCounter(id, rec, k.store != nil), written: now}
 		if rec == nil {
 			e.dirty = true
 		}
 		k.entries[id] = e
 	}
-	total, out := e.c.Take(d, now)
+	e.viewer = v
+	out := e.c.Take(d, now)
+	total, _ := e.c.Total()
 	logJump := false
 	switch out {
 	case bridge.EnergyCounted:
@@ -382,8 +395,15 @@ func (k *energyKeeper) take(id string, d float64, now time.Time) float64 {
 			e.jumpLog, logJump = now, true
 		}
 	}
+	// A total held at its ceiling (or not shown yet: no record written)
+	// is written as soon as the cadence allows: at once if nothing was
+	// written since the driver opened.
+	if e.c.Held() && (!e.wrote || now.Sub(e.written) >= energyWriteEvery) {
+		e.urgent = true
+	}
+	kick := e.urgent
 	k.mu.Unlock()
-	if out == bridge.EnergyReset {
+	if kick {
 		select {
 		case k.kick <- struct{}{}:
 		default:
@@ -395,21 +415,38 @@ func (k *energyKeeper) take(id string, d float64, now time.Time) float64 {
 	case logJump:
 		k.log.Warn("energy counter jumped by more than the plug can draw: the jump is ignored (logged at most once an hour)", "switch", id, "device_kwh", d, "total_kwh", total, "max_watts", bridge.MaxPlugPower)
 	}
-	return total
 }
 
-// flush writes the records due (all that changed when all is set).
+// shown is the total switch id may show now, and whether it may show one
+// (see bridge.EnergyCounter.Shown).
+func (k *energyKeeper) shown(id string) (float64, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	e := k.entries[id]
+	if e == nil {
+		return 0, false
+	}
+	return e.c.Shown()
+}
+
+// flush writes the records due; at shutdown (all), every record that
+// changed or holds a reserve, exact.
 func (k *energyKeeper) flush(all bool) {
 	now := time.Now()
 	var rs []bridge.EnergyRecord
 	var es []*energyEntry
 	k.mu.Lock()
 	for _, e := range k.entries {
-		due := e.dirty && (all || now.Sub(e.written) >= energyWriteEvery || e.urgent)
-		if due {
-			rs = append(rs, e.c.Record())
-			es = append(es, e)
+		r := e.c.Record()
+		switch {
+		case all && (e.dirty || r.Ceiling > r.Total):
+			rs = append(rs, e.c.Final())
+		case e.dirty && (e.urgent || now.Sub(e.written) >= energyWriteEvery):
+			rs = append(rs, e.c.Reserve(energyWriteEvery))
+		default:
+			continue
 		}
+		es = append(es, e)
 	}
 	k.mu.Unlock()
 	if len(rs) == 0 {
@@ -421,12 +458,21 @@ func (k *energyKeeper) flush(all bool) {
 		k.log.Error("writing the energy totals; tried again in a minute", "err", err, "switches", len(rs))
 		return
 	}
+	var grew []energyViewer
 	k.mu.Lock()
 	for i, e := range es {
-		if e.c.Record() == rs[i] {
+		was, had := e.c.Shown()
+		e.c.Written(rs[i])
+		if r := e.c.Record(); r.Total == rs[i].Total && r.Device == rs[i].Device && r.At.Equal(rs[i].At) {
 			e.dirty = false
 		}
-		e.urgent, e.written = false, now
+		e.urgent, e.written, e.wrote = false, now, true
+		if is, ok := e.c.Shown(); ok && (!had || is > was) && e.viewer != nil {
+			grew = append(grew, e.viewer)
+		}
 	}
 	k.mu.Unlock()
+	for _, v := range grew {
+		v.showEnergy()
+	}
 }
