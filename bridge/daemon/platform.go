@@ -5,59 +5,45 @@ package daemon
 // join (switchbridge hub add).
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/config"
-	"github.com/switchbridge/switchbridge/bridge/hub/api"
 	"github.com/switchbridge/switchbridge/bridge/hub/replica"
-	"github.com/switchbridge/switchbridge/bridge/platform/linkserver"
-	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
-	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/platform"
 	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
-// Compaction of the platform's change log: a hub away for longer than
-// changeLogAge (or behind by more than changeLogKeep changes) fetches a
-// snapshot when it is back.
-const (
-	changeLogAge  = 7 * 24 * time.Hour
-	changeLogKeep = 100_000
-)
-
-// setUpHub makes the daemon a hub of its platform: the installation API
-// answers from the replica, the link follows the platform, and /oauth/ and
-// discovery point at the platform.
-func (d *Daemon) setUpHub(mux *http.ServeMux) error {
+// openRole builds the role beside the hub and registers both on mux: the
+// link to the platform on a hub whose config has a platform: section
+// (the installation API answers from the replica, and /oauth/ and
+// discovery point at the platform), else the platform itself.
+func (d *Daemon) openRole(mux *http.ServeMux) error {
 	p := d.Config.Platform
+	if p == nil {
+		d.Platform = platform.New(platform.Options{Config: d.Config, Store: d.Store, Own: d.Hub.Switchboard,
+			PublicURL: d.publicURL, Metrics: d.Metrics, Logger: d.logger})
+		d.Platform.Register(mux)
+		d.OAuth = d.Platform.OAuth
+		d.Hub.Register(mux, d.OAuth, d.Store.AccessGeneration)
+		return nil
+	}
 	secret, err := readSecret(p.SecretFile)
 	if err != nil {
 		return fmt.Errorf("platform.secret_file: %w", err)
 	}
-	auth := replica.NewAuthorizer(d.Store.Replica())
-	d.Link, err = replica.NewFollower(p.URL, p.HubID, secret, d.Store, d.logger.With("component", "link"))
+	sw := d.Hub.Switchboard
+	d.Link, err = replica.Open(replica.Options{PlatformURL: p.URL, HubID: p.HubID, Secret: secret,
+		Store: d.Store, Source: d.Store.Replica(), PruneReplica: d.Store.PruneReplica,
+		Inventory: func() []bridge.RemoteLocation { return replica.InventoryOf(sw) },
+		Metrics:   d.Metrics.Registry(), Logger: d.logger.With("component", "link")})
 	if err != nil {
 		return err
 	}
-	d.Link.Inventory = func() []bridge.RemoteLocation { return replica.InventoryOf(d.Switchboard) }
-	d.Link.Applied = auth.Forget
-	auth.Sync = d.Link.SyncNow
-	auth.Settled = d.Link.Settled
-	// The platform keeps when each installation was last used, for its
-	// connected apps page: a hub reports the uses of its tokens there.
-	d.usage.Close()
-	d.usage = store.NewUsageWriter(d.Link, d.logger.With("component", "usage"))
-	d.OAuth.Used = d.usage.Touch
-	auth.SetUsed(d.usage.Touch)
-	if err := d.Link.Register(d.Metrics.Registry()); err != nil {
-		return err
-	}
-	d.API = api.New(d.Switchboard, auth, d.logger.With("component", "api"))
+	d.Hub.Register(mux, d.Link.Authorizer, d.Store.Replica().AccessGeneration)
 	pointer := func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusNotFound, "this is a hub of the platform at "+p.URL+
 			": sign in, authorize apps and discover installations there", nil)
@@ -66,57 +52,6 @@ func (d *Daemon) setUpHub(mux *http.ServeMux) error {
 		mux.HandleFunc(pat, pointer)
 	}
 	return nil
-}
-
-// setUpPlatform serves the hubs' link and lets consent, discovery and the
-// install rules see the locations the hubs hold.
-func (d *Daemon) setUpPlatform(mux *http.ServeMux) {
-	d.Platform = linkserver.NewPlatform(d.Store, d.logger.With("component", "link"))
-	d.Platform.TrustedProxies = d.Config.Server.TrustedProxies.List()
-	d.Platform.Own = func(id int64) bool { _, ok := d.Switchboard.Location(id); return ok }
-	d.Platform.Register(mux)
-	d.warnHubConnections()
-	dir := linkserver.NewDirectory(d.Store, d.Switchboard)
-	d.OAuth.Hubs = dir
-	lifetime, code := d.OAuth.Issuer.TokenLifetime, d.OAuth.Issuer.CodeLifetime
-	d.OAuth.Issuer = oauth.NewIssuer(d.Store, dir)
-	d.OAuth.Issuer.TokenLifetime, d.OAuth.Issuer.CodeLifetime = lifetime, code
-}
-
-// warnHubConnections warns when the registered hubs approach half of
-// server.max_connections: each hub holds one long poll open, and what the
-// hubs hold is not left for users and apps.
-func (d *Daemon) warnHubConnections() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	hubs, err := d.Store.Hubs(ctx)
-	if err != nil {
-		return
-	}
-	if limit := d.Config.Server.MaxConnections; len(hubs) >= limit/2 {
-		d.logger.Warn("registered hubs approach server.max_connections: each hub holds a long poll open, leaving fewer connections for users and apps; raise server.max_connections",
-			"hubs", len(hubs), "max_connections", limit)
-	}
-}
-
-// runLink keeps the hub's link until ctx ends.
-func (d *Daemon) runLink(ctx context.Context) {
-	if d.Link != nil {
-		d.Link.Run(ctx)
-	}
-}
-
-// pruneLinks keeps the platform's change log and the hub's replica bounded.
-func (d *Daemon) pruneLinks(ctx context.Context, now time.Time) {
-	if d.Link != nil {
-		if err := d.Store.PruneReplica(ctx, now); err != nil && ctx.Err() == nil {
-			d.logger.Warn("pruning expired tokens from the replica", "err", err)
-		}
-		return
-	}
-	if _, err := d.Store.CompactChanges(ctx, now.Add(-changeLogAge), changeLogKeep); err != nil && ctx.Err() == nil {
-		d.logger.Warn("compacting the hubs' change log", "err", err)
-	}
 }
 
 // reloadSecret reads platform.secret_file again (SIGHUP): after hub

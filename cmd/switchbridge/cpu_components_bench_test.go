@@ -696,16 +696,14 @@ func serveHubVariant(ctx context.Context, cfgPath, variant, listen, profile stri
 	if err != nil {
 		return err
 	}
-	a := api.New(sb, auth, logger.With("component", "api"))
-	a.TokenFailed, a.Feed, a.Webhooks = d.API.TokenFailed, d.API.Feed, d.API.Webhooks
-	a.StreamsChanged, a.EventSent, a.AccessGeneration = d.API.StreamsChanged, d.API.EventSent, d.API.AccessGeneration
-	a.RateLimit = d.API.RateLimit
+	ao := d.API.Options()
 	switch variant {
 	case "no-ratelimit":
-		a.RateLimit = api.RateLimit{}
+		ao.RateLimit = &api.RateLimit{}
 	case "no-feed":
-		a.Feed = nil
+		ao.Feed = nil
 	}
+	a := api.New(sb, auth, logger.With("component", "api"), ao)
 	mux := http.NewServeMux()
 	a.Register(mux)
 	var h http.Handler = mux

@@ -325,13 +325,24 @@ type Handler struct {
 	auth   bridge.Authorizer
 	router *Router
 	logger *slog.Logger
+	opts   Options
+
+	limiter      rateLimiter
+	streams      streams
+	streamer     atomic.Pointer[streamer]
+	streamerOnce sync.Once
+}
+
+// Options is what a Handler is built with; every field may be left zero.
+type Options struct {
 	// TokenFailed, when set, is told why a request's token was refused
 	// ("missing", "invalid", "forbidden"), for metrics.
 	TokenFailed func(reason string)
-	// RateLimit caps each installation's requests; DefaultRateLimit
-	// unless changed before serving. Only requests whose token is valid for
-	// the installation count: anyone else could use up its requests.
-	RateLimit RateLimit
+	// RateLimit caps each installation's requests; DefaultRateLimit when
+	// nil, none when it points at a zero RateLimit. Only requests whose
+	// token is valid for the installation count: anyone else could use up
+	// its requests.
+	RateLimit *RateLimit
 	// Now is the rate limit's clock; time.Now when nil.
 	Now func() time.Time
 
@@ -355,15 +366,10 @@ type Handler struct {
 	// and closed (-1) and of each event sent on one, for metrics.
 	StreamsChanged func(delta int)
 	EventSent      func(kind string)
-
-	limiter      rateLimiter
-	streams      streams
-	streamer     atomic.Pointer[streamer]
-	streamerOnce sync.Once
 }
 
 // New builds the API for the spec's switches app.
-func New(hub *bridge.Switchboard, auth bridge.Authorizer, logger *slog.Logger) *Handler {
+func New(hub *bridge.Switchboard, auth bridge.Authorizer, logger *slog.Logger, opts Options) *Handler {
 	r, err := NewRouter(SwitchesApp)
 	if err != nil {
 		panic(err) // the table is a constant of this package
@@ -371,7 +377,11 @@ func New(hub *bridge.Switchboard, auth bridge.Authorizer, logger *slog.Logger) *
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Handler{hub: hub, auth: auth, router: r, logger: logger, RateLimit: DefaultRateLimit}
+	if opts.RateLimit == nil {
+		d := DefaultRateLimit
+		opts.RateLimit = &d
+	}
+	return &Handler{hub: hub, auth: auth, router: r, logger: logger, opts: opts}
 }
 
 // Register adds the installation routes to mux, under the spec's path and
@@ -509,7 +519,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, id, path, rid st
 			return h.writeError(w, bridge.Errorf(bridge.EINVALID, "the body could not be read or is over %d bytes", rt.Body))
 		}
 	}
-	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Switchboard: h.hub, Body: body, Webhooks: h.Webhooks, RequestID: rid, handler: h, installation: id}
+	c := &Call{Ctx: r.Context(), Params: params, Grant: g, Switchboard: h.hub, Body: body, Webhooks: h.opts.Webhooks, RequestID: rid, handler: h, installation: id}
 	if rt.Stream != nil {
 		if r.Method == http.MethodHead {
 			// A stream has no end for a HEAD to stop at.
@@ -566,8 +576,8 @@ func appPath(r *http.Request) string {
 }
 
 func (h *Handler) tokenFailed(reason string) {
-	if h.TokenFailed != nil {
-		h.TokenFailed(reason)
+	if h.opts.TokenFailed != nil {
+		h.opts.TokenFailed(reason)
 	}
 }
 
@@ -584,3 +594,6 @@ func (h *Handler) writeError(w http.ResponseWriter, err error) int {
 	wire.SetRetryAfter(w.Header(), err)
 	return wire.WriteError(w, status, bridge.ErrorMessage(err), failures)
 }
+
+// Options is what the handler was built with.
+func (h *Handler) Options() Options { return h.opts }

@@ -272,10 +272,10 @@ func (o *openStream) stop() {
 
 // serveStream runs a streaming route for an authorized call.
 func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c *Call, token string, handle StreamHandler) int {
-	if h.Feed == nil {
+	if h.opts.Feed == nil {
 		return h.writeError(w, bridge.Errorf(bridge.ENOTFOUND, "this hub serves no events"))
 	}
-	max := h.StreamsPerInstallation
+	max := h.opts.StreamsPerInstallation
 	if max == 0 {
 		max = DefaultStreamsPerInstallation
 	}
@@ -292,16 +292,16 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c *Call, t
 	}
 	o.release = func() {
 		h.streams.remove(o)
-		if h.StreamsChanged != nil {
-			h.StreamsChanged(-1)
+		if h.opts.StreamsChanged != nil {
+			h.opts.StreamsChanged(-1)
 		}
 	}
-	if h.StreamsChanged != nil {
-		h.StreamsChanged(1)
+	if h.opts.StreamsChanged != nil {
+		h.opts.StreamsChanged(1)
 	}
 	h.watchAccess()
 	s := &Stream{w: w, rc: http.NewResponseController(w), LastEventID: r.Header.Get("Last-Event-ID"),
-		Feed: h.Feed, Done: r.Context().Done(), Ended: o.end, Heartbeat: h.heartbeat(), Sent: h.EventSent, h: h, o: o}
+		Feed: h.opts.Feed, Done: r.Context().Done(), Ended: o.end, Heartbeat: h.heartbeat(), Sent: h.opts.EventSent, h: h, o: o}
 	defer func() {
 		if !s.handedOff {
 			o.giveBack()
@@ -314,10 +314,10 @@ func (h *Handler) serveStream(w http.ResponseWriter, r *http.Request, c *Call, t
 }
 
 func (h *Handler) heartbeat() time.Duration {
-	if h.Heartbeat <= 0 {
+	if h.opts.Heartbeat <= 0 {
 		return DefaultHeartbeat
 	}
-	return h.Heartbeat
+	return h.opts.Heartbeat
 }
 
 // dropGone ends the handed-off streams of an installation whose clients
@@ -399,10 +399,10 @@ const commandWait = 100 * time.Millisecond
 // never waits long for streams.
 func (h *Handler) streamsCaughtUp() {
 	st := h.streamer.Load()
-	if st == nil || h.Feed == nil {
+	if st == nil || h.opts.Feed == nil {
 		return
 	}
-	st.waitWritten(h.Feed.Seq(), commandWait)
+	st.waitWritten(h.opts.Feed.Seq(), commandWait)
 }
 
 // watchAccess starts, unless it runs, the one goroutine that checks the
@@ -440,8 +440,8 @@ func (h *Handler) runAccessWatch() {
 		h.streams.mu.Unlock()
 
 		recheck := true
-		if h.AccessGeneration != nil {
-			n, err := h.AccessGeneration(ctx)
+		if h.opts.AccessGeneration != nil {
+			n, err := h.opts.AccessGeneration(ctx)
 			recheck = err != nil || !known || n != gen
 			gen, known = n, err == nil
 		}
@@ -472,8 +472,8 @@ func (h *Handler) runAccessWatch() {
 }
 
 func (h *Handler) now() time.Time {
-	if h.Now != nil {
-		return h.Now()
+	if h.opts.Now != nil {
+		return h.opts.Now()
 	}
 	return time.Now()
 }

@@ -123,7 +123,7 @@ func TestCommandAnsweredBeforeItsLogLines(t *testing.T) {
 	}
 	var logs logtest.Buffer
 	release := make(chan struct{})
-	h := New(hub, tokens{"tok-a": "A"}, slog.New(gateHandler{Handler: slog.NewTextHandler(&logs, nil), release: release}))
+	h := New(hub, tokens{"tok-a": "A"}, slog.New(gateHandler{Handler: slog.NewTextHandler(&logs, nil), release: release}), Options{})
 	mux := http.NewServeMux()
 	h.Register(mux)
 	srv := httptest.NewServer(mux)

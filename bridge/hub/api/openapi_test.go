@@ -115,7 +115,7 @@ func TestOpenAPICoversEveryRoute(t *testing.T) {
 // headers a client revalidates by.
 func TestOpenAPIServed(t *testing.T) {
 	mux := http.NewServeMux()
-	New(nil, nil, nil).Register(mux)
+	New(nil, nil, nil, Options{}).Register(mux)
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 	resp, err := http.Get(srv.URL + OpenAPIPath)

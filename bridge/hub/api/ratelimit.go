@@ -89,13 +89,13 @@ func ended(w rateWindow, lim RateLimit, now time.Time) bool {
 // until the window ends, rounded up, as Retry-After is. Beyond the limit it
 // returns the ETOOMANY to answer with.
 func (h *Handler) limitRate(w http.ResponseWriter, installationID string) error {
-	lim := h.RateLimit
+	lim := *h.opts.RateLimit
 	if !lim.on() {
 		return nil
 	}
 	now := time.Now
-	if h.Now != nil {
-		now = h.Now
+	if h.opts.Now != nil {
+		now = h.opts.Now
 	}
 	st := h.limiter.take(installationID, lim, now())
 	reset := seconds(st.reset)

@@ -37,10 +37,8 @@ func limitedAPI(t *testing.T, limit RateLimit) (*Handler, *httptest.Server, *clo
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := New(hub, tokens{"tok-a": "A", "tok-b": "B"}, nil)
-	h.RateLimit = limit
 	clk := clocktest.New()
-	h.Now = clk.Now
+	h := New(hub, tokens{"tok-a": "A", "tok-b": "B"}, nil, Options{RateLimit: &limit, Now: clk.Now})
 	mux := http.NewServeMux()
 	h.Register(mux)
 	srv := httptest.NewServer(mux)
@@ -221,7 +219,7 @@ func TestChangeCapIs429(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := New(hub, tokens{"tok-a": "A"}, nil)
+	h := New(hub, tokens{"tok-a": "A"}, nil, Options{})
 	rec := httptest.NewRecorder()
 	for range 2 {
 		rec = httptest.NewRecorder()

@@ -92,7 +92,7 @@ func (st *streamer) waitWritten(seq uint64, d time.Duration) {
 // CloseStreams ran.
 func (h *Handler) streamerFor() *streamer {
 	h.streamerOnce.Do(func() {
-		sub, _, _ := h.Feed.Subscribe(nil, streamerBuffer, "")
+		sub, _, _ := h.opts.Feed.Subscribe(nil, streamerBuffer, "")
 		st := &streamer{h: h, sub: sub, add: make(chan *handedOff), quit: make(chan struct{}), live: map[*handedOff]struct{}{},
 			wake: make(chan struct{}), done: sub.Seq}
 		h.streamer.Store(st)
@@ -181,7 +181,7 @@ func (st *streamer) run() {
 				for ho := range st.live {
 					st.drop(ho)
 				}
-				st.sub, _, _ = st.h.Feed.Subscribe(nil, streamerBuffer, "")
+				st.sub, _, _ = st.h.opts.Feed.Subscribe(nil, streamerBuffer, "")
 				st.written(st.sub.Seq)
 				continue
 			}
@@ -265,8 +265,8 @@ func (st *streamer) write(ho *handedOff, b []byte, kind string) bool {
 		st.drop(ho)
 		return false
 	}
-	if kind != "" && st.h.EventSent != nil {
-		st.h.EventSent(kind)
+	if kind != "" && st.h.opts.EventSent != nil {
+		st.h.opts.EventSent(kind)
 	}
 	return true
 }

@@ -27,12 +27,7 @@ import (
 // deleted from it) is answered so at once, without a sync: a revoked
 // token is refused however slow or down the link.
 type Authorizer struct {
-	// Sync brings the replica up to date now; it reports whether it did.
-	Sync func(ctx context.Context) bool
-	// Settled reports whether the replica is known to hold all there is
-	// (Follower.Settled), so a miss needs no sync to be final. Nil: never.
-	Settled func() bool
-
+	opts  AuthorizerOptions
 	check *access.Check
 	src   Source
 }
@@ -55,24 +50,38 @@ type Source interface {
 }
 
 // NewAuthorizer returns the hub's token check over its replica.
-func NewAuthorizer(src Source) *Authorizer {
-	return &Authorizer{check: access.New(src), src: src}
+func NewAuthorizer(src Source, opts AuthorizerOptions) *Authorizer {
+	a := &Authorizer{opts: opts, check: access.New(src), src: src}
+	a.check.Used = opts.Used
+	return a
+}
+
+// AuthorizerOptions is what the token check asks of the link; every field
+// may be nil.
+type AuthorizerOptions struct {
+	// Sync brings the replica up to date now; it reports whether it did.
+	Sync func(ctx context.Context) bool
+	// Settled reports whether the replica is known to hold all there is
+	// (Follower.Settled), so a miss needs no sync to be final. Nil: never.
+	Settled func() bool
+	// Used is told each time a token of an installation is accepted.
+	Used func(installationID string, at time.Time)
 }
 
 // Authorize implements bridge.Authorizer.
 func (a *Authorizer) Authorize(ctx context.Context, token, installationID string) (*bridge.Grant, error) {
 	tried, synced := false, false
 	sync := func() bool {
-		if tried || a.Sync == nil {
+		if tried || a.opts.Sync == nil {
 			return false
 		}
 		tried = true
-		synced = a.Sync(ctx)
+		synced = a.opts.Sync(ctx)
 		return synced
 	}
 	// unconfirmed: a miss no sync settled.
 	unconfirmed := func() bool {
-		return a.Sync != nil && !synced && (a.Settled == nil || !a.Settled())
+		return a.opts.Sync != nil && !synced && (a.opts.Settled == nil || !a.opts.Settled())
 	}
 	for {
 		_, err := a.src.Installation(ctx, installationID)
@@ -121,10 +130,6 @@ func (a *Authorizer) Authorize(ctx context.Context, token, installationID string
 // maxTokenLen bounds the tokens worth a sync: the platform's are far
 // shorter.
 const maxTokenLen = 512
-
-// SetUsed makes f hear of every token the check accepts, with the
-// installation and the time (a store.UsageWriter's Touch).
-func (a *Authorizer) SetUsed(f func(installationID string, at time.Time)) { a.check.Used = f }
 
 // Forget drops cached grants: call it when the replica changed.
 func (a *Authorizer) Forget() { a.check.Forget() }

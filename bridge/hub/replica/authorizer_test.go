@@ -57,12 +57,11 @@ func TestTokenArrivingDuringTheCheck(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	auth := replica.NewAuthorizer(src)
 	syncs := 0
-	auth.Sync = func(context.Context) bool {
+	auth := replica.NewAuthorizer(src, replica.AuthorizerOptions{Sync: func(context.Context) bool {
 		syncs++
 		return true // the replica holds all there is: the batch above came
-	}
+	}})
 
 	g, err := auth.Authorize(ctx, "fresh-token", in.ID)
 	if err != nil {
@@ -116,9 +115,9 @@ func TestTombstonesRefuseWithoutASync(t *testing.T) {
 
 	syncs := 0
 	check := func(db *store.DB) *replica.Authorizer {
-		a := replica.NewAuthorizer(db.Replica())
-		a.Sync = func(context.Context) bool { syncs++; return false } // the link is down
-		return a
+		return replica.NewAuthorizer(db.Replica(), replica.AuthorizerOptions{
+			Sync: func(context.Context) bool { syncs++; return false }, // the link is down
+		})
 	}
 	auth := check(db)
 	refused := func(auth *replica.Authorizer) {

@@ -70,7 +70,7 @@ func newClient() *http.Client {
 }
 
 func (h *Follower) putInventory(ctx context.Context) error {
-	inv := link.Inventory{Version: link.Version(), Locations: h.Inventory()}
+	inv := link.Inventory{Version: link.Version(), Locations: h.opts.Inventory()}
 	if err := h.retain(ctx, inv.Locations); err != nil {
 		return err
 	}

@@ -265,7 +265,7 @@ func errorsAs(err error, e **bridge.Error) bool {
 func TestHubGoneMidAuthenticationIsNoError(t *testing.T) {
 	pl := newPlatform(t)
 	var logs logtest.Buffer
-	p := linkserver.NewPlatform(pl.db, slog.New(slog.NewTextHandler(&logs, nil)))
+	p := linkserver.NewPlatform(pl.db, slog.New(slog.NewTextHandler(&logs, nil)), linkserver.Options{})
 	mux := http.NewServeMux()
 	p.Register(mux)
 	ctx, cancel := context.WithCancel(context.Background())

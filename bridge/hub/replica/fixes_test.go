@@ -64,27 +64,26 @@ func launchHub(t *testing.T, url, id, secret string, db *store.DB, locs ...int64
 	t.Helper()
 	var err error
 	rh := &runningHub{db: db, logs: &logtest.Buffer{}, locs: locs}
-	rh.h, err = replica.NewFollower(url, id, secret, db, slog.New(slog.NewTextHandler(rh.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	l, err := replica.Open(replica.Options{PlatformURL: url, HubID: id, Secret: secret, Store: db, Source: db.Replica(),
+		Logger: slog.New(slog.NewTextHandler(rh.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Inventory: func() []bridge.RemoteLocation {
+			rh.mu.Lock()
+			defer rh.mu.Unlock()
+			var out []bridge.RemoteLocation
+			for _, l := range rh.locs {
+				out = append(out, bridge.RemoteLocation{ID: l, Name: fmt.Sprint("L", l), Switches: []bridge.RemoteSwitch{{ID: fmt.Sprint("s", l), Name: "S", Commands: bridge.Commands}}})
+			}
+			return out
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rh.h.Inventory = func() []bridge.RemoteLocation {
-		rh.mu.Lock()
-		defer rh.mu.Unlock()
-		var out []bridge.RemoteLocation
-		for _, l := range rh.locs {
-			out = append(out, bridge.RemoteLocation{ID: l, Name: fmt.Sprint("L", l), Switches: []bridge.RemoteSwitch{{ID: fmt.Sprint("s", l), Name: "S", Commands: bridge.Commands}}})
-		}
-		return out
-	}
-	rh.auth = replica.NewAuthorizer(db.Replica())
-	rh.auth.Sync = rh.h.SyncNow
-	rh.auth.Settled = rh.h.Settled
-	rh.h.Applied = rh.auth.Forget
+	rh.h, rh.auth = l.Follower, l.Authorizer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { rh.h.Run(ctx); close(done) }()
-	rh.stop = sync.OnceFunc(func() { cancel(); <-done })
+	go func() { l.Run(ctx); close(done) }()
+	rh.stop = sync.OnceFunc(func() { cancel(); <-done; l.Close() })
 	t.Cleanup(rh.stop)
 	return rh
 }
@@ -370,7 +369,7 @@ func TestHubLoginThrottle(t *testing.T) {
 	// Behind a trusted proxy: the attacker's client address is throttled,
 	// the hub's own is not.
 	pl2 := newPlatform(t)
-	pl2.p.TrustedProxies = mustPrefixes("127.0.0.0/8", "::1/128")
+	pl2.serve(t, mustPrefixes("127.0.0.0/8", "::1/128")...)
 	pl = pl2
 	for range 8 {
 		get("h1", "wrong", "203.0.113.9")

@@ -48,11 +48,7 @@ const (
 // Follower is the hub's side of the link: it reports the inventory, follows the
 // platform's changes into the replica and keeps at it.
 type Follower struct {
-	// Inventory returns the hub's locations and switches as they are now.
-	Inventory func() []bridge.RemoteLocation
-	// Applied is called after every batch that changed the replica (the
-	// token check's cache must forget what it knew).
-	Applied func()
+	opts FollowerOptions
 
 	platform *url.URL
 	hubID    string
@@ -108,9 +104,18 @@ type Follower struct {
 	syncs *prometheus.CounterVec
 }
 
+// FollowerOptions is what a Follower needs besides its credentials.
+type FollowerOptions struct {
+	// Inventory returns the hub's locations and switches as they are now.
+	Inventory func() []bridge.RemoteLocation
+	// Applied, when set, is called after every batch that changed the
+	// replica (the token check's cache must forget what it knew).
+	Applied func()
+}
+
 // NewFollower returns the hub's side of the link to the platform at platformURL,
 // as hub hubID with secret.
-func NewFollower(platformURL, hubID, secret string, st Store, logger *slog.Logger) (*Follower, error) {
+func NewFollower(platformURL, hubID, secret string, st Store, logger *slog.Logger, opts FollowerOptions) (*Follower, error) {
 	u, err := url.Parse(strings.TrimRight(platformURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("platform url %q must be an absolute http(s) URL", platformURL)
@@ -120,7 +125,7 @@ func NewFollower(platformURL, hubID, secret string, st Store, logger *slog.Logge
 	}
 	var inst [8]byte
 	crand.Read(inst[:])
-	h := &Follower{platform: u, hubID: hubID, secret: secret, instance: hex.EncodeToString(inst[:]), store: st, logger: logger,
+	h := &Follower{opts: opts, platform: u, hubID: hubID, secret: secret, instance: hex.EncodeToString(inst[:]), store: st, logger: logger,
 		reported: make(chan struct{}, 1), kick: make(chan struct{}, 1), usageKick: make(chan struct{}, 1), client: newClient()}
 	h.syncs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchbridge_platform_link_syncs_total",
 		Help: "Syncs of the replica on a miss (a token or installation it does not hold), by outcome: applied, failed (the platform slower than the deadline, or unreachable), link_down (none tried)."},

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -62,12 +63,15 @@ func newPlatform(t *testing.T) *platform {
 	return pl
 }
 
-// serve runs the link's handler over pl.db.
-func (pl *platform) serve(t *testing.T) {
-	pl.p = linkserver.NewPlatform(pl.db, nil)
+// serve runs the link's handler over pl.db, with the clients behind
+// proxies named by their forwarding headers.
+func (pl *platform) serve(t *testing.T, proxies ...netip.Prefix) {
+	if pl.srv != nil {
+		pl.srv.Close()
+	}
+	pl.p = linkserver.NewPlatform(pl.db, nil, linkserver.Options{Own: func(id int64) bool { return id == 1 }, TrustedProxies: proxies})
 	pl.p.PollTimeout = 2 * time.Second
 	pl.p.WakeInterval = 20 * time.Millisecond
-	pl.p.Own = func(id int64) bool { return id == 1 }
 	mux := http.NewServeMux()
 	pl.p.Register(mux)
 	pl.srv = httptest.NewServer(mux)
@@ -274,12 +278,13 @@ func TestHubFollowsAndResnapshots(t *testing.T) {
 	var done chan struct{}
 	start := func() {
 		var err error
-		h, err = replica.NewFollower(pl.srv.URL, "h1", pl.hubs["h1"], hubDB, slog.New(slog.NewTextHandler(&logs, nil)))
+		h, err = replica.NewFollower(pl.srv.URL, "h1", pl.hubs["h1"], hubDB, slog.New(slog.NewTextHandler(&logs, nil)), replica.FollowerOptions{
+			Inventory: func() []bridge.RemoteLocation {
+				return []bridge.RemoteLocation{{ID: 10, Name: "L10", Switches: []bridge.RemoteSwitch{{ID: "s10", Name: "S", Commands: bridge.Commands}}}}
+			},
+		})
 		if err != nil {
 			t.Fatal(err)
-		}
-		h.Inventory = func() []bridge.RemoteLocation {
-			return []bridge.RemoteLocation{{ID: 10, Name: "L10", Switches: []bridge.RemoteSwitch{{ID: "s10", Name: "S", Commands: bridge.Commands}}}}
 		}
 		done = make(chan struct{})
 		runCtx, c := context.WithCancel(context.Background())

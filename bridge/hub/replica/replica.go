@@ -50,8 +50,8 @@ func (h *Follower) removedByPlatform(ctx context.Context, msg string, rekey bool
 		h.logger.Error("the platform removed this hub, but emptying the replica failed", "err", err)
 		return
 	}
-	if h.Applied != nil {
-		h.Applied()
+	if h.opts.Applied != nil {
+		h.opts.Applied()
 	}
 	switch {
 	case first && rekey:
@@ -85,7 +85,7 @@ func (h *Follower) follow(ctx context.Context, hdr http.Header) {
 	}
 	var keep []bridge.RemoteLocation
 	var dropped []int64
-	for _, l := range h.Inventory() {
+	for _, l := range h.opts.Inventory() {
 		if accepted[l.ID] {
 			keep = append(keep, l)
 		} else {
@@ -119,8 +119,8 @@ func (h *Follower) retain(ctx context.Context, locs []bridge.RemoteLocation) err
 		return fmt.Errorf("dropping the replica of locations given up: %w", err)
 	}
 	if n > 0 {
-		if h.Applied != nil {
-			h.Applied()
+		if h.opts.Applied != nil {
+			h.opts.Applied()
 		}
 		h.logger.Info("replica: dropped the installations of locations this hub no longer holds", "installations", n)
 	}
@@ -164,8 +164,8 @@ func (h *Follower) apply(ctx context.Context, b *bridge.ChangeBatch, from *bridg
 	}
 	h.syncedAt.Store(now.UnixMilli())
 	if !b.Empty() {
-		if h.Applied != nil {
-			h.Applied()
+		if h.opts.Applied != nil {
+			h.opts.Applied()
 		}
 		h.logger.Debug("replica updated", "cursor", b.Cursor, "installations", len(b.Installations), "tokens", len(b.Tokens),
 			"deleted_installations", len(b.DeletedInstallations), "deleted_tokens", len(b.DeletedTokens))

@@ -3,7 +3,6 @@ package replica_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/link"
-	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 func lastUsed(t *testing.T, pl *platform, id string) time.Time {
@@ -34,10 +32,7 @@ func lastUsed(t *testing.T, pl *platform, id string) time.Time {
 func TestHubReportsUsage(t *testing.T) {
 	ctx := context.Background()
 	pl := newPlatform(t)
-	hub := startHub(t, pl, "h1", 10)
-	w := store.NewUsageWriter(hub.h, slog.New(slog.DiscardHandler))
-	t.Cleanup(func() { w.Close() })
-	hub.auth.SetUsed(w.Touch)
+	hub := startHub(t, pl, "h1", 10) // its link reports the uses of its tokens
 
 	in := pl.install(t, 10, "hub-token")
 	other := pl.installApp(t, "c2", 10, "other-token")

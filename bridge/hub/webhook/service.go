@@ -71,16 +71,17 @@ type Service struct {
 	store Store
 	inst  Installations
 	feed  *bridge.Feed
-	hub   *bridge.Switchboard
+	// names are the switches' names, for the deliveries; Run sets them.
+	names SwitchNames
+	// observed, when set, hears the outcome of each delivery attempt: ok,
+	// failed, gone (410, disabled), expired (failing too long, disabled).
+	observed func(outcome string)
 	// Client sends to receivers.
 	Client *Client
 	Logger *slog.Logger
 	// Concurrency is how many deliveries run at once beyond one per
 	// installation (slots); DefaultConcurrency when 0. Set it before Run.
 	Concurrency int
-	// Observe, when set, hears the outcome of each delivery attempt: ok,
-	// failed, gone (410, disabled), expired (failing too long, disabled).
-	Observe func(outcome string)
 
 	sub  *bridge.Subscription
 	wake chan struct{}
@@ -133,14 +134,21 @@ func (s *Service) currentLimits() Limits {
 	return l
 }
 
+// SwitchNames names the switches in deliveries; the switchboard is one.
+type SwitchNames interface {
+	Switch(id string) (*bridge.Switch, bool)
+}
+
 // New builds the service and subscribes it to the feed at once, so that
 // the changes made while the hub starts (start-up policies) are delivered
-// too; Run delivers.
-func New(store Store, inst Installations, feed *bridge.Feed, hub *bridge.Switchboard, client *Client, logger *slog.Logger) *Service {
+// too; Run delivers. observe, when not nil, hears the outcome of each
+// delivery attempt: ok, failed, gone (410, disabled), expired (failing too
+// long, disabled).
+func New(store Store, inst Installations, feed *bridge.Feed, client *Client, logger *slog.Logger, observe func(outcome string)) *Service {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{store: store, inst: inst, feed: feed, hub: hub, Client: client, Logger: logger, wake: make(chan struct{}, 1)}
+	s := &Service{store: store, inst: inst, feed: feed, observed: observe, Client: client, Logger: logger, wake: make(chan struct{}, 1)}
 	if client != nil {
 		// What the client may not tell an app goes to the owner's log.
 		client.logger = logger
@@ -148,10 +156,6 @@ func New(store Store, inst Installations, feed *bridge.Feed, hub *bridge.Switchb
 	s.sub, _, _ = feed.Subscribe(nil, feedBuffer, "")
 	return s
 }
-
-// SetSwitchboard gives the service the switchboard, for switch names,
-// once it is built.
-func (s *Service) SetSwitchboard(h *bridge.Switchboard) { s.hub = h }
 
 // SetClock replaces the service's clock, also while it runs: tests move
 // it past a token's expiry.
@@ -242,8 +246,10 @@ func (s *Service) Rotate(ctx context.Context, installationID, id string) (string
 }
 
 // Run writes the feed's events to the outbox and delivers them until ctx
-// ends.
-func (s *Service) Run(ctx context.Context) {
+// ends; names (the switchboard, which exists once the drivers opened)
+// names the switches in the deliveries.
+func (s *Service) Run(ctx context.Context, names SwitchNames) {
+	s.names = names
 	var wg sync.WaitGroup
 	wg.Go(func() { s.enqueue(ctx) })
 	wg.Go(func() { s.deliver(ctx) })
@@ -315,8 +321,8 @@ func (s *Service) queue(ctx context.Context, batch []bridge.Event) (int, error) 
 			continue
 		}
 		name := e.SwitchID
-		if s.hub != nil {
-			if sw, ok := s.hub.Switch(e.SwitchID); ok {
+		if s.names != nil {
+			if sw, ok := s.names.Switch(e.SwitchID); ok {
 				name = sw.Name
 			}
 		}
@@ -708,7 +714,7 @@ func (s *Service) backoff(attempts int) time.Duration {
 }
 
 func (s *Service) observe(outcome string) {
-	if s.Observe != nil {
-		s.Observe(outcome)
+	if s.observed != nil {
+		s.observed(outcome)
 	}
 }

@@ -37,7 +37,7 @@ func TestIdleOutboxIsNotPolled(t *testing.T) {
 	svc := webhook.New(st, db, feed, nil, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { svc.Run(ctx); close(done) }()
+	go func() { svc.Run(ctx, nil); close(done) }()
 	defer func() { cancel(); <-done }()
 
 	time.Sleep(100 * time.Millisecond)

@@ -72,13 +72,8 @@ type Platform struct {
 	// WakeInterval is how often waiting polls look for changes made by
 	// other processes.
 	WakeInterval time.Duration
-	// Own reports whether a location is the platform's own (configured
-	// here): no hub may claim it. Nil: none.
-	Own func(id int64) bool
-	// TrustedProxies are the peers whose forwarding headers name the
-	// client, for throttling wrong hub logins (server.trusted_proxies).
-	TrustedProxies []netip.Prefix
 
+	opts     Options
 	store    PlatformStore
 	logger   *slog.Logger
 	watch    *watcher
@@ -93,12 +88,22 @@ type Platform struct {
 	conflictLog map[string]time.Time // when each hub's conflict was last logged
 }
 
+// Options is what the platform's side of the link is built with.
+type Options struct {
+	// Own reports whether a location is the platform's own (configured
+	// here): no hub may claim it. Nil: none.
+	Own func(id int64) bool
+	// TrustedProxies are the peers whose forwarding headers name the
+	// client, for throttling wrong hub logins (server.trusted_proxies).
+	TrustedProxies []netip.Prefix
+}
+
 // NewPlatform returns the platform's side of the link over st.
-func NewPlatform(st PlatformStore, logger *slog.Logger) *Platform {
+func NewPlatform(st PlatformStore, logger *slog.Logger, opts Options) *Platform {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Platform{PollTimeout: link.DefaultPollTimeout, WakeInterval: DefaultWakeInterval, store: st, logger: logger, fails: newLoginThrottle(),
+	p := &Platform{opts: opts, PollTimeout: link.DefaultPollTimeout, WakeInterval: DefaultWakeInterval, store: st, logger: logger, fails: newLoginThrottle(),
 		sessions: newSessions(), now: time.Now, closing: make(chan struct{}), conflictLog: map[string]time.Time{}}
 	p.watch = &watcher{p: p, ch: make(chan struct{})}
 	return p
@@ -147,7 +152,7 @@ func (p *Platform) authenticate(w http.ResponseWriter, r *http.Request) *bridge.
 		answerShuttingDown(w)
 		return nil
 	}
-	addr := oauth.ClientKey(r, p.TrustedProxies)
+	addr := oauth.ClientKey(r, p.opts.TrustedProxies)
 	id, secret, ok := r.BasicAuth()
 	if wait := p.fails.wait(id, addr, p.now()); wait > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))
@@ -281,7 +286,7 @@ func (p *Platform) handleInventory(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusBadRequest, err.Error(), nil)
 		return
 	}
-	err := p.store.SetInventory(r.Context(), h.ID, inv.Version, inv.Locations, p.Own)
+	err := p.store.SetInventory(r.Context(), h.ID, inv.Version, inv.Locations, p.opts.Own)
 	switch bridge.ErrorCode(err) {
 	case "":
 	case bridge.ECONFLICT:

@@ -85,7 +85,7 @@ func (p *Platform) admit(w http.ResponseWriter, r *http.Request, h *bridge.Regis
 	if ok {
 		return done, true
 	}
-	addr := oauth.ClientKey(r, p.TrustedProxies)
+	addr := oauth.ClientKey(r, p.opts.TrustedProxies)
 	why := fmt.Sprintf("another process with this hub's credentials holds its link (instance %s); refused instance %s from %s", orNone(holder), orNone(inst), addr)
 	if p.noteConflict(h.ID) {
 		p.logger.Error("hub link: two processes call with the credentials of hub "+h.Name+": the one holding the link keeps it, the newcomer is refused; "+

@@ -189,8 +189,8 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 // installation's location: that hub ran its commands and keeps their
 // records, and the view says so rather than show none.
 func (s *Server) addActions(ctx context.Context, v *connectedView, in *bridge.Installation) error {
-	if _, own := s.hub.Location(in.LocationID); !own && s.Hubs != nil {
-		hl, ok, err := s.Hubs.HubLocation(ctx, in.LocationID)
+	if _, own := s.hub.Location(in.LocationID); !own && s.opts.Hubs != nil {
+		hl, ok, err := s.opts.Hubs.HubLocation(ctx, in.LocationID)
 		if err != nil {
 			s.logger.Warn("looking up a hub's location", "location", in.LocationID, "err", err)
 		}
@@ -229,8 +229,8 @@ func (s *Server) locationOf(ctx context.Context, id int64, checked granted) (loc
 	if l, ok := s.hub.Location(id); ok {
 		return s.locationView(l, checked), true
 	}
-	if s.Hubs != nil {
-		hl, ok, err := s.Hubs.HubLocation(ctx, id)
+	if s.opts.Hubs != nil {
+		hl, ok, err := s.opts.Hubs.HubLocation(ctx, id)
 		if err != nil {
 			s.logger.Warn("looking up a hub's location", "location", id, "err", err)
 		}

@@ -107,6 +107,6 @@ func (s *Server) redirectError(w http.ResponseWriter, r *http.Request, e *authEr
 // talks to several authorization servers can tell whose response this is
 // (the mix-up attack).
 func (s *Server) redirectToClient(w http.ResponseWriter, r *http.Request, redirectURI string, p url.Values) {
-	p.Set("iss", s.PublicURL)
+	p.Set("iss", s.opts.PublicURL)
 	http.Redirect(w, r, redirectWith(redirectURI, p), http.StatusSeeOther)
 }

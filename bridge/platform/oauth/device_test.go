@@ -23,7 +23,7 @@ func loginRequest(w *httptest.ResponseRecorder) *http.Request {
 // until it expires or the user's password changes, and cannot be forged.
 func TestDeviceCookie(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
-	s := &Server{PublicURL: "https://hub.example", now: func() time.Time { return now }}
+	s := &Server{opts: Options{PublicURL: "https://hub.example"}, now: func() time.Time { return now }}
 	alice := &bridge.User{ID: 1, Name: "alice", PasswordHash: []byte("alice-hash")}
 	bob := &bridge.User{ID: 2, Name: "bob", PasswordHash: []byte("bob-hash")}
 

@@ -91,7 +91,7 @@ func (s *Server) writeEndpoints(w http.ResponseWriter, r *http.Request, g *bridg
 	e := Endpoint{}
 	e.OAuthClient.ClientID = g.ClientID
 	e.Location.ID = g.LocationID
-	e.BaseURL = s.PublicURL
+	e.BaseURL = s.opts.PublicURL
 	if l, ok := s.hub.Location(g.LocationID); ok {
 		e.Location.Name = l.Name
 	} else if hl, ok, err := s.hubLocation(r, g.LocationID); err != nil {
@@ -116,8 +116,8 @@ func (s *Server) writeEndpoints(w http.ResponseWriter, r *http.Request, g *bridg
 
 // hubLocation looks a location up among the platform's hubs.
 func (s *Server) hubLocation(r *http.Request, id int64) (HubLocation, bool, error) {
-	if s.Hubs == nil {
+	if s.opts.Hubs == nil {
 		return HubLocation{}, false, nil
 	}
-	return s.Hubs.HubLocation(r.Context(), id)
+	return s.opts.Hubs.HubLocation(r.Context(), id)
 }

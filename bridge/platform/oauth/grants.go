@@ -23,8 +23,8 @@ func (s *Server) Authorize(ctx context.Context, token, installationID string) (*
 	// An installation in a location one of the platform's hubs holds is
 	// served by that hub, not here: say where, rather than let the
 	// platform's own switches answer that the installation's are gone.
-	if s.Hubs != nil && !s.hasLocation(g.LocationID) {
-		hl, ok, err := s.Hubs.HubLocation(ctx, g.LocationID)
+	if s.opts.Hubs != nil && !s.hasLocation(g.LocationID) {
+		hl, ok, err := s.opts.Hubs.HubLocation(ctx, g.LocationID)
 		if err != nil {
 			return nil, err
 		}
@@ -52,7 +52,7 @@ func (s *Server) ForgetGrants() { s.check.Forget() }
 // noteUsed passes the use of an installation's token the check accepted
 // on to Used, when set.
 func (s *Server) noteUsed(installationID string, at time.Time) {
-	if s.Used != nil {
-		s.Used(installationID, at)
+	if s.opts.Used != nil {
+		s.opts.Used(installationID, at)
 	}
 }

@@ -33,10 +33,10 @@ type HubDirectory interface {
 // hubLocations lists the hub locations the user belongs to for the
 // consent page; none when the platform has no hubs.
 func (s *Server) hubLocations(ctx context.Context, u *bridge.User, checked map[int64]granted) []locationView {
-	if s.Hubs == nil {
+	if s.opts.Hubs == nil {
 		return nil
 	}
-	all, err := s.Hubs.HubLocations(ctx)
+	all, err := s.opts.Hubs.HubLocations(ctx)
 	if err != nil {
 		s.logger.Error("listing the hubs' locations for the consent page", "err", err)
 		return nil

@@ -104,8 +104,7 @@ func TestInstallRules(t *testing.T) {
 func TestDeveloperTokenIsCheckedLikeAnyOther(t *testing.T) {
 	f := newIssuerFixture(t)
 	f.app.Published = true
-	srv := oauth.New(f.db, f.hub, nil)
-	srv.Issuer.TokenLifetime = 48 * time.Hour
+	srv := oauth.New(f.db, f.hub, nil, oauth.Options{TokenLifetime: 48 * time.Hour})
 	ctx := context.Background()
 	// Published or not, install without the OAuth flow is the developer's.
 	if _, _, err := srv.Issuer.InstallForDeveloper(ctx, oauth.InstallRequest{App: f.app, User: f.bob, LocationID: 2, SwitchIDs: []string{"door"}}); !errors.Is(err, oauth.ErrNotDeveloper) {

@@ -33,10 +33,10 @@ type Metadata struct {
 func (s *Server) Metadata() Metadata {
 	clientAuth := []string{"client_secret_basic", "client_secret_post"}
 	return Metadata{
-		Issuer:                                     s.PublicURL,
-		AuthorizationEndpoint:                      s.PublicURL + "/oauth/authorize",
-		TokenEndpoint:                              s.PublicURL + "/oauth/token",
-		RevocationEndpoint:                         s.PublicURL + "/oauth/revoke",
+		Issuer:                                     s.opts.PublicURL,
+		AuthorizationEndpoint:                      s.opts.PublicURL + "/oauth/authorize",
+		TokenEndpoint:                              s.opts.PublicURL + "/oauth/token",
+		RevocationEndpoint:                         s.opts.PublicURL + "/oauth/revoke",
 		ResponseTypesSupported:                     []string{"code"},
 		ResponseModesSupported:                     []string{"query"},
 		GrantTypesSupported:                        []string{"authorization_code", "refresh_token"},

@@ -79,8 +79,7 @@ func platformProcess(t *testing.T, st Store) (*Server, *http.ServeMux) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(st, hub, nil)
-	s.PublicURL = "http://hub.test"
+	s := New(st, hub, nil, Options{PublicURL: "http://hub.test"})
 	mux := http.NewServeMux()
 	s.Register(mux)
 	return s, mux

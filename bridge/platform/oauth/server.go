@@ -35,6 +35,21 @@ type Server struct {
 	// the config's.
 	Issuer *Issuer
 
+	opts Options
+
+	sessions *sessions // logged-in sessions, the login form's CSRF and flash messages
+	throttle *throttle
+	now      func() time.Time
+	// compareHash, when set, checks a password in place of bcrypt's
+	// CompareHashAndPassword (tests count the checks through it).
+	compareHash func(hash, password []byte) error
+	// spoofWarned is set once the log said that forwarding headers arrive
+	// from a peer that is not a trusted proxy.
+	spoofWarned atomic.Bool
+}
+
+// Options is what a Server is built with; every field may be left zero.
+type Options struct {
 	// PublicURL is the base_url advertised by discovery (the hub role's
 	// address; one daemon plays both roles by default). It is also the
 	// issuer: the iss of every authorization response (RFC 9207).
@@ -55,30 +70,36 @@ type Server struct {
 	// accepted, on the request's path: it must not block (the daemon's
 	// store.UsageWriter notes it in memory and writes behind).
 	Used func(installationID string, at time.Time)
-
-	sessions *sessions // logged-in sessions, the login form's CSRF and flash messages
-	throttle *throttle
-	now      func() time.Time
-	// compareHash, when set, checks a password in place of bcrypt's
-	// CompareHashAndPassword (tests count the checks through it).
-	compareHash func(hash, password []byte) error
-	// spoofWarned is set once the log said that forwarding headers arrive
-	// from a peer that is not a trusted proxy.
-	spoofWarned atomic.Bool
+	// Locations, when set, are the locations installs may use in place of
+	// the hub's own: with hubs, the platform's directory, which holds the
+	// hubs' locations too.
+	Locations Locations
+	// TokenLifetime and CodeLifetime are the Issuer's; its defaults when 0.
+	TokenLifetime, CodeLifetime time.Duration
 }
 
 // New returns a Server over a store and the hub's locations and switches.
-func New(st Store, hub *bridge.Switchboard, logger *slog.Logger) *Server {
+func New(st Store, hub *bridge.Switchboard, logger *slog.Logger, opts Options) *Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	key := &signingKey{store: st}
 	s := &Server{
 		users: st, apps: st, check: access.New(st), connected: st, hub: hub, logger: logger,
+		opts:     opts,
 		Issuer:   NewIssuer(st, hub),
 		sessions: newSessions(st, key, logger),
 		throttle: newThrottle(st, key),
 		now:      time.Now,
+	}
+	if opts.Locations != nil {
+		s.Issuer = NewIssuer(st, opts.Locations)
+	}
+	if opts.TokenLifetime > 0 {
+		s.Issuer.TokenLifetime = opts.TokenLifetime
+	}
+	if opts.CodeLifetime > 0 {
+		s.Issuer.CodeLifetime = opts.CodeLifetime
 	}
 	s.check.Used = s.noteUsed
 	return s
@@ -100,15 +121,15 @@ func (s *Server) Register(mux *http.ServeMux) {
 }
 
 func (s *Server) observe(event, reason string) {
-	if s.Observe != nil {
-		s.Observe(event, reason)
+	if s.opts.Observe != nil {
+		s.opts.Observe(event, reason)
 	}
 }
 
 // secure reports whether the hub is reached over https, from the parsed
 // scheme (so HTTPS://… counts): its cookies are then Secure and __Host-.
 func (s *Server) secure() bool {
-	u, err := url.Parse(s.PublicURL)
+	u, err := url.Parse(s.opts.PublicURL)
 	return err == nil && u.Scheme == "https"
 }
 
@@ -119,9 +140,9 @@ func (s *Server) lookupClient(ctx context.Context) func(string) (*bridge.App, er
 
 // clientKey is the throttling key of the request's client address.
 func (s *Server) clientKey(r *http.Request) string {
-	a := clientAddr(r, s.TrustedProxies)
+	a := clientAddr(r, s.opts.TrustedProxies)
 	if !s.spoofWarned.Load() && (r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("Forwarded") != "") {
-		if peer := parseHop(r.RemoteAddr); !isTrusted(peer, s.TrustedProxies) && s.spoofWarned.CompareAndSwap(false, true) {
+		if peer := parseHop(r.RemoteAddr); !isTrusted(peer, s.opts.TrustedProxies) && s.spoofWarned.CompareAndSwap(false, true) {
 			s.logger.Warn("a request carries X-Forwarded-For or Forwarded from a peer that is not in server.trusted_proxies: "+
 				"the header is ignored and logins are throttled by the peer's address; if the peer is your reverse proxy, list it", "peer", peer.String())
 		}

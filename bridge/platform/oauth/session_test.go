@@ -157,7 +157,7 @@ func TestSecureFromTheParsedScheme(t *testing.T) {
 		"http://hub.example":   false,
 		"http://https.example": false,
 	} {
-		s := &Server{PublicURL: u}
+		s := &Server{opts: Options{PublicURL: u}}
 		if s.secure() != want {
 			t.Errorf("%s: secure %v, want %v", u, s.secure(), want)
 		}

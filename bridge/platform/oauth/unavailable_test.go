@@ -56,7 +56,7 @@ func (s *awayStore) RevokeToken(ctx context.Context, h []byte, clientID string) 
 func TestAnswersWhileTheStoreIsAway(t *testing.T) {
 	f := newIssuerFixture(t)
 	st := &awayStore{DB: f.db}
-	srv := oauth.New(st, f.hub, nil)
+	srv := oauth.New(st, f.hub, nil, oauth.Options{})
 	mux := http.NewServeMux()
 	srv.Register(mux)
 	post := func(path, client, secret string, form url.Values) (*httptest.ResponseRecorder, map[string]string) {
