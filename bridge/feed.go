@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -71,9 +72,10 @@ type Event struct {
 
 // Feed defaults.
 const (
-	// DefaultFeedBuffer is how many past events a feed keeps for clients
-	// that resume.
-	DefaultFeedBuffer = 1024
+	// DefaultFeedBuffer is how many past events of each switch a feed
+	// keeps for clients that resume: a switch that changes more often in
+	// DefaultFeedMaxAge is a device in trouble, not a client's concern.
+	DefaultFeedBuffer = 256
 	// DefaultFeedMaxAge is how long a past event is kept for them.
 	DefaultFeedMaxAge = 10 * time.Minute
 	// DefaultSubscriptionBuffer is how many events a subscriber may fall
@@ -90,17 +92,22 @@ type Feed struct {
 	// key is this run's secret for views' ids: an id from another run
 	// (before a restart), or another view, is not one of a view's.
 	key []byte
-	// Buffer and MaxAge bound the kept events.
+	// Buffer and MaxAge bound the kept events of each switch.
 	buffer int
 	maxAge time.Duration
 	now    func() time.Time
 	// readingEvery bounds the events of readings alone, per switch.
 	readingEvery time.Duration
 
-	mu      sync.Mutex
-	seq     uint64
-	counts  map[string]uint64 // events per switch: views' positions
-	ring    []Event           // the kept events, oldest first
+	mu     sync.Mutex
+	seq    uint64
+	counts map[string]uint64 // events per switch: views' positions
+	// kept holds each switch's last events for clients that resume. Kept
+	// per switch, not for the whole hub: whether a client's stream
+	// resumes must not depend on how often switches it may not see
+	// changed, which it would otherwise learn from a snapshot where it
+	// expected its missed events.
+	kept    map[string]*keptEvents
 	last    map[string]feedState
 	pending map[string]*[2]int // commands in flight per switch: [off, on]
 	// pendingBy counts the commands in flight per switch and value by
@@ -124,6 +131,8 @@ type feedState struct {
 
 // FeedOptions change a feed's bounds; zero values take the defaults.
 type FeedOptions struct {
+	// Buffer is how many past events of each switch are kept for
+	// clients that resume, and MaxAge for how long.
 	Buffer int
 	MaxAge time.Duration
 	Now    func() time.Time
@@ -155,7 +164,7 @@ func NewFeed(o FeedOptions) *Feed {
 	return &Feed{
 		key:    key,
 		buffer: o.Buffer, maxAge: o.MaxAge, now: o.Now, readingEvery: o.ReadingEvery,
-		last: map[string]feedState{}, counts: map[string]uint64{}, pending: map[string]*[2]int{}, pendingBy: map[pendingKey]map[string]int{}, subs: map[*Subscription]struct{}{},
+		last: map[string]feedState{}, counts: map[string]uint64{}, kept: map[string]*keptEvents{}, pending: map[string]*[2]int{}, pendingBy: map[pendingKey]map[string]int{}, subs: map[*Subscription]struct{}{},
 	}
 }
 
@@ -316,12 +325,12 @@ func (f *Feed) notify(id string, st State, cause Cause) {
 		e.Reading = next.reading
 		e.Stale = State{Available: next.available, Reading: next.reading}.Stale(f.now())
 	}
-	if len(f.ring) >= 2*f.buffer {
-		// Keep the newest buffer events, copying them down once per
-		// buffer events rather than once per event.
-		f.ring = append(f.ring[:0], f.ring[len(f.ring)-f.buffer:]...)
+	k := f.kept[id]
+	if k == nil {
+		k = &keptEvents{}
+		f.kept[id] = k
 	}
-	f.ring = append(f.ring, e)
+	k.add(e, f.buffer, f.now().Add(-f.maxAge))
 	// One copy for every subscriber: channels of pointers keep an idle
 	// subscription's buffer small (a thousand streams).
 	if len(f.subs) > 0 {
@@ -530,7 +539,6 @@ func (v *View) Subscribe(buffer int, lastID string) (s *Subscription, missed []E
 	s = &Subscription{f: f, switches: v.switches, c: make(chan *Event, buffer)}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.trim()
 	s.Seq, s.Pos = f.seq, v.pos()
 	f.subs[s] = struct{}{}
 	if lastID == "" {
@@ -540,36 +548,80 @@ func (v *View) Subscribe(buffer int, lastID string) (s *Subscription, missed []E
 	if !ok || after > s.Pos {
 		return s, nil, false
 	}
-	// The events after it are the view's last s.Pos-after: all kept, or
-	// the client has missed some for good.
-	kept := f.ring[max(0, len(f.ring)-f.buffer):]
-	want, i := s.Pos-after, len(kept)
-	for ; want > 0 && i > 0; i-- {
-		if v.switches == nil || v.switches[kept[i-1].SwitchID] {
-			want--
+	want := s.Pos - after
+	if want == 0 {
+		return s, nil, true
+	}
+	// The events after it are the view's last want: the last want of
+	// the events its switches keep, unless a switch forgot one of them
+	// (too many of its own changes since, or too old), and the client
+	// has then missed some for good.
+	cut := f.now().Add(-f.maxAge)
+	var kept []Event
+	var forgot uint64
+	take := func(k *keptEvents) {
+		k.trim(cut)
+		kept = append(kept, k.events...)
+		forgot = max(forgot, k.forgot)
+	}
+	if v.switches == nil {
+		for _, k := range f.kept {
+			take(k)
 		}
 	}
-	if want > 0 {
+	for id := range v.switches {
+		if k := f.kept[id]; k != nil {
+			take(k)
+		}
+	}
+	if uint64(len(kept)) < want {
 		return s, nil, false
 	}
-	for _, e := range kept[i:] {
-		if v.switches == nil || v.switches[e.SwitchID] {
-			missed = append(missed, e)
-		}
+	slices.SortFunc(kept, func(a, b Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	missed = kept[uint64(len(kept))-want:]
+	if forgot > missed[0].Seq {
+		return s, nil, false
 	}
 	return s, missed, true
 }
 
-// trim forgets events older than maxAge. Under f.mu.
-func (f *Feed) trim() {
-	cut := f.now().Add(-f.maxAge)
+// keptEvents are one switch's last events, oldest first: at most the
+// feed's buffer, none older than its maxAge.
+type keptEvents struct {
+	events []Event
+	// forgot is the Seq of the newest event no longer kept; 0 while
+	// none was forgotten.
+	forgot uint64
+}
+
+// add keeps e, forgetting the events kept before cut and the oldest beyond
+// buffer. Under f.mu.
+func (k *keptEvents) add(e Event, buffer int, cut time.Time) {
+	k.trim(cut)
+	if len(k.events) >= buffer {
+		k.forget(len(k.events) - buffer + 1)
+	}
+	k.events = append(k.events, e)
+}
+
+// trim forgets the events kept before cut. Under f.mu.
+func (k *keptEvents) trim(cut time.Time) {
 	n := 0
-	for n < len(f.ring) && f.ring[n].kept.Before(cut) {
+	for n < len(k.events) && k.events[n].kept.Before(cut) {
 		n++
 	}
-	if n > 0 {
-		f.ring = append(f.ring[:0], f.ring[n:]...)
+	k.forget(n)
+}
+
+// forget drops the oldest n events. The array under them is reused until
+// append outgrows it, so dropping one event per change copies nothing.
+func (k *keptEvents) forget(n int) {
+	if n <= 0 {
+		return
 	}
+	k.forgot = k.events[n-1].Seq
+	clear(k.events[:n]) // what the events point to (readings) may go
+	k.events = k.events[n:]
 }
 
 // Seq is the sequence number of the last event.

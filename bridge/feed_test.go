@@ -165,6 +165,68 @@ func TestFeedResume(t *testing.T) {
 	}
 }
 
+// TestFeedResumeOwnSwitchesOnly: whether a view resumes depends on the
+// changes of its own switches alone. However often other switches change
+// while its client is away (here 25 times the buffer), it gets exactly the
+// events it missed; a change of one of its switches that this switch no
+// longer keeps (more of its own since than the buffer) asks for a snapshot.
+func TestFeedResumeOwnSwitchesOnly(t *testing.T) {
+	f := bridge.NewFeed(bridge.FeedOptions{Buffer: 4, MaxAge: time.Minute})
+	f.Started()
+	at := time.Now()
+	flip := func(id string, i int) {
+		v := bridge.On
+		if i%2 == 1 {
+			v = bridge.Off
+		}
+		at = at.Add(time.Millisecond)
+		f.Notify(id, state(v, true, at))
+	}
+	v := f.View("inst", []string{"a", "b"})
+	resume := func(id string) ([]bridge.Event, bool) {
+		s, missed, ok := v.Subscribe(0, id)
+		s.Close()
+		return missed, ok
+	}
+	sub, _, _ := v.Subscribe(0, "")
+	sub.Close()
+	start := v.EventID(sub.Pos)
+	flip("a", 0)
+	for i := range 100 {
+		flip("other", i)
+	}
+	flip("b", 0)
+	for i := range 100 {
+		flip("other", i+100)
+	}
+	if missed, ok := resume(start); !ok || describe(missed) != "[1 a \"\"→\"on\" true device][102 b \"\"→\"on\" true device]" {
+		t.Errorf("resume past 200 changes of another switch: %v %s", ok, describe(missed))
+	}
+	// a's first change is still kept, but b changed since more often
+	// than b keeps: a resumption from before b's first change misses
+	// some of b's for good.
+	for i := 1; i <= 4; i++ {
+		flip("b", i)
+	}
+	if missed, ok := resume(start); ok {
+		t.Errorf("resumed past changes of b no longer kept: %s", describe(missed))
+	}
+	if missed, ok := resume(v.EventID(2)); !ok || len(missed) != 4 {
+		t.Errorf("resume from b's first change: %v %s", ok, describe(missed))
+	}
+	// Each switch keeps its own: the view's missed changes may be more
+	// than the buffer, as long as each switch still keeps its part.
+	for i := 1; i <= 3; i++ {
+		flip("a", i)
+	}
+	if missed, ok := resume(v.EventID(2)); !ok || len(missed) != 7 {
+		t.Errorf("resume from b's first change, 4 of b's and 3 of a's since: %v %s", ok, describe(missed))
+	}
+	if missed, ok := resume(v.EventID(1)); ok {
+		t.Errorf("resumed past b's first change, no longer kept: %s", describe(missed))
+	}
+}
+
 // TestFeedViewIDs: a view numbers its own events one by one, however many
 // changes other switches had between them, so its ids tell nothing of
 // those; its numbers start where no other view's do.

@@ -2,7 +2,9 @@
 // own data directory, and drives the OAuth flow against it the way a browser
 // and a third-party client would: login and consent over HTTP with a cookie
 // jar, the token exchange with golang.org/x/oauth2. Every answer of the hub
-// to a path of the OpenAPI document is checked against it (Contract).
+// to a path of the OpenAPI document is checked against it (Contract). It
+// also holds the leak test's script (RunLeakScript), which a single box
+// and a platform with a hub run alike.
 package daemontest
 
 // This file holds the harness: starting a hub with its options, and
