@@ -216,6 +216,12 @@ func TestEventStream(t *testing.T) {
 			t.Errorf("%s: %q, want %q", k, got, want)
 		}
 	}
+	// A stream's answer is named and counted as every answer is.
+	for _, k := range []string{"X-Request-Id", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"} {
+		if s.resp.Header.Get(k) == "" {
+			t.Errorf("the stream's answer has no %s", k)
+		}
+	}
 	select {
 	case r := <-s.retry:
 		if r != "2000" {

@@ -11,6 +11,7 @@ package api
 // wants it.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net"
@@ -124,9 +125,19 @@ func (s *Stream) handOff(switches []string, view *bridge.View, sub *bridge.Subsc
 	// needs waits in the reader Hijack hands back.
 	s.started, s.handedOff = true, true
 	conn.SetDeadline(time.Time{})
-	buf := []byte("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-store\r\nX-Accel-Buffering: no\r\n" +
-		"X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n" +
-		"retry: " + strconv.FormatInt(streamRetry.Milliseconds(), 10) + "\n\n")
+	// The head carries what was set for every answer (X-Request-Id, the
+	// rate limit's headers, the server's own) and the stream's.
+	hd := s.w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Accel-Buffering", "no")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("Connection", "close")
+	var head bytes.Buffer
+	head.WriteString("HTTP/1.1 200 OK\r\n")
+	hd.Write(&head)
+	head.WriteString("\r\nretry: " + strconv.FormatInt(streamRetry.Milliseconds(), 10) + "\n\n")
+	buf := head.Bytes()
 	for _, c := range first {
 		buf = append(buf, c.b...)
 	}
