@@ -1,8 +1,11 @@
 package bridge_test
 
 import (
+	"io/fs"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -70,5 +73,51 @@ func TestLayout(t *testing.T) {
 	}
 	if seen < 20 {
 		t.Fatalf("go list listed %d packages: the check saw nothing:\n%s", seen, out)
+	}
+}
+
+// whetherLinked matches code that reads whether the config makes this
+// process a hub of a platform (its platform: section).
+var whetherLinked = regexp.MustCompile(`\b(cfg|Config|config|conf|c\.cfg)\.Platform\b`)
+
+// TestOnlyTheDaemonReadsTheRole: whether this process is a hub of a
+// platform is read by bridge/config (which parses it) and bridge/daemon
+// (which builds the roles it asks for), nowhere else: every other package
+// is handed what its role needs, and a rule that depends on the role is a
+// method of the config (such as Config.RefusePlatformCommand).
+func TestOnlyTheDaemonReadsTheRole(t *testing.T) {
+	root := ".."
+	seen := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if (path != root && strings.HasPrefix(d.Name(), ".")) || d.Name() == "testdata" || d.Name() == "node_modules" || rel == filepath.Join("bridge", "config") || rel == filepath.Join("bridge", "daemon") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		seen++
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if whetherLinked.MatchString(line) && !strings.HasPrefix(strings.TrimSpace(line), "//") {
+				t.Errorf("%s:%d reads whether this process is a hub of a platform: %s", rel, i+1, strings.TrimSpace(line))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen < 50 {
+		t.Fatalf("read %d Go files: the walk missed the code", seen)
 	}
 }

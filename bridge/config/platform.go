@@ -4,6 +4,7 @@ package config
 // switchbridge, and its rules.
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 
@@ -52,4 +53,32 @@ func (c *Config) validatePlatform(ps *Problems, doc *yaml.Node) {
 	if c.Demo != nil {
 		ps.Add(find(doc, "demo"), "demo needs the platform role (users, apps, OAuth): a hub with platform: cannot have it")
 	}
+}
+
+// RefusePlatformCommand is why command, which works on the platform's
+// records, cannot run with this config: it is a hub's, and a hub holds
+// only a replica of those records. nil on a platform or a single box.
+func (c *Config) RefusePlatformCommand(command string) error {
+	if c.Platform == nil {
+		return nil
+	}
+	return fmt.Errorf("%s is the config of a hub of %s, and %q belongs to the platform: run it there, with the platform's config (a hub keeps only a replica of the platform's records)",
+		c.File, c.Platform.URL, command)
+}
+
+// RefuseMoveToPostgres is why this config's records cannot move to
+// PostgreSQL: it is a hub's, which keeps its SQLite. nil on a platform.
+func (c *Config) RefuseMoveToPostgres() error {
+	if c.Platform == nil {
+		return nil
+	}
+	return fmt.Errorf("%s is the config of a hub of %s: a hub keeps its SQLite (it holds a replica of the platform's records); only a platform moves to PostgreSQL",
+		c.File, c.Platform.URL)
+}
+
+// PlatformWithoutSwitches reports whether this config makes a platform
+// that runs no switch itself: its hubs hold every switch, and what
+// happens to them (the audit log) is theirs.
+func (c *Config) PlatformWithoutSwitches() bool {
+	return c.Platform == nil && len(c.Locations) == 0
 }

@@ -71,7 +71,7 @@ type auditJSON struct {
 func (c *invocation) audit(f bridge.AuditFilter, asJSON bool) error {
 	// A platform without switches of its own runs no command itself:
 	// its hubs keep the log.
-	if c.cfg.Platform == nil && len(c.cfg.Locations) == 0 {
+	if c.cfg.PlatformWithoutSwitches() {
 		hubs, err := c.store.Hubs(c.ctx)
 		if err != nil {
 			return err

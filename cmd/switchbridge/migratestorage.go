@@ -37,9 +37,8 @@ func migrateStorage(fs *flag.FlagSet) func(*invocation) error {
 		if err != nil {
 			return err
 		}
-		if cfg.Platform != nil {
-			return fmt.Errorf("%s is the config of a hub of %s: a hub keeps its SQLite (it holds a replica of the platform's records); only a platform moves to PostgreSQL",
-				cfg.File, cfg.Platform.URL)
+		if err := cfg.RefuseMoveToPostgres(); err != nil {
+			return err
 		}
 		if path == "" {
 			path = cfg.DataDir

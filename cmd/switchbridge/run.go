@@ -302,9 +302,10 @@ func (c *invocation) open() error {
 	if err != nil {
 		return err
 	}
-	if c.cmd.Store == platformStore && cfg.Platform != nil {
-		return fmt.Errorf("%s is the config of a hub of %s, and %q belongs to the platform: run it there, with the platform's config (a hub keeps only a replica of the platform's records)",
-			cfg.File, cfg.Platform.URL, c.cmd.Name)
+	if c.cmd.Store == platformStore {
+		if err := cfg.RefusePlatformCommand(c.cmd.Name); err != nil {
+			return err
+		}
 	}
 	own, err := bridge.NewSwitchboard(cfg.BridgeLocations(), nil, bridge.SwitchboardOptions{})
 	if err != nil {
