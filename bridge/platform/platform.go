@@ -8,7 +8,6 @@ package platform
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"time"
@@ -109,7 +108,7 @@ func (p *Platform) Run(ctx context.Context) {
 func (p *Platform) Shutdown() { p.Links.Shutdown() }
 
 // Close writes the uses not written yet.
-func (p *Platform) Close() error { return errors.Join(p.usage.Close()) }
+func (p *Platform) Close() error { return p.usage.Close() }
 
 // warnHubConnections warns when the registered hubs approach half of
 // server.max_connections: each hub holds one long poll open, and what the
