@@ -83,6 +83,13 @@ func (a *Authorizer) Authorize(ctx context.Context, token, installationID string
 	unconfirmed := func() bool {
 		return a.opts.Sync != nil && !synced && (a.opts.Settled == nil || !a.opts.Settled())
 	}
+	// A token of another installation is refused at once, whatever the
+	// installation asked for: whether that one is in the replica, gone,
+	// or would take a sync to know, must not show in the answer's status
+	// or time to a client that holds a token.
+	if g, err := a.check.Grant(ctx, token); err == nil && g.InstallationID != installationID {
+		return nil, bridge.Errorf(bridge.EFORBIDDEN, "the access token is not for this installation")
+	}
 	for {
 		_, err := a.src.Installation(ctx, installationID)
 		if err != nil && bridge.ErrorCode(err) != bridge.ENOTFOUND {

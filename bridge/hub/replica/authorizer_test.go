@@ -32,10 +32,9 @@ func (r *arrivingReplica) TokenGrant(ctx context.Context, hash []byte) (*bridge.
 }
 
 // TestTokenArrivingDuringTheCheck: a token the long poll brings while the
-// hub checks it is served, not refused 401; the refusal of a token the
-// replica did not hold is a miss, which syncs, whatever a later read of
-// the replica finds. A token the replica holds revoked is refused without
-// a sync.
+// hub checks it is served, not refused 401: a read that did not find it
+// is a miss, never a refusal, whatever a later read of the replica finds.
+// A token the replica holds revoked is refused without a sync.
 func TestTokenArrivingDuringTheCheck(t *testing.T) {
 	ctx := context.Background()
 	db, err := store.Open(ctx, t.TempDir())
@@ -67,8 +66,11 @@ func TestTokenArrivingDuringTheCheck(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a token the replica took in while the hub checked it: %v, want it served", err)
 	}
-	if g.InstallationID != in.ID || syncs != 1 {
-		t.Errorf("grant for %q after %d syncs, want installation %q after 1", g.InstallationID, syncs, in.ID)
+	// Served by the read after the one that missed it: at most one sync
+	// (none when the check's first look at the token, which tells a
+	// token of another installation at once, was that miss).
+	if g.InstallationID != in.ID || syncs > 1 {
+		t.Errorf("grant for %q after %d syncs, want installation %q after at most 1", g.InstallationID, syncs, in.ID)
 	}
 
 	syncs = 0
