@@ -274,6 +274,21 @@ const energyWriteEvery = 10 * time.Minute
 // energyFlushEvery is how often the keeper looks for records due.
 const energyFlushEvery = time.Minute
 
+// energyDue is when a record written at written falls due again: at the
+// first multiple of energyWriteEvery (a grid all records share) at least
+// energyWriteEvery later. Every switch's record thus falls due on the
+// same boundaries, and the records of fifty plugs go in one write every
+// ten minutes (each write costs a page or more of the card whatever its
+// size) instead of in writes of their own in different minutes; no
+// record is written more often than energyWriteEvery.
+func energyDue(written time.Time) time.Time {
+	at := written.Add(energyWriteEvery)
+	if b := at.Truncate(energyWriteEvery); !b.Equal(at) {
+		return b.Add(energyWriteEvery)
+	}
+	return at
+}
+
 // energyKeeper holds the running energy totals of the driver's plugs and
 // writes their records to the hub's store.
 type energyKeeper struct {
@@ -441,7 +456,7 @@ func (k *energyKeeper) flush(all bool) {
 		switch {
 		case all && (e.dirty || r.Ceiling > r.Total):
 			rs = append(rs, e.c.Final())
-		case e.dirty && (e.urgent || now.Sub(e.written) >= energyWriteEvery):
+		case e.dirty && (e.urgent || !now.Before(energyDue(e.written))):
 			rs = append(rs, e.c.Reserve(energyWriteEvery))
 		default:
 			continue
