@@ -18,6 +18,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/daemon"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/infra/version"
 	"github.com/switchbridge/switchbridge/bridge/platform/admin"
 	"github.com/switchbridge/switchbridge/bridge/platform/linkserver"
@@ -297,6 +298,13 @@ type storage interface {
 	Close() error
 }
 
+// stores is the database a command opened: the platform's records and
+// the hub's (a single box keeps both in one database).
+type stores struct {
+	*store.DB
+	*hubstore.Store
+}
+
 func (c *invocation) open() error {
 	cfg, err := loadConfig(c.configPath)
 	if err != nil {
@@ -315,7 +323,7 @@ func (c *invocation) open() error {
 	if err != nil {
 		return err
 	}
-	c.cfg, c.store = cfg, db
+	c.cfg, c.store = cfg, stores{DB: db, Store: hubstore.New(db)}
 	c.locations = linkserver.NewDirectory(db, own)
 	c.admin = &admin.Service{Store: db, Locations: c.locations, AuditLog: db}
 	return nil

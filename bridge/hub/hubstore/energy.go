@@ -1,4 +1,4 @@
-package store
+package hubstore
 
 // The switches' energy totals (migrations 0023 and 0026): the hub's
 // running totals and their ceilings, written by the MQTT driver now and
@@ -8,13 +8,14 @@ import (
 	"context"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
-var _ bridge.EnergyStore = (*DB)(nil)
+var _ bridge.EnergyStore = (*Store)(nil)
 
 // EnergyRecords returns every stored energy total.
-func (db *DB) EnergyRecords(ctx context.Context) ([]bridge.EnergyRecord, error) {
-	rows, err := db.db.QueryContext(ctx, `SELECT switch_id, total_kwh, device_kwh, ceiling_kwh, at FROM energy_totals ORDER BY switch_id`)
+func (s *Store) EnergyRecords(ctx context.Context) ([]bridge.EnergyRecord, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT switch_id, total_kwh, device_kwh, ceiling_kwh, at FROM energy_totals ORDER BY switch_id`)
 	if err != nil {
 		return nil, err
 	}
@@ -26,7 +27,7 @@ func (db *DB) EnergyRecords(ctx context.Context) ([]bridge.EnergyRecord, error) 
 		if err := rows.Scan(&r.SwitchID, &r.Total, &r.Device, &r.Ceiling, &at); err != nil {
 			return nil, err
 		}
-		r.At = fromUnix(at)
+		r.At = store.FromMillis(at)
 		out = append(out, r)
 	}
 	return out, rows.Err()
@@ -34,8 +35,8 @@ func (db *DB) EnergyRecords(ctx context.Context) ([]bridge.EnergyRecord, error) 
 
 // SaveEnergy writes each record over the switch's previous one, in one
 // transaction.
-func (db *DB) SaveEnergy(ctx context.Context, rs []bridge.EnergyRecord) error {
-	tx, err := db.db.BeginTx(ctx, nil)
+func (s *Store) SaveEnergy(ctx context.Context, rs []bridge.EnergyRecord) error {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -43,7 +44,7 @@ func (db *DB) SaveEnergy(ctx context.Context, rs []bridge.EnergyRecord) error {
 	for _, r := range rs {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO energy_totals (switch_id, total_kwh, device_kwh, ceiling_kwh, at) VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (switch_id) DO UPDATE SET total_kwh = excluded.total_kwh, device_kwh = excluded.device_kwh, ceiling_kwh = excluded.ceiling_kwh, at = excluded.at`,
-			r.SwitchID, r.Total, r.Device, r.Ceiling, unix(r.At)); err != nil {
+			r.SwitchID, r.Total, r.Device, r.Ceiling, store.Millis(r.At)); err != nil {
 			return err
 		}
 	}

@@ -1,4 +1,4 @@
-package store_test
+package hubstore_test
 
 import (
 	"context"
@@ -6,7 +6,8 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
+	"github.com/switchbridge/switchbridge/bridge/store/storetest"
 )
 
 // TestMQTTClientIDs: a client id is bound to the first login, read back
@@ -14,12 +15,12 @@ import (
 // within a login's bound (its least recently used going first), listed
 // and released.
 func TestMQTTClientIDs(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		dir := t.TempDir()
-		one, other := mustOpen(t, dir), mustOpen(t, dir)
+		one, other := open(t, dir), open(t, dir)
 		t0 := time.UnixMilli(1_700_000_000_000)
-		bind := func(db *store.DB, id, login string, at time.Time, take bool) string {
+		bind := func(db *hubstore.Store, id, login string, at time.Time, take bool) string {
 			t.Helper()
 			owner, err := db.BindMQTTClientID(ctx, id, login, at, take, 2)
 			if err != nil {

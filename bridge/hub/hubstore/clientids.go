@@ -1,4 +1,4 @@
-package store
+package hubstore
 
 // The embedded MQTT broker's client ids and the logins they belong to
 // (migration 0018). The rules (which login may bind, how many it keeps)
@@ -13,13 +13,14 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // MQTTClientIDLogin returns the login client id id is bound to, "" when
 // it is bound to none.
-func (db *DB) MQTTClientIDLogin(ctx context.Context, id string) (string, error) {
+func (s *Store) MQTTClientIDLogin(ctx context.Context, id string) (string, error) {
 	var login string
-	err := db.db.QueryRowContext(ctx, `SELECT login FROM mqtt_client_ids WHERE client_id = ?`, id).Scan(&login)
+	err := s.db.QueryRowContext(ctx, `SELECT login FROM mqtt_client_ids WHERE client_id = ?`, id).Scan(&login)
 	if errors.Is(err, sql.ErrNoRows) {
 		return "", nil
 	}
@@ -31,8 +32,8 @@ func (db *DB) MQTTClientIDLogin(ctx context.Context, id string) (string, error) 
 // is login's; it returns the login id is bound to after. When login then
 // holds more than keep client ids, its least recently used other ones are
 // unbound.
-func (db *DB) BindMQTTClientID(ctx context.Context, id, login string, at time.Time, take bool, keep int) (string, error) {
-	tx, err := db.db.BeginTx(ctx, nil)
+func (s *Store) BindMQTTClientID(ctx context.Context, id, login string, at time.Time, take bool, keep int) (string, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return "", err
 	}
@@ -41,13 +42,13 @@ func (db *DB) BindMQTTClientID(ctx context.Context, id, login string, at time.Ti
 	err = tx.QueryRowContext(ctx, `SELECT login FROM mqtt_client_ids WHERE client_id = ?`, id).Scan(&owner)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		_, err = tx.ExecContext(ctx, `INSERT INTO mqtt_client_ids (client_id, login, bound_at, last_at) VALUES (?1, ?2, ?3, ?3)`, id, login, unix(at))
+		_, err = tx.ExecContext(ctx, `INSERT INTO mqtt_client_ids (client_id, login, bound_at, last_at) VALUES (?1, ?2, ?3, ?3)`, id, login, store.Millis(at))
 	case err != nil:
 		return "", err
 	case owner == login:
-		_, err = tx.ExecContext(ctx, `UPDATE mqtt_client_ids SET last_at = ? WHERE client_id = ?`, unix(at), id)
+		_, err = tx.ExecContext(ctx, `UPDATE mqtt_client_ids SET last_at = ? WHERE client_id = ?`, store.Millis(at), id)
 	case take:
-		_, err = tx.ExecContext(ctx, `UPDATE mqtt_client_ids SET login = ?1, bound_at = ?2, last_at = ?2 WHERE client_id = ?3`, login, unix(at), id)
+		_, err = tx.ExecContext(ctx, `UPDATE mqtt_client_ids SET login = ?1, bound_at = ?2, last_at = ?2 WHERE client_id = ?3`, login, store.Millis(at), id)
 	default:
 		return owner, nil // another login's: nothing written
 	}
@@ -69,8 +70,8 @@ func (db *DB) BindMQTTClientID(ctx context.Context, id, login string, at time.Ti
 
 // ReleaseMQTTClientID unbinds client id id, so that the next login to
 // connect with it has it; ENOTFOUND when it was bound to none.
-func (db *DB) ReleaseMQTTClientID(ctx context.Context, id string) (*bridge.MQTTClientID, error) {
-	tx, err := db.db.BeginTx(ctx, nil)
+func (s *Store) ReleaseMQTTClientID(ctx context.Context, id string) (*bridge.MQTTClientID, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -89,8 +90,8 @@ func (db *DB) ReleaseMQTTClientID(ctx context.Context, id string) (*bridge.MQTTC
 }
 
 // MQTTClientIDs lists every bound client id, by login and client id.
-func (db *DB) MQTTClientIDs(ctx context.Context) ([]*bridge.MQTTClientID, error) {
-	rows, err := db.db.QueryContext(ctx, `SELECT client_id, login, bound_at, last_at FROM mqtt_client_ids ORDER BY login, client_id`)
+func (s *Store) MQTTClientIDs(ctx context.Context) ([]*bridge.MQTTClientID, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT client_id, login, bound_at, last_at FROM mqtt_client_ids ORDER BY login, client_id`)
 	if err != nil {
 		return nil, err
 	}
@@ -112,6 +113,6 @@ func scanClientID(r interface{ Scan(...any) error }) (*bridge.MQTTClientID, erro
 	if err := r.Scan(&c.ID, &c.Login, &bound, &last); err != nil {
 		return nil, err
 	}
-	c.Bound, c.LastUsed = fromUnix(bound), fromUnix(last)
+	c.Bound, c.LastUsed = store.FromMillis(bound), store.FromMillis(last)
 	return &c, nil
 }

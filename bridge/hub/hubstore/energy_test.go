@@ -1,4 +1,4 @@
-package store_test
+package hubstore_test
 
 import (
 	"context"
@@ -6,16 +6,16 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/store/storetest"
 )
 
 // TestEnergyTotals: records are written, replaced and read back through
 // another connection, their ceilings with them, on both dialects.
 func TestEnergyTotals(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		dir := t.TempDir()
-		one, other := mustOpen(t, dir), mustOpen(t, dir)
+		one, other := open(t, dir), open(t, dir)
 		t0 := time.UnixMilli(1_700_000_000_000)
 		a := bridge.EnergyRecord{SwitchID: "a", Total: 12.5, Device: 0.25, Ceiling: 12.75, At: t0}
 		b := bridge.EnergyRecord{SwitchID: "b", Total: 1, Device: 1, At: t0}

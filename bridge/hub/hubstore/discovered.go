@@ -1,4 +1,4 @@
-package store
+package hubstore
 
 // The devices the MQTT driver discovered (migrations 0021 and 0022): written by the
 // running hub, read by the owner's commands in another process.
@@ -8,12 +8,13 @@ import (
 	"database/sql"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // ReplaceDiscoveredDevices replaces the list with devs, in one
 // transaction: a reader sees the old list or the new one.
-func (db *DB) ReplaceDiscoveredDevices(ctx context.Context, devs []bridge.DiscoveredDevice) error {
-	tx, err := db.db.BeginTx(ctx, nil)
+func (s *Store) ReplaceDiscoveredDevices(ctx context.Context, devs []bridge.DiscoveredDevice) error {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -32,7 +33,7 @@ func (db *DB) ReplaceDiscoveredDevices(ctx context.Context, devs []bridge.Discov
 		if _, err := tx.ExecContext(ctx, `INSERT INTO discovered_devices (id, firmware, model, name, version, command_topic,
 			state_topic, availability_topic, online, entry, used_by, last_seen, client_id, login) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			d.ID, d.Firmware, d.Model, d.Name, d.Version, d.CommandTopic, d.StateTopic, d.AvailabilityTopic,
-			online, d.Entry, d.UsedBy, unix(d.LastSeen), d.ClientID, d.Login); err != nil {
+			online, d.Entry, d.UsedBy, store.Millis(d.LastSeen), d.ClientID, d.Login); err != nil {
 			return err
 		}
 	}
@@ -40,8 +41,8 @@ func (db *DB) ReplaceDiscoveredDevices(ctx context.Context, devs []bridge.Discov
 }
 
 // DiscoveredDevices lists the discovered devices, by id.
-func (db *DB) DiscoveredDevices(ctx context.Context) ([]bridge.DiscoveredDevice, error) {
-	rows, err := db.db.QueryContext(ctx, `SELECT id, firmware, model, name, version, command_topic, state_topic,
+func (s *Store) DiscoveredDevices(ctx context.Context) ([]bridge.DiscoveredDevice, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, firmware, model, name, version, command_topic, state_topic,
 		availability_topic, online, entry, used_by, last_seen, client_id, login FROM discovered_devices ORDER BY id`)
 	if err != nil {
 		return nil, err
@@ -60,7 +61,7 @@ func (db *DB) DiscoveredDevices(ctx context.Context) ([]bridge.DiscoveredDevice,
 			on := online.Int64 == 1
 			d.Online = &on
 		}
-		d.LastSeen = fromUnix(seen)
+		d.LastSeen = store.FromMillis(seen)
 		out = append(out, d)
 	}
 	return out, rows.Err()

@@ -1,0 +1,60 @@
+package store
+
+// What the packages keeping the roles' records (bridge/hub/hubstore,
+// bridge/platform/accounts) build on: the queries of the engine under a
+// DB, its clock and times as stored, and its noting of a damaged file.
+// They reach the database through these alone, never through a
+// *sql.DB, so that closing, pooling and preparing stay the engine's.
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// ExecContext runs a statement that returns no rows.
+func (db *DB) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	return db.db.ExecContext(ctx, q, args...)
+}
+
+// QueryContext runs a query.
+func (db *DB) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	return db.db.QueryContext(ctx, q, args...)
+}
+
+// QueryRowContext runs a query of at most one row.
+func (db *DB) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return db.db.QueryRowContext(ctx, q, args...)
+}
+
+// BeginTx begins a transaction: a write transaction takes the
+// database's write lock at once, on either dialect (dialect.go).
+func (db *DB) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
+	return db.db.BeginTx(ctx, opts)
+}
+
+// Strings runs a query of one text column.
+func (db *DB) Strings(ctx context.Context, q string, args ...any) ([]string, error) {
+	return db.strings(ctx, q, args...)
+}
+
+// Now is the store's clock (a test may set it).
+func (db *DB) Now() time.Time { return db.now() }
+
+// Note records err when SQLite gave it for a damaged file, so that Ping
+// (the watchdog's health check) fails from then on; it returns err.
+func (db *DB) Note(err error) error { return db.note(err) }
+
+// Millis is t as the tables store it: milliseconds since the epoch.
+func Millis(t time.Time) int64 { return unix(t) }
+
+// FromMillis is the time a table stored as Millis.
+func FromMillis(ms int64) time.Time { return fromUnix(ms) }
+
+// IsUnique reports whether err is a uniqueness constraint's, on either
+// dialect.
+func IsUnique(err error) bool { return isUnique(err) }
+
+// IsForeignKey reports whether err is a foreign key constraint's, on
+// either dialect.
+func IsForeignKey(err error) bool { return isForeignKey(err) }
