@@ -205,7 +205,7 @@ func TestWebhooksEndWhenTheUserRemovesTheApp(t *testing.T) {
 	}
 	rig.wr.waitFor(n+1, 10*time.Second)
 	waitFor(t, 10*time.Second, "the webhook deleted", func() bool {
-		ws, _ := h.Store.Webhooks(context.Background(), rig.victim.InstallationID())
+		ws, _ := h.HubStore.Webhooks(context.Background(), rig.victim.InstallationID())
 		return len(ws) == 0
 	})
 	if got := rig.vr.deliveries(); len(got) != before {

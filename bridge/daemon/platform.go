@@ -25,7 +25,7 @@ func (d *Daemon) openRole(mux *http.ServeMux) error {
 	p := d.Config.Platform
 	if p == nil {
 		d.Platform = platform.New(platform.Options{Config: d.Config, Store: d.Store, Own: d.Hub.Switchboard,
-			PublicURL: d.publicURL, Metrics: d.Metrics, Logger: d.logger})
+			PublicURL: d.publicURL, Metrics: d.Metrics, Logger: d.logger, HubRecords: d.HubStore})
 		d.Platform.Register(mux)
 		d.OAuth = d.Platform.OAuth
 		d.Hub.Register(mux, d.OAuth, d.Store.AccessGeneration)

@@ -48,7 +48,7 @@ type Hub struct {
 	reg     drivers.Registry
 	env     drivers.Env
 	drivers *drivers.Set
-	states  *store.ValueWriter
+	states  *hubstore.ValueWriter
 	metrics *metrics.Metrics
 	logger  *slog.Logger
 }
@@ -95,7 +95,7 @@ func New(ctx context.Context, o Options) (_ *Hub, err error) {
 	if err != nil {
 		return nil, err
 	}
-	h.Webhooks = webhook.New(o.Store.DB(), o.Installations, h.Feed, webhook.NewClient(allow, o.IsSelf, o.Config.Server.PublicURL),
+	h.Webhooks = webhook.New(o.Store, o.Installations, h.Feed, webhook.NewClient(allow, o.IsSelf, o.Config.Server.PublicURL),
 		o.Logger.With("component", "webhooks"), o.Metrics.WebhookDelivery)
 	h.env = drivers.Env{
 		Metrics: o.Metrics.Registry(),
@@ -156,7 +156,7 @@ func (h *Hub) openValues(ctx context.Context) (map[string]bridge.Value, error) {
 	}
 	// The audit log rides the value journal: a command's records go in
 	// the write of its values, and reach the database with them.
-	h.states = store.NewValueWriter(h.store.DB(), journal, store.AuditBounds{MaxAge: h.cfg.Audit.MaxAge.Std(), MaxRows: h.cfg.Audit.MaxRows}, h.logger)
+	h.states = hubstore.NewValueWriter(h.store, journal, hubstore.AuditBounds{MaxAge: h.cfg.Audit.MaxAge.Std(), MaxRows: h.cfg.Audit.MaxRows}, h.logger)
 	return last, nil
 }
 
@@ -176,7 +176,7 @@ func (h *Hub) Open(ctx context.Context) error {
 		return err
 	}
 	h.Feed.Started()
-	h.metrics.WatchWebhookOutbox(h.store.DB().WebhookOutbox)
+	h.metrics.WatchWebhookOutbox(h.store.WebhookOutbox)
 	h.metrics.WatchSwitches(h.Switchboard)
 	return nil
 }

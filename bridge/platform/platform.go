@@ -52,6 +52,10 @@ type Options struct {
 	PublicURL string
 	Metrics   *metrics.Metrics
 	Logger    *slog.Logger
+	// HubRecords are the webhooks and the audit log of this process's own
+	// hub, for the connected apps page (a single box's daemon passes its
+	// hub's records).
+	HubRecords oauth.HubRecords
 }
 
 // New builds the platform.
@@ -67,6 +71,7 @@ func New(o Options) *Platform {
 		PublicURL: o.PublicURL, TrustedProxies: o.Config.Server.TrustedProxies.List(),
 		Observe: o.Metrics.ObserveOAuth, Used: p.usage.Touch, Hubs: dir, Locations: dir,
 		TokenLifetime: o.Config.OAuth.TokenLifetime.Std(), CodeLifetime: o.Config.OAuth.CodeLifetime.Std(),
+		HubRecords: o.HubRecords,
 	})
 	p.Links = linkserver.NewPlatform(o.Store, o.Logger.With("component", "link"), linkserver.Options{
 		TrustedProxies: o.Config.Server.TrustedProxies.List(),

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/bridge/store/pgtest"
 )
@@ -85,8 +86,8 @@ func populatedPlatform(t *testing.T) *platform {
 	must(db.CreateToken(ctx, []byte("plain"), in2.ID, hour))
 	must(db.CreateCode(ctx, []byte("code-unused"), bridge.AuthCode{ClientID: "c2", RedirectURI: "com.example.old:/cb", InstallationID: in2.ID, ExpiresAt: hour}))
 
-	must(db.AddWebhook(ctx, &bridge.Webhook{ID: "wh1", InstallationID: p.in1.ID, URL: "https://hooks.example/a", Secret: "whsec_x"}, 5))
-	must(db.EnqueueWebhookDeliveries(ctx, []bridge.WebhookDelivery{{WebhookID: "wh1", SwitchID: "lamp", MsgID: "msg_1", Payload: []byte(`{"value":"on"}`), QueuedAt: time.Now(), NextAt: time.Now()}}))
+	must(hubstore.New(db).AddWebhook(ctx, &bridge.Webhook{ID: "wh1", InstallationID: p.in1.ID, URL: "https://hooks.example/a", Secret: "whsec_x"}, 5))
+	must(hubstore.New(db).EnqueueWebhookDeliveries(ctx, []bridge.WebhookDelivery{{WebhookID: "wh1", SwitchID: "lamp", MsgID: "msg_1", Payload: []byte(`{"value":"on"}`), QueuedAt: time.Now(), NextAt: time.Now()}}))
 	must(db.SaveSwitchValue(ctx, "desk", bridge.On, time.Now()))
 	must(db.FoldJournal(ctx, []store.SwitchValue{{SwitchID: "desk", Value: bridge.Off, At: time.Now()}}, store.JournalMark{Generation: 42, Size: 100}))
 	must(db.TouchHub(ctx, "h1", 3, time.Now()))

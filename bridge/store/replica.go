@@ -420,3 +420,11 @@ func (db *DB) ReplicaCounts(ctx context.Context) (installations, tokens int, err
 	err = db.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM replica_installations), (SELECT count(*) FROM replica_tokens)`).Scan(&installations, &tokens)
 	return
 }
+
+// optUnix is a time as stored, 0 for the zero time.
+func optUnix(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return unix(t)
+}

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
@@ -126,7 +127,7 @@ func TestLinkedHubSuspendsWebhooksOnRefreshReuse(t *testing.T) {
 		// Queued for both webhooks in one write: with the victim's outbox
 		// empty its delivery was sent or dropped.
 		waitFor(t, 15*time.Second, "the victim's outbox empty", func() bool {
-			ws, err := hubDB.Webhooks(context.Background(), victim.InstallationID())
+			ws, err := hubstore.New(hubDB).Webhooks(context.Background(), victim.InstallationID())
 			return err == nil && len(ws) == 1 && ws[0].Pending == 0
 		})
 	}

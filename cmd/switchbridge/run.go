@@ -323,9 +323,10 @@ func (c *invocation) open() error {
 	if err != nil {
 		return err
 	}
-	c.cfg, c.store = cfg, stores{DB: db, Store: hubstore.New(db)}
+	hubRecords := hubstore.New(db)
+	c.cfg, c.store = cfg, stores{DB: db, Store: hubRecords}
 	c.locations = linkserver.NewDirectory(db, own)
-	c.admin = &admin.Service{Store: db, Locations: c.locations, AuditLog: db}
+	c.admin = &admin.Service{Store: db, Locations: c.locations, AuditLog: hubRecords}
 	return nil
 }
 

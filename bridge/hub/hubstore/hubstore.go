@@ -10,16 +10,30 @@
 // in the one database its platform's records share.
 package hubstore
 
-import "github.com/switchbridge/switchbridge/bridge/store"
+import (
+	"context"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
+)
 
 // Store is the hub's records in a database the engine opened.
 type Store struct {
-	db *store.DB
+	db  *store.DB
+	now func() time.Time // a test may set it (export_test.go)
 }
 
 // New is the hub's records in db. Closing db is its opener's business.
-func New(db *store.DB) *Store { return &Store{db: db} }
+func New(db *store.DB) *Store { return &Store{db: db, now: time.Now} }
 
 // DB is the engine under the records, for what the engine itself does
 // (Ping, Backup, Dialect).
 func (s *Store) DB() *store.DB { return s.db }
+
+// FoldJournalAudited stores a batch of values and the audit records
+// journaled with them, and that the value journal is folded up to mark,
+// in one transaction (the engine's: a backup folds the journal too).
+func (s *Store) FoldJournalAudited(ctx context.Context, vs []store.SwitchValue, recs []bridge.AuditRecord, mark store.JournalMark) error {
+	return s.db.FoldJournalAudited(ctx, vs, recs, mark)
+}

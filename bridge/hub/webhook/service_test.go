@@ -7,19 +7,20 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/hub/webhook"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // countingStore is the real store, counting how often the outbox is read.
 type countingStore struct {
-	*store.DB
+	*hubstore.Store
 	reads atomic.Int64
 }
 
 func (c *countingStore) DueWebhookDeliveries(ctx context.Context, now time.Time, limit int) ([]bridge.WebhookDelivery, error) {
 	c.reads.Add(1)
-	return c.DB.DueWebhookDeliveries(ctx, now, limit)
+	return c.Store.DueWebhookDeliveries(ctx, now, limit)
 }
 
 // A hub without webhooks does not read the outbox for every change of a
@@ -31,7 +32,7 @@ func TestIdleOutboxIsNotPolled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	st := &countingStore{DB: db}
+	st := &countingStore{Store: hubstore.New(db)}
 	feed := bridge.NewFeed(bridge.FeedOptions{})
 	feed.Started()
 	svc := webhook.New(st, db, feed, nil, nil, nil)

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/platform/admin"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
@@ -181,7 +182,7 @@ func TestHubs(t *testing.T) {
 func TestAudit(t *testing.T) {
 	ctx := context.Background()
 	s, db := newService(t)
-	s.AuditLog = db
+	s.AuditLog = hubstore.New(db) // a single box's log
 	alice, err := s.AddUser(ctx, "alice", "pw-alice", []int64{1})
 	if err != nil {
 		t.Fatal(err)

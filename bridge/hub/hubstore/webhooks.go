@@ -1,4 +1,4 @@
-package store
+package hubstore
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // Webhooks and their outbox (migration 0014_webhooks).
@@ -23,7 +24,7 @@ func scanWebhook(row interface{ Scan(...any) error }) (*bridge.Webhook, error) {
 		return nil, err
 	}
 	w.Disabled = w.DisabledReason != ""
-	w.OldSecretUntil, w.CreatedAt = optTime(oldUntil), fromUnix(created)
+	w.OldSecretUntil, w.CreatedAt = optTime(oldUntil), store.FromMillis(created)
 	w.LastSuccessAt, w.LastFailureAt, w.FailingSince = optTime(success), optTime(failure), optTime(failing)
 	return w, nil
 }
@@ -32,7 +33,7 @@ func optTime(ms int64) time.Time {
 	if ms == 0 {
 		return time.Time{}
 	}
-	return fromUnix(ms)
+	return store.FromMillis(ms)
 }
 
 // optUnix is optTime's inverse: 0 for the zero time.
@@ -40,21 +41,21 @@ func optUnix(t time.Time) int64 {
 	if t.IsZero() {
 		return 0
 	}
-	return unix(t)
+	return store.Millis(t)
 }
 
 // AddWebhook registers w (ID, InstallationID, URL, Secret set) unless its
 // installation already has max webhooks (ETOOMANY) or one with that URL
 // (ECONFLICT). It fills in CreatedAt.
-func (db *DB) AddWebhook(ctx context.Context, w *bridge.Webhook, max int) error {
-	tx, err := db.db.BeginTx(ctx, nil)
+func (s *Store) AddWebhook(ctx context.Context, w *bridge.Webhook, max int) error {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return db.note(err)
+		return s.db.Note(err)
 	}
 	defer tx.Rollback()
 	var n, same int
 	if err := tx.QueryRowContext(ctx, `SELECT count(*), count(*) FILTER (WHERE url = ?) FROM webhooks WHERE installation_id = ?`, w.URL, w.InstallationID).Scan(&n, &same); err != nil {
-		return db.note(err)
+		return s.db.Note(err)
 	}
 	if same > 0 {
 		return bridge.Errorf(bridge.ECONFLICT, "this installation already has a webhook for %s", w.URL)
@@ -62,56 +63,56 @@ func (db *DB) AddWebhook(ctx context.Context, w *bridge.Webhook, max int) error 
 	if n >= max {
 		return bridge.Errorf(bridge.ETOOMANY, "this installation already has %d webhooks, the most it may have", n)
 	}
-	w.CreatedAt = db.now()
+	w.CreatedAt = s.now()
 	if _, err := tx.ExecContext(ctx, `INSERT INTO webhooks (id, installation_id, url, secret, created_at) VALUES (?, ?, ?, ?, ?)`,
-		w.ID, w.InstallationID, w.URL, w.Secret, unix(w.CreatedAt)); err != nil {
-		return db.note(err)
+		w.ID, w.InstallationID, w.URL, w.Secret, store.Millis(w.CreatedAt)); err != nil {
+		return s.db.Note(err)
 	}
-	return db.note(tx.Commit())
+	return s.db.Note(tx.Commit())
 }
 
 // Webhooks lists an installation's webhooks, oldest first; every webhook
 // when installationID is "".
-func (db *DB) Webhooks(ctx context.Context, installationID string) ([]*bridge.Webhook, error) {
+func (s *Store) Webhooks(ctx context.Context, installationID string) ([]*bridge.Webhook, error) {
 	q := `SELECT ` + webhookColumns + ` FROM webhooks w WHERE ? = '' OR w.installation_id = ? ORDER BY w.created_at, w.id`
-	rows, err := db.db.QueryContext(ctx, q, installationID, installationID)
+	rows, err := s.db.QueryContext(ctx, q, installationID, installationID)
 	if err != nil {
-		return nil, db.note(err)
+		return nil, s.db.Note(err)
 	}
 	defer rows.Close()
 	var out []*bridge.Webhook
 	for rows.Next() {
 		w, err := scanWebhook(rows)
 		if err != nil {
-			return nil, db.note(err)
+			return nil, s.db.Note(err)
 		}
 		out = append(out, w)
 	}
-	return out, db.note(rows.Err())
+	return out, s.db.Note(rows.Err())
 }
 
 // Webhook returns one webhook; ENOTFOUND when there is none.
-func (db *DB) Webhook(ctx context.Context, id string) (*bridge.Webhook, error) {
-	w, err := scanWebhook(db.db.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM webhooks w WHERE w.id = ?`, id))
+func (s *Store) Webhook(ctx context.Context, id string) (*bridge.Webhook, error) {
+	w, err := scanWebhook(s.db.QueryRowContext(ctx, `SELECT `+webhookColumns+` FROM webhooks w WHERE w.id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, bridge.Errorf(bridge.ENOTFOUND, "no webhook %q", id)
 	}
-	return w, db.note(err)
+	return w, s.db.Note(err)
 }
 
 // DeleteWebhook removes an installation's webhook and what its outbox
 // holds; ENOTFOUND when the installation has no such webhook.
-func (db *DB) DeleteWebhook(ctx context.Context, installationID, id string) error {
-	res, err := db.db.ExecContext(ctx, `DELETE FROM webhooks WHERE id = ? AND installation_id = ?`, id, installationID)
-	return db.oneRow(res, err, "no webhook %q in this installation", id)
+func (s *Store) DeleteWebhook(ctx context.Context, installationID, id string) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM webhooks WHERE id = ? AND installation_id = ?`, id, installationID)
+	return s.oneRow(res, err, "no webhook %q in this installation", id)
 }
 
-func (db *DB) oneRow(res sql.Result, err error, format string, args ...any) error {
+func (s *Store) oneRow(res sql.Result, err error, format string, args ...any) error {
 	if err != nil {
-		return db.note(err)
+		return s.db.Note(err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return db.note(err)
+		return s.db.Note(err)
 	} else if n == 0 {
 		return bridge.Errorf(bridge.ENOTFOUND, format, args...)
 	}
@@ -120,41 +121,41 @@ func (db *DB) oneRow(res sql.Result, err error, format string, args ...any) erro
 
 // DeleteWebhooksOf removes every webhook of an installation (one that is
 // gone).
-func (db *DB) DeleteWebhooksOf(ctx context.Context, installationID string) error {
-	_, err := db.db.ExecContext(ctx, `DELETE FROM webhooks WHERE installation_id = ?`, installationID)
-	return db.note(err)
+func (s *Store) DeleteWebhooksOf(ctx context.Context, installationID string) error {
+	_, err := s.db.ExecContext(ctx, `DELETE FROM webhooks WHERE installation_id = ?`, installationID)
+	return s.db.Note(err)
 }
 
 // RotateWebhookSecret gives a webhook a new secret; the one it had still
 // signs deliveries until overlapUntil.
-func (db *DB) RotateWebhookSecret(ctx context.Context, installationID, id, secret string, overlapUntil time.Time) error {
-	res, err := db.db.ExecContext(ctx, `UPDATE webhooks SET old_secret = secret, old_secret_until = ?, secret = ? WHERE id = ? AND installation_id = ?`,
-		unix(overlapUntil), secret, id, installationID)
-	return db.oneRow(res, err, "no webhook %q in this installation", id)
+func (s *Store) RotateWebhookSecret(ctx context.Context, installationID, id, secret string, overlapUntil time.Time) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE webhooks SET old_secret = secret, old_secret_until = ?, secret = ? WHERE id = ? AND installation_id = ?`,
+		store.Millis(overlapUntil), secret, id, installationID)
+	return s.oneRow(res, err, "no webhook %q in this installation", id)
 }
 
 // EnqueueWebhookDeliveries queues deliveries. One that finds a delivery of
 // the same webhook and switch waiting replaces its message (a newer state),
 // keeping its place in time and its attempts, so a receiver that is down
 // is not hit harder by a flapping plug. Disabled webhooks get nothing.
-func (db *DB) EnqueueWebhookDeliveries(ctx context.Context, ds []bridge.WebhookDelivery) error {
+func (s *Store) EnqueueWebhookDeliveries(ctx context.Context, ds []bridge.WebhookDelivery) error {
 	if len(ds) == 0 {
 		return nil
 	}
-	tx, err := db.db.BeginTx(ctx, nil)
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return db.note(err)
+		return s.db.Note(err)
 	}
 	defer tx.Rollback()
 	for _, d := range ds {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_outbox (webhook_id, switch_id, version, msg_id, payload, queued_at, next_at)
 			SELECT ?, ?, 1, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM webhooks WHERE id = ? AND disabled_reason = '')
 			ON CONFLICT (webhook_id, switch_id) DO UPDATE SET version = webhook_outbox.version + 1, msg_id = excluded.msg_id, payload = excluded.payload`,
-			d.WebhookID, d.SwitchID, d.MsgID, d.Payload, unix(d.QueuedAt), unix(d.NextAt), d.WebhookID); err != nil {
-			return db.note(err)
+			d.WebhookID, d.SwitchID, d.MsgID, d.Payload, store.Millis(d.QueuedAt), store.Millis(d.NextAt), d.WebhookID); err != nil {
+			return s.db.Note(err)
 		}
 	}
-	return db.note(tx.Commit())
+	return s.db.Note(tx.Commit())
 }
 
 // DueWebhookDeliveries returns the delivery due first of each enabled
@@ -162,15 +163,15 @@ func (db *DB) EnqueueWebhookDeliveries(ctx context.Context, ds []bridge.WebhookD
 // first. One per webhook, since a webhook takes one at a time: a
 // receiver that hangs with many changes waiting must not fill the limit
 // and hide another webhook's delivery.
-func (db *DB) DueWebhookDeliveries(ctx context.Context, now time.Time, limit int) ([]bridge.WebhookDelivery, error) {
-	rows, err := db.db.QueryContext(ctx, `SELECT webhook_id, installation_id, switch_id, version, msg_id, payload, attempts, queued_at, next_at FROM (
+func (s *Store) DueWebhookDeliveries(ctx context.Context, now time.Time, limit int) ([]bridge.WebhookDelivery, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT webhook_id, installation_id, switch_id, version, msg_id, payload, attempts, queued_at, next_at FROM (
 		SELECT o.webhook_id, w.installation_id, o.switch_id, o.version, o.msg_id, o.payload, o.attempts, o.queued_at, o.next_at,
 			ROW_NUMBER() OVER (PARTITION BY o.webhook_id ORDER BY o.next_at, o.queued_at, o.switch_id) AS n
 		FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook_id
 		WHERE o.next_at <= ? AND w.disabled_reason = '') due
-		WHERE n = 1 ORDER BY next_at, queued_at, webhook_id LIMIT ?`, unix(now), limit)
+		WHERE n = 1 ORDER BY next_at, queued_at, webhook_id LIMIT ?`, store.Millis(now), limit)
 	if err != nil {
-		return nil, db.note(err)
+		return nil, s.db.Note(err)
 	}
 	defer rows.Close()
 	var out []bridge.WebhookDelivery
@@ -178,109 +179,109 @@ func (db *DB) DueWebhookDeliveries(ctx context.Context, now time.Time, limit int
 		var d bridge.WebhookDelivery
 		var queued, next int64
 		if err := rows.Scan(&d.WebhookID, &d.InstallationID, &d.SwitchID, &d.Version, &d.MsgID, &d.Payload, &d.Attempts, &queued, &next); err != nil {
-			return nil, db.note(err)
+			return nil, s.db.Note(err)
 		}
-		d.QueuedAt, d.NextAt = fromUnix(queued), fromUnix(next)
+		d.QueuedAt, d.NextAt = store.FromMillis(queued), store.FromMillis(next)
 		out = append(out, d)
 	}
-	return out, db.note(rows.Err())
+	return out, s.db.Note(rows.Err())
 }
 
 // NextWebhookDelivery is when the next delivery of an enabled webhook is
 // due; zero when none waits.
-func (db *DB) NextWebhookDelivery(ctx context.Context) (time.Time, error) {
+func (s *Store) NextWebhookDelivery(ctx context.Context) (time.Time, error) {
 	var next sql.NullInt64
-	err := db.db.QueryRowContext(ctx, `SELECT min(o.next_at) FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook_id WHERE w.disabled_reason = ''`).Scan(&next)
+	err := s.db.QueryRowContext(ctx, `SELECT min(o.next_at) FROM webhook_outbox o JOIN webhooks w ON w.id = o.webhook_id WHERE w.disabled_reason = ''`).Scan(&next)
 	if err != nil || !next.Valid {
-		return time.Time{}, db.note(err)
+		return time.Time{}, s.db.Note(err)
 	}
-	return fromUnix(next.Int64), nil
+	return store.FromMillis(next.Int64), nil
 }
 
 // WebhookDelivered records that the receiver took a delivery: it leaves the
 // outbox unless a newer change replaced it meanwhile (another version),
 // which is then due at once.
-func (db *DB) WebhookDelivered(ctx context.Context, d bridge.WebhookDelivery, at time.Time) error {
-	tx, err := db.db.BeginTx(ctx, nil)
+func (s *Store) WebhookDelivered(ctx context.Context, d bridge.WebhookDelivery, at time.Time) error {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return db.note(err)
+		return s.db.Note(err)
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `DELETE FROM webhook_outbox WHERE webhook_id = ? AND switch_id = ? AND version = ?`, d.WebhookID, d.SwitchID, d.Version)
 	if err != nil {
-		return db.note(err)
+		return s.db.Note(err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		if _, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET attempts = 0, next_at = ? WHERE webhook_id = ? AND switch_id = ?`,
-			unix(at), d.WebhookID, d.SwitchID); err != nil {
-			return db.note(err)
+			store.Millis(at), d.WebhookID, d.SwitchID); err != nil {
+			return s.db.Note(err)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE webhooks SET last_success_at = ?, failing_since = 0 WHERE id = ?`, unix(at), d.WebhookID); err != nil {
-		return db.note(err)
+	if _, err := tx.ExecContext(ctx, `UPDATE webhooks SET last_success_at = ?, failing_since = 0 WHERE id = ?`, store.Millis(at), d.WebhookID); err != nil {
+		return s.db.Note(err)
 	}
-	return db.note(tx.Commit())
+	return s.db.Note(tx.Commit())
 }
 
 // WebhookFailed records a failed delivery, due again at next. It returns
 // when the webhook's failures began.
-func (db *DB) WebhookFailed(ctx context.Context, d bridge.WebhookDelivery, at, next time.Time, why string) (failingSince time.Time, err error) {
-	tx, err := db.db.BeginTx(ctx, nil)
+func (s *Store) WebhookFailed(ctx context.Context, d bridge.WebhookDelivery, at, next time.Time, why string) (failingSince time.Time, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return time.Time{}, db.note(err)
+		return time.Time{}, s.db.Note(err)
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, `UPDATE webhook_outbox SET attempts = attempts + 1, next_at = ? WHERE webhook_id = ? AND switch_id = ?`,
-		unix(next), d.WebhookID, d.SwitchID); err != nil {
-		return time.Time{}, db.note(err)
+		store.Millis(next), d.WebhookID, d.SwitchID); err != nil {
+		return time.Time{}, s.db.Note(err)
 	}
 	var since int64
 	if err := tx.QueryRowContext(ctx, `UPDATE webhooks SET last_failure_at = ?, last_error = ?,
 		failing_since = CASE failing_since WHEN 0 THEN ? ELSE failing_since END WHERE id = ? RETURNING failing_since`,
-		unix(at), why, unix(at), d.WebhookID).Scan(&since); err != nil {
-		return time.Time{}, db.note(err)
+		store.Millis(at), why, store.Millis(at), d.WebhookID).Scan(&since); err != nil {
+		return time.Time{}, s.db.Note(err)
 	}
-	return fromUnix(since), db.note(tx.Commit())
+	return store.FromMillis(since), s.db.Note(tx.Commit())
 }
 
 // DisableWebhook stops deliveries to a webhook, for reason, and empties
 // its outbox.
-func (db *DB) DisableWebhook(ctx context.Context, id, reason string) error {
-	tx, err := db.db.BeginTx(ctx, nil)
+func (s *Store) DisableWebhook(ctx context.Context, id, reason string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return db.note(err)
+		return s.db.Note(err)
 	}
 	defer tx.Rollback()
 	if _, err := tx.ExecContext(ctx, `UPDATE webhooks SET disabled_reason = ? WHERE id = ?`, reason, id); err != nil {
-		return db.note(err)
+		return s.db.Note(err)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM webhook_outbox WHERE webhook_id = ?`, id); err != nil {
-		return db.note(err)
+		return s.db.Note(err)
 	}
-	return db.note(tx.Commit())
+	return s.db.Note(tx.Commit())
 }
 
 // DropWebhookDeliveries empties the outbox of an installation's webhooks
 // and returns how many deliveries it dropped: its grant has no live token,
 // and what waited is not sent once it has one again.
-func (db *DB) DropWebhookDeliveries(ctx context.Context, installationID string) (int, error) {
-	res, err := db.db.ExecContext(ctx, `DELETE FROM webhook_outbox WHERE webhook_id IN (SELECT id FROM webhooks WHERE installation_id = ?)`, installationID)
+func (s *Store) DropWebhookDeliveries(ctx context.Context, installationID string) (int, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM webhook_outbox WHERE webhook_id IN (SELECT id FROM webhooks WHERE installation_id = ?)`, installationID)
 	if err != nil {
-		return 0, db.note(err)
+		return 0, s.db.Note(err)
 	}
 	n, err := res.RowsAffected()
-	return int(n), db.note(err)
+	return int(n), s.db.Note(err)
 }
 
 // WebhookOutbox reports how many deliveries wait and since when the
 // oldest waits (zero when none does).
-func (db *DB) WebhookOutbox(ctx context.Context) (depth int, oldest time.Time, err error) {
+func (s *Store) WebhookOutbox(ctx context.Context) (depth int, oldest time.Time, err error) {
 	var first sql.NullInt64
-	if err := db.db.QueryRowContext(ctx, `SELECT count(*), min(queued_at) FROM webhook_outbox`).Scan(&depth, &first); err != nil {
-		return 0, time.Time{}, db.note(err)
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*), min(queued_at) FROM webhook_outbox`).Scan(&depth, &first); err != nil {
+		return 0, time.Time{}, s.db.Note(err)
 	}
 	if first.Valid {
-		oldest = fromUnix(first.Int64)
+		oldest = store.FromMillis(first.Int64)
 	}
 	return depth, oldest, nil
 }

@@ -1,4 +1,4 @@
-package store
+package hubstore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // ValueWriter is the write-behind for switch values: it stores the values
@@ -22,7 +23,7 @@ import (
 // the writer keeps the audit log within its bounds.
 type ValueWriter struct {
 	db      valueFolder
-	journal *Journal
+	journal *store.Journal
 	logger  *slog.Logger
 	bounds  AuditBounds
 
@@ -57,7 +58,7 @@ type ValueWriter struct {
 
 // valueFolder is the part of the database the writer needs.
 type valueFolder interface {
-	FoldJournalAudited(ctx context.Context, vs []SwitchValue, recs []bridge.AuditRecord, mark JournalMark) error
+	FoldJournalAudited(ctx context.Context, vs []store.SwitchValue, recs []bridge.AuditRecord, mark store.JournalMark) error
 	PruneAudit(ctx context.Context, maxAge time.Duration, maxRows int) (int64, error)
 	AuditRows(ctx context.Context) (int64, error)
 }
@@ -74,7 +75,7 @@ type AuditBounds struct {
 // and audit records in journal, which it then owns: Close closes it.
 // Without a journal (nil) they go to the database before Persist returns.
 // The audit log is kept within bounds.
-func NewValueWriter(db valueFolder, journal *Journal, bounds AuditBounds, logger *slog.Logger) *ValueWriter {
+func NewValueWriter(db valueFolder, journal *store.Journal, bounds AuditBounds, logger *slog.Logger) *ValueWriter {
 	if bounds.MaxAge <= 0 {
 		bounds.MaxAge = bridge.DefaultAuditMaxAge
 	}
@@ -152,12 +153,12 @@ func (w *ValueWriter) Value(id string) (bridge.Value, bool) {
 	return v, ok
 }
 
-func toValue(id string, st bridge.State) SwitchValue {
+func toValue(id string, st bridge.State) store.SwitchValue {
 	at := st.Updated
 	if at.IsZero() {
 		at = time.Now()
 	}
-	return SwitchValue{SwitchID: id, Value: st.Value, At: at}
+	return store.SwitchValue{SwitchID: id, Value: st.Value, At: at}
 }
 
 // Persist records that a command left switches at v (each as of its
@@ -175,7 +176,7 @@ func (w *ValueWriter) Persist(v bridge.Value, confirmedAt map[string]time.Time, 
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
 	w.mu.Lock()
-	var batch []SwitchValue
+	var batch []store.SwitchValue
 	for id, st := range w.queue {
 		if w.journaled[id] != st.Value {
 			batch = append(batch, toValue(id, st))
@@ -286,14 +287,14 @@ func (w *ValueWriter) flushLocked() error {
 	if len(q) == 0 && len(recs) == 0 {
 		return nil
 	}
-	batch := make([]SwitchValue, 0, len(q))
+	batch := make([]store.SwitchValue, 0, len(q))
 	for id, st := range q {
 		batch = append(batch, toValue(id, st))
 	}
 	// wmu holds off appends: everything journaled so far is in this batch
 	// (or replaced by a newer value in it), and the database records so in
 	// the same transaction.
-	var mark JournalMark
+	var mark store.JournalMark
 	if w.journal != nil {
 		mark = w.journal.Mark()
 	}

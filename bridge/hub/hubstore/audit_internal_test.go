@@ -1,16 +1,21 @@
-package store
+package hubstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/store/storetest"
 )
 
 // TestAuditRidesTheJournal: a command's audit records go into the journal
@@ -20,12 +25,13 @@ import (
 func TestAuditRidesTheJournal(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := Open(ctx, dir)
+	eng, err := store.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	j, err := OpenJournal(dir)
+	defer eng.Close()
+	db := New(eng)
+	j, err := store.OpenJournal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +42,7 @@ func TestAuditRidesTheJournal(t *testing.T) {
 		{At: at.Add(time.Second), InstallationID: "inst-2", ClientID: "app-2", UserID: 8, SwitchID: "hall", Command: "off", Outcome: "timeout", Latency: 5 * time.Second, RequestID: "r2 \"quoted\"\nline"},
 	}
 	before := j.Mark().Size
-	if err := j.AppendAudited([]SwitchValue{{SwitchID: "kitchen", Value: "on", At: at}}, recs[:1]); err != nil {
+	if err := j.AppendAudited([]store.SwitchValue{{SwitchID: "kitchen", Value: "on", At: at}}, recs[:1]); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.AppendAudited(nil, recs[1:]); err != nil {
@@ -48,7 +54,7 @@ func TestAuditRidesTheJournal(t *testing.T) {
 	if got, _ := db.Audit(ctx, bridge.AuditFilter{}); len(got) != 0 {
 		t.Fatalf("the database holds %v before the journal is folded", got)
 	}
-	rep, err := j.Replay(db)
+	rep, err := j.Replay(eng)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +86,7 @@ func TestAuditRidesTheJournal(t *testing.T) {
 		}
 	}
 	// A replay after a fold adds nothing twice.
-	if _, err := j.Replay(db); err != nil {
+	if _, err := j.Replay(eng); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := db.Audit(ctx, bridge.AuditFilter{}); len(got) != 2 {
@@ -92,9 +98,9 @@ func TestAuditRidesTheJournal(t *testing.T) {
 // the store's clock, then the oldest past the row bound: exactly down to
 // it, though records of one command share their time. On both dialects.
 func TestAuditBounds(t *testing.T) {
-	ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
-		db := OpenTest(t, t.TempDir())
+		db := New(storetest.Open(t, t.TempDir()))
 		now := time.UnixMilli(1_800_000_000_000)
 		db.now = func() time.Time { return now }
 		var recs []bridge.AuditRecord
@@ -103,7 +109,7 @@ func TestAuditBounds(t *testing.T) {
 		}
 		// A command of two switches, the newest of all.
 		recs = append(recs, bridge.AuditRecord{At: now, InstallationID: "inst-1", SwitchID: "hall", Command: "on", Outcome: "ok", RequestID: "a"})
-		if err := db.FoldJournalAudited(ctx, nil, recs, JournalMark{}); err != nil {
+		if err := db.FoldJournalAudited(ctx, nil, recs, store.JournalMark{}); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := db.AuditRows(ctx); err != nil || n != 11 {
@@ -133,15 +139,15 @@ func TestAuditBounds(t *testing.T) {
 // foldGate is a database whose folds fail while failing is set, as a
 // full disk's do: the journal then keeps what it holds.
 type foldGate struct {
-	*DB
+	*Store
 	failing atomic.Bool
 }
 
-func (g *foldGate) FoldJournalAudited(ctx context.Context, vs []SwitchValue, recs []bridge.AuditRecord, mark JournalMark) error {
+func (g *foldGate) FoldJournalAudited(ctx context.Context, vs []store.SwitchValue, recs []bridge.AuditRecord, mark store.JournalMark) error {
 	if g.failing.Load() {
 		return errors.New("disk full")
 	}
-	return g.DB.FoldJournalAudited(ctx, vs, recs, mark)
+	return g.Store.FoldJournalAudited(ctx, vs, recs, mark)
 }
 
 // TestValueWriterAudit: a command's records go into the journal with its
@@ -152,19 +158,20 @@ func (g *foldGate) FoldJournalAudited(ctx context.Context, vs []SwitchValue, rec
 func TestValueWriterAudit(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := Open(ctx, dir)
+	eng, err := store.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
+	defer eng.Close()
+	db := New(eng)
 	now := time.Now()
 	var mu sync.Mutex
 	db.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	j, err := OpenJournal(dir)
+	j, err := store.OpenJournal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	gate := &foldGate{DB: db}
+	gate := &foldGate{Store: db}
 	w := NewValueWriter(gate, j, AuditBounds{MaxAge: time.Hour, MaxRows: 5}, slog.New(slog.DiscardHandler))
 	defer w.Close()
 	command := func(i int, confirmed map[string]time.Time) {
@@ -196,9 +203,11 @@ func TestValueWriterAudit(t *testing.T) {
 	// that fails leaves them in the journal, and the next one stores them.
 	gate.failing.Store(true)
 	command(1, map[string]time.Time{"a": now})
-	p, err := readJournalFile(dir)
-	if err != nil || len(p.Values) != 1 || len(p.Audit) != 2 {
-		t.Fatalf("journal after one command: %+v, %v; want its value and both records", p, err)
+	vs, err := store.ReadJournal(dir)
+	lines, _ := os.ReadFile(filepath.Join(dir, store.JournalName))
+	// "#gen N", then one line for the value and one per record.
+	if n := strings.Count(string(lines), "\n"); err != nil || len(vs) != 1 || n != 4 {
+		t.Fatalf("journal after one command: %d values (%v), %d lines %q; want its value and both records", len(vs), err, n, lines)
 	}
 	gate.failing.Store(false)
 	waitRows(4)
@@ -230,18 +239,19 @@ func TestValueWriterAudit(t *testing.T) {
 func TestValueWriterAuditWithoutJournal(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := Open(ctx, dir)
+	eng, err := store.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	j, err := OpenJournal(dir)
+	defer eng.Close()
+	db := New(eng)
+	j, err := store.OpenJournal(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w := NewValueWriter(db, j, AuditBounds{}, slog.New(slog.DiscardHandler))
 	defer w.Close()
-	j.f.Close() // every append fails from now on
+	j.Close() // every append fails from now on
 	rec := bridge.AuditRecord{At: time.Now(), InstallationID: "inst-1", SwitchID: "a", Command: "off", Outcome: "failed", RequestID: "r"}
 	if err := w.Persist(bridge.Off, nil, []bridge.AuditRecord{rec}); err != nil {
 		t.Fatal(err)

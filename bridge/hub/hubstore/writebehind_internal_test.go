@@ -1,4 +1,4 @@
-package store
+package hubstore
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // saver records saved values and fails while failing is set.
@@ -18,7 +19,7 @@ type saver struct {
 	saved   map[string]bridge.Value
 }
 
-func (s *saver) FoldJournalAudited(_ context.Context, vs []SwitchValue, _ []bridge.AuditRecord, _ JournalMark) error {
+func (s *saver) FoldJournalAudited(_ context.Context, vs []store.SwitchValue, _ []bridge.AuditRecord, _ store.JournalMark) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failing {
@@ -41,7 +42,7 @@ func (s *saver) get(id string) bridge.Value {
 
 func newTestWriter(t *testing.T, sv *saver) *ValueWriter {
 	t.Helper()
-	j, err := OpenJournal(t.TempDir())
+	j, err := store.OpenJournal(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
