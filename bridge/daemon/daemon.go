@@ -109,7 +109,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	// platform's own records, or the replica of a hub's platform.
 	var installations webhook.Installations = d.Store
 	if cfg.Platform != nil {
-		installations = d.Store.Replica()
+		installations = d.HubStore.Replica()
 	}
 	d.Hub, err = hub.New(ctx, hub.Options{Config: cfg, Store: d.HubStore, Registry: reg, Metrics: d.Metrics,
 		Logger: logger, Installations: installations, IsSelf: d.isSelf})

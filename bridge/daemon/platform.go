@@ -37,13 +37,13 @@ func (d *Daemon) openRole(mux *http.ServeMux) error {
 	}
 	sw := d.Hub.Switchboard
 	d.Link, err = replica.Open(replica.Options{PlatformURL: p.URL, HubID: p.HubID, Secret: secret,
-		Store: d.Store, Source: d.Store.Replica(), PruneReplica: d.Store.PruneReplica,
+		Store: d.HubStore, Source: d.HubStore.Replica(), PruneReplica: d.HubStore.PruneReplica,
 		Inventory: func() []bridge.RemoteLocation { return replica.InventoryOf(sw) },
 		Metrics:   d.Metrics.Registry(), Logger: d.logger.With("component", "link")})
 	if err != nil {
 		return err
 	}
-	d.Hub.Register(mux, d.Link.Authorizer, d.Store.Replica().AccessGeneration)
+	d.Hub.Register(mux, d.Link.Authorizer, d.HubStore.Replica().AccessGeneration)
 	pointer := func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusNotFound, "this is a hub of the platform at "+p.URL+
 			": sign in, authorize apps and discover installations there", nil)

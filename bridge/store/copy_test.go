@@ -316,7 +316,7 @@ func TestCopyToPostgresRefusesAHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hub.Close()
-	if err := hub.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 5, CursorTag: "t", Snapshot: true}, time.Now()); err != nil {
+	if err := hubstore.New(hub).ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 5, CursorTag: "t", Snapshot: true}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	dst := openTarget(t)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
@@ -121,7 +122,7 @@ func TestReplicaGrantLive(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer hub.Close()
-		live := func(at time.Time) (bool, error) { return hub.Replica().GrantLive(ctx, in.ID, at) }
+		live := func(at time.Time) (bool, error) { return hubstore.New(hub).Replica().GrantLive(ctx, in.ID, at) }
 		mustLive(t, "not replicated", live, now, false)
 
 		snap, err := platform.Snapshot(ctx, "h1")
@@ -132,7 +133,7 @@ func TestReplicaGrantLive(t *testing.T) {
 			!snap.Installations[0].RefreshUntil.Equal(time.UnixMilli(now.Add(bridge.RefreshLifetime).UnixMilli())) {
 			t.Fatalf("snapshot installations %+v, want one with the refresh token's expiry", snap.Installations)
 		}
-		if err := hub.ApplyBatch(ctx, snap, now); err != nil {
+		if err := hubstore.New(hub).ApplyBatch(ctx, snap, now); err != nil {
 			t.Fatal(err)
 		}
 		mustLive(t, "replicated", live, now, true)
@@ -155,7 +156,7 @@ func TestReplicaGrantLive(t *testing.T) {
 		if len(b.Installations) != 1 || b.Installations[0].RefreshUntil == nil || !b.Installations[0].RefreshUntil.IsZero() {
 			t.Fatalf("changes after the reuse: installations %+v, want one with no live refresh token", b.Installations)
 		}
-		if err := hub.ApplyBatch(ctx, b, now); err != nil {
+		if err := hubstore.New(hub).ApplyBatch(ctx, b, now); err != nil {
 			t.Fatal(err)
 		}
 		mustLive(t, "after reuse detection", live, now, false)
@@ -165,7 +166,7 @@ func TestReplicaGrantLive(t *testing.T) {
 		// before.
 		older := b.Installations[0]
 		older.RefreshUntil = nil
-		if err := hub.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: b.Cursor, CursorTag: b.CursorTag, Installations: []bridge.ReplicaInstallation{older}}, now); err != nil {
+		if err := hubstore.New(hub).ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: b.Cursor, CursorTag: b.CursorTag, Installations: []bridge.ReplicaInstallation{older}}, now); err != nil {
 			t.Fatal(err)
 		}
 		mustLive(t, "from an older platform", live, now, true)

@@ -49,8 +49,6 @@ type DB struct {
 	tokenStmt, tokenGrantStmt, installationStmt, installationSwitchesStmt, saveValueStmt, memberStmt, generationStmt *sql.Stmt
 
 	access accessCache
-	// replicaGen counts the platform's batches a hub's replica applied.
-	replicaGen atomic.Int64
 
 	// path is the database file; damage the first error SQLite gave a
 	// query of the hot paths for a damaged file (note), which Ping then

@@ -146,7 +146,7 @@ func TestLinkedHubSuspendsWebhooksOnRefreshReuse(t *testing.T) {
 	waitFor(t, 15*time.Second, "the hub refuses the revoked token", func() bool {
 		return status(t, http.MethodGet, victim.URI+"/switches", victim.Token.AccessToken) == http.StatusUnauthorized
 	})
-	if live, err := hubDB.Replica().GrantLive(context.Background(), victim.InstallationID(), time.Now().Add(2*time.Hour)); err != nil || live {
+	if live, err := hubstore.New(hubDB).Replica().GrantLive(context.Background(), victim.InstallationID(), time.Now().Add(2*time.Hour)); err != nil || live {
 		t.Errorf("the hub's replica holds the grant live two hours on: %v %v", live, err)
 	}
 	toggle()

@@ -12,6 +12,7 @@ package hubstore
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -21,7 +22,10 @@ import (
 // Store is the hub's records in a database the engine opened.
 type Store struct {
 	db  *store.DB
-	now func() time.Time // a test may set it (export_test.go)
+	now func() time.Time // tests set it
+	// replicaGen counts the platform's batches the replica applied: only
+	// this process writes the replica, so one Store per process.
+	replicaGen atomic.Int64
 }
 
 // New is the hub's records in db. Closing db is its opener's business.

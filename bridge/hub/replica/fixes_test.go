@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/access"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 	"github.com/switchbridge/switchbridge/bridge/link"
@@ -64,7 +65,8 @@ func launchHub(t *testing.T, url, id, secret string, db *store.DB, locs ...int64
 	t.Helper()
 	var err error
 	rh := &runningHub{db: db, logs: &logtest.Buffer{}, locs: locs}
-	l, err := replica.Open(replica.Options{PlatformURL: url, HubID: id, Secret: secret, Store: db, Source: db.Replica(),
+	hub := hubstore.New(db)
+	l, err := replica.Open(replica.Options{PlatformURL: url, HubID: id, Secret: secret, Store: hub, Source: hub.Replica(),
 		Logger: slog.New(slog.NewTextHandler(rh.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Inventory: func() []bridge.RemoteLocation {
 			rh.mu.Lock()
@@ -97,7 +99,7 @@ func (rh *runningHub) setLocations(locs ...int64) {
 }
 
 func (rh *runningHub) has(id string) bool {
-	_, err := rh.db.Replica().Installation(context.Background(), id)
+	_, err := hubstore.New(rh.db).Replica().Installation(context.Background(), id)
 	return err == nil
 }
 
@@ -220,7 +222,7 @@ func TestNewTokenWorksAtOnce(t *testing.T) {
 	ctx := context.Background()
 	// The replica holds its first snapshot: a miss can be synced.
 	waitUntil(t, "the hub's first snapshot", func() bool {
-		st, err := a.db.ReplicaState(ctx)
+		st, err := hubstore.New(a.db).ReplicaState(ctx)
 		return err == nil && st.Synced
 	})
 	in := pl.install(t, 10, "fresh-token")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/access"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 	"github.com/switchbridge/switchbridge/bridge/link"
@@ -273,12 +274,13 @@ func TestHubFollowsAndResnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hubDB.Close()
+	hub := hubstore.New(hubDB)
 	var logs logtest.Buffer
 	var h *replica.Follower
 	var done chan struct{}
 	start := func() {
 		var err error
-		h, err = replica.NewFollower(pl.srv.URL, "h1", pl.hubs["h1"], hubDB, slog.New(slog.NewTextHandler(&logs, nil)), replica.FollowerOptions{
+		h, err = replica.NewFollower(pl.srv.URL, "h1", pl.hubs["h1"], hub, slog.New(slog.NewTextHandler(&logs, nil)), replica.FollowerOptions{
 			Inventory: func() []bridge.RemoteLocation {
 				return []bridge.RemoteLocation{{ID: 10, Name: "L10", Switches: []bridge.RemoteSwitch{{ID: "s10", Name: "S", Commands: bridge.Commands}}}}
 			},
@@ -302,7 +304,7 @@ func TestHubFollowsAndResnapshots(t *testing.T) {
 		return in
 	}
 	has := func(id string) bool {
-		_, err := hubDB.Replica().Installation(ctx, id)
+		_, err := hub.Replica().Installation(ctx, id)
 		return err == nil
 	}
 	wait := func(what string, cond func() bool) {
@@ -326,7 +328,7 @@ func TestHubFollowsAndResnapshots(t *testing.T) {
 	// The hub's cursor is compacted away while it is down: 410, a snapshot.
 	cancel()
 	<-done
-	before, _ := hubDB.ReplicaState(context.Background())
+	before, _ := hub.ReplicaState(context.Background())
 	pl.db.CreateUser(ctx, "filler", []byte("x"), []int64{99}) // a change that is not the hub's
 	if _, err := pl.db.CompactChanges(ctx, time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
@@ -334,7 +336,7 @@ func TestHubFollowsAndResnapshots(t *testing.T) {
 	in2 := install("c2")
 	start()
 	wait("an installation after compaction reaches the replica", func() bool { return has(in2.ID) })
-	after, _ := hubDB.ReplicaState(ctx)
+	after, _ := hub.ReplicaState(ctx)
 	if after.Cursor <= before.Cursor || !strings.Contains(logs.String(), "fetching a snapshot") {
 		t.Errorf("cursor %d -> %d; log:\n%s", before.Cursor, after.Cursor, logs.String())
 	}

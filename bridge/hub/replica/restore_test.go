@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
@@ -36,7 +37,7 @@ func TestHubAfterThePlatformIsRestored(t *testing.T) {
 	}
 	later := pl.installApp(t, "c3", 10, "later-token")
 	waitUntil(t, "the installation made after the backup reaches the hub", func() bool { return hub.has(later.ID) })
-	st, err := hubDB.ReplicaState(ctx)
+	st, err := hubstore.New(hubDB).ReplicaState(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

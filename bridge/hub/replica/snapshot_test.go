@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/access"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
@@ -111,7 +112,7 @@ func snapshotAfterSync(t *testing.T, tokenAfter bool) {
 	}
 	state := func() bridge.ReplicaState {
 		t.Helper()
-		st, err := db.ReplicaState(ctx)
+		st, err := hubstore.New(db).ReplicaState(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +120,7 @@ func snapshotAfterSync(t *testing.T, tokenAfter bool) {
 	}
 	holds := func(token string) bool {
 		t.Helper()
-		_, err := db.Replica().TokenGrant(ctx, access.Hash(token))
+		_, err := hubstore.New(db).Replica().TokenGrant(ctx, access.Hash(token))
 		if err != nil && !errors.Is(err, bridge.ErrTokenUnknown) {
 			t.Fatal(err)
 		}

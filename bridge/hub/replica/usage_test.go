@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/link"
 )
@@ -199,7 +200,7 @@ func TestLinkMetrics(t *testing.T) {
 		t.Errorf("rtt %v after the link came up, want an estimate", rtt)
 	}
 	waitUntil(t, "the hub's first snapshot", func() bool {
-		st, err := hub.db.ReplicaState(ctx)
+		st, err := hubstore.New(hub.db).ReplicaState(ctx)
 		return err == nil && st.Synced
 	})
 	in := pl.install(t, 10, "a-token")

@@ -1,4 +1,4 @@
-package store
+package hubstore
 
 // The hub side of a platform with several hubs: the replica of what the
 // hub's own installations need, kept in the hub's database so that a hub
@@ -13,21 +13,22 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // ReplicaState returns where the replica stands.
-func (db *DB) ReplicaState(ctx context.Context) (bridge.ReplicaState, error) {
-	var s bridge.ReplicaState
+func (s *Store) ReplicaState(ctx context.Context) (bridge.ReplicaState, error) {
+	var st bridge.ReplicaState
 	var at int64
-	err := db.db.QueryRowContext(ctx, `SELECT cursor, cursor_tag, synced_at, applied FROM replica_state WHERE id = 1`).Scan(&s.Cursor, &s.CursorTag, &at, &s.Applied)
+	err := s.db.QueryRowContext(ctx, `SELECT cursor, cursor_tag, synced_at, applied FROM replica_state WHERE id = 1`).Scan(&st.Cursor, &st.CursorTag, &at, &st.Applied)
 	if errors.Is(err, sql.ErrNoRows) {
 		return bridge.ReplicaState{}, nil
 	}
 	if err != nil {
-		return s, err
+		return st, err
 	}
-	s.Synced, s.SyncedAt = true, fromUnix(at)
-	return s, nil
+	st.Synced, st.SyncedAt = true, store.FromMillis(at)
+	return st, nil
 }
 
 // ApplyBatch applies a batch from the platform and stores its cursor in the
@@ -35,14 +36,14 @@ func (db *DB) ReplicaState(ctx context.Context) (bridge.ReplicaState, error) {
 // and moved its cursor past it, or neither: nothing is missed and nothing
 // applied twice. A snapshot replaces the whole replica. at is when the
 // platform answered.
-func (db *DB) ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Time) error {
-	tx, err := db.db.BeginTx(ctx, nil)
+func (s *Store) ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Time) error {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
-	now := db.now()
-	gone := unix(now.Add(bridge.RefreshLifetime))
+	now := s.now()
+	gone := store.Millis(now.Add(bridge.RefreshLifetime))
 	if b.Snapshot {
 		// What the snapshot does not hold again is gone: tombstones for
 		// all, removed below for each installation it brings.
@@ -84,14 +85,14 @@ func (db *DB) ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Tim
 			}
 			seeOnly = sql.NullString{String: string(so), Valid: true}
 		}
-		return []any{in.ID, in.ClientID, in.UserID, in.LocationID, string(sw), in.Member, in.Legacy, unix(in.UpdatedAt), refresh, seeOnly}, nil
+		return []any{in.ID, in.ClientID, in.UserID, in.LocationID, string(sw), in.Member, in.Legacy, store.Millis(in.UpdatedAt), refresh, seeOnly}, nil
 	}); err != nil {
 		return err
 	}
 	if err := execEach(ctx, tx, `INSERT INTO replica_tokens (hash, installation_id, expires_at, revoked) VALUES (?, ?, ?, ?)
 			ON CONFLICT (hash) DO UPDATE SET installation_id = excluded.installation_id, expires_at = excluded.expires_at, revoked = excluded.revoked`,
 		b.Tokens, func(t bridge.ReplicaToken) ([]any, error) {
-			return []any{t.Hash, t.InstallationID, unix(t.ExpiresAt), t.Revoked}, nil
+			return []any{t.Hash, t.InstallationID, store.Millis(t.ExpiresAt), t.Revoked}, nil
 		}); err != nil {
 		return err
 	}
@@ -125,7 +126,7 @@ func (db *DB) ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Tim
 	if err := execEach(ctx, tx, `INSERT INTO replica_gone_tokens (hash, kept_until)
 			SELECT ?, coalesce((SELECT expires_at FROM replica_tokens WHERE hash = ?) + ?, ?) AS k WHERE k > ?
 			ON CONFLICT (hash) DO UPDATE SET kept_until = max(kept_until, excluded.kept_until)`, b.DeletedTokens, func(h []byte) ([]any, error) {
-		return []any{h, h, expiredKept.Milliseconds(), gone, unix(now)}, nil
+		return []any{h, h, expiredKept.Milliseconds(), gone, store.Millis(now)}, nil
 	}); err != nil {
 		return err
 	}
@@ -144,13 +145,13 @@ func (db *DB) ApplyBatch(ctx context.Context, b *bridge.ChangeBatch, at time.Tim
 	if _, err := tx.ExecContext(ctx, `INSERT INTO replica_state (id, cursor, cursor_tag, synced_at, applied) VALUES (1, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET cursor = excluded.cursor, cursor_tag = excluded.cursor_tag,
 			synced_at = excluded.synced_at, applied = replica_state.applied + excluded.applied`,
-		b.Cursor, b.CursorTag, unix(at), applied); err != nil {
+		b.Cursor, b.CursorTag, store.Millis(at), applied); err != nil {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	db.replicaGen.Add(1)
+	s.replicaGen.Add(1)
 	return nil
 }
 
@@ -204,12 +205,12 @@ func dropReplicaLocation(ctx context.Context, tx *sql.Tx, keptUntil int64, cond 
 // gave a location up must not go on serving it, and would miss its
 // uninstalls (the platform sends a hub the changes of the locations it
 // holds). It returns how many installations it dropped.
-func (db *DB) RetainReplicaLocations(ctx context.Context, locs []int64) (int, error) {
+func (s *Store) RetainReplicaLocations(ctx context.Context, locs []int64) (int, error) {
 	ids, err := json.Marshal(locs)
 	if err != nil {
 		return 0, err
 	}
-	tx, err := db.db.BeginTx(ctx, nil)
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
@@ -219,7 +220,7 @@ func (db *DB) RetainReplicaLocations(ctx context.Context, locs []int64) (int, er
 	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM replica_installations WHERE `+cond, string(ids)).Scan(&n); err != nil || n == 0 {
 		return 0, err
 	}
-	if err := dropReplicaLocation(ctx, tx, unix(db.now().Add(bridge.RefreshLifetime)), cond, string(ids)); err != nil {
+	if err := dropReplicaLocation(ctx, tx, store.Millis(s.now().Add(bridge.RefreshLifetime)), cond, string(ids)); err != nil {
 		return 0, err
 	}
 	if err := boundTombstones(ctx, tx); err != nil {
@@ -228,14 +229,14 @@ func (db *DB) RetainReplicaLocations(ctx context.Context, locs []int64) (int, er
 	if err := tx.Commit(); err != nil {
 		return 0, err
 	}
-	db.replicaGen.Add(1)
+	s.replicaGen.Add(1)
 	return n, nil
 }
 
 // ClearReplica empties the replica and forgets its cursor: the hub was
 // removed from its platform.
-func (db *DB) ClearReplica(ctx context.Context) error {
-	tx, err := db.db.BeginTx(ctx, nil)
+func (s *Store) ClearReplica(ctx context.Context) error {
+	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
@@ -248,21 +249,21 @@ func (db *DB) ClearReplica(ctx context.Context) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	db.replicaGen.Add(1)
+	s.replicaGen.Add(1)
 	return nil
 }
 
 // PruneReplica drops replica tokens that expired more than a day before
 // now (token expiry is local, the platform sends no change for it), and
 // tombstones past their time.
-func (db *DB) PruneReplica(ctx context.Context, now time.Time) error {
+func (s *Store) PruneReplica(ctx context.Context, now time.Time) error {
 	for _, q := range []string{`DELETE FROM replica_tokens WHERE expires_at < ?`,
 		`DELETE FROM replica_gone_installations WHERE kept_until < ?`, `DELETE FROM replica_gone_tokens WHERE kept_until < ?`} {
-		at := unix(now)
+		at := store.Millis(now)
 		if strings.Contains(q, "expires_at") {
-			at = unix(now.Add(-expiredKept))
+			at = store.Millis(now.Add(-expiredKept))
 		}
-		if _, err := db.db.ExecContext(ctx, q, at); err != nil {
+		if _, err := s.db.ExecContext(ctx, q, at); err != nil {
 			return err
 		}
 	}
@@ -295,18 +296,18 @@ func boundTombstones(ctx context.Context, tx *sql.Tx) error {
 
 // Tombstones returns how many tombstones the replica keeps, installations
 // and tokens together.
-func (db *DB) Tombstones(ctx context.Context) (int, error) {
+func (s *Store) Tombstones(ctx context.Context) (int, error) {
 	var n int
-	err := db.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM replica_gone_installations) + (SELECT count(*) FROM replica_gone_tokens)`).Scan(&n)
+	err := s.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM replica_gone_installations) + (SELECT count(*) FROM replica_gone_tokens)`).Scan(&n)
 	return n, err
 }
 
 // Replica is the hub's replica read as an access.GrantSource: the token
 // check at a hub answers from it.
-type Replica struct{ db *DB }
+type Replica struct{ s *Store }
 
 // Replica returns the replica view of the store.
-func (db *DB) Replica() *Replica { return &Replica{db: db} }
+func (s *Store) Replica() *Replica { return &Replica{s: s} }
 
 // TokenGrant reads a token hash with its installation and whether the
 // installing user still belongs to its location, in one query;
@@ -319,7 +320,7 @@ func (r *Replica) TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGra
 	var switches string
 	var seeOnly sql.NullString
 	in := &g.Installation
-	err := r.db.db.QueryRowContext(ctx, `SELECT t.installation_id, t.expires_at, t.revoked,
+	err := r.s.db.QueryRowContext(ctx, `SELECT t.installation_id, t.expires_at, t.revoked,
 			i.id, i.client_id, i.user_id, i.location_id, i.switch_ids, i.updated_at, i.member, i.legacy, i.see_only
 		FROM replica_tokens t JOIN replica_installations i ON i.id = t.installation_id
 		WHERE t.hash = ?`, hash).
@@ -328,10 +329,10 @@ func (r *Replica) TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGra
 		return nil, bridge.ErrTokenUnknown
 	}
 	if err != nil {
-		return nil, r.db.note(err)
+		return nil, r.s.db.Note(err)
 	}
-	g.ExpiresAt = fromUnix(expires)
-	in.UpdatedAt = fromUnix(updated)
+	g.ExpiresAt = store.FromMillis(expires)
+	in.UpdatedAt = store.FromMillis(updated)
 	in.CreatedAt = in.UpdatedAt
 	if err := unmarshalSeeOnly(seeOnly, &in.SeeOnly); err != nil {
 		return nil, err
@@ -342,7 +343,7 @@ func (r *Replica) TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGra
 // AccessGeneration moves with every batch of the platform's changes the
 // replica applies: only this process writes the replica.
 func (r *Replica) AccessGeneration(context.Context) (int64, error) {
-	return r.db.replicaGen.Load(), nil
+	return r.s.replicaGen.Load(), nil
 }
 
 // Installation returns a replicated installation; ENOTFOUND when the hub
@@ -352,15 +353,15 @@ func (r *Replica) Installation(ctx context.Context, id string) (*bridge.Installa
 	var updated int64
 	var switches string
 	var seeOnly sql.NullString
-	err := r.db.db.QueryRowContext(ctx, `SELECT id, client_id, user_id, location_id, switch_ids, updated_at, see_only FROM replica_installations WHERE id = ?`, id).
+	err := r.s.db.QueryRowContext(ctx, `SELECT id, client_id, user_id, location_id, switch_ids, updated_at, see_only FROM replica_installations WHERE id = ?`, id).
 		Scan(&in.ID, &in.ClientID, &in.UserID, &in.LocationID, &switches, &updated, &seeOnly)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, bridge.Errorf(bridge.ENOTFOUND, "no installation %q on this hub", id)
 	}
 	if err != nil {
-		return nil, r.db.note(err)
+		return nil, r.s.db.Note(err)
 	}
-	in.UpdatedAt = fromUnix(updated)
+	in.UpdatedAt = store.FromMillis(updated)
 	in.CreatedAt = in.UpdatedAt
 	if err := unmarshalSeeOnly(seeOnly, &in.SeeOnly); err != nil {
 		return nil, err
@@ -384,13 +385,13 @@ func unmarshalSeeOnly(s sql.NullString, into *[]string) error {
 // held). False when the hub holds no such installation.
 func (r *Replica) GrantLive(ctx context.Context, installationID string, now time.Time) (bool, error) {
 	var live bool
-	err := r.db.db.QueryRowContext(ctx, `SELECT i.refresh_until IS NULL OR i.refresh_until > ?1
+	err := r.s.db.QueryRowContext(ctx, `SELECT i.refresh_until IS NULL OR i.refresh_until > ?1
 			OR EXISTS (SELECT 1 FROM replica_tokens t WHERE t.installation_id = i.id AND t.revoked = 0 AND t.expires_at > ?1)
-		FROM replica_installations i WHERE i.id = ?2`, unix(now), installationID).Scan(&live)
+		FROM replica_installations i WHERE i.id = ?2`, store.Millis(now), installationID).Scan(&live)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
-	return live, r.db.note(err)
+	return live, r.s.db.Note(err)
 }
 
 // InstallationGone reports whether the platform deleted the installation
@@ -409,22 +410,14 @@ func (r *Replica) TokenGone(ctx context.Context, hash []byte) (bool, error) {
 
 func (r *Replica) gone(ctx context.Context, q string, key any) (bool, error) {
 	var ok bool
-	if err := r.db.db.QueryRowContext(ctx, q, key, unix(r.db.now())).Scan(&ok); err != nil {
-		return false, r.db.note(err)
+	if err := r.s.db.QueryRowContext(ctx, q, key, store.Millis(r.s.now())).Scan(&ok); err != nil {
+		return false, r.s.db.Note(err)
 	}
 	return ok, nil
 }
 
 // ReplicaCounts returns how many installations and tokens the replica holds.
-func (db *DB) ReplicaCounts(ctx context.Context) (installations, tokens int, err error) {
-	err = db.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM replica_installations), (SELECT count(*) FROM replica_tokens)`).Scan(&installations, &tokens)
+func (s *Store) ReplicaCounts(ctx context.Context) (installations, tokens int, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM replica_installations), (SELECT count(*) FROM replica_tokens)`).Scan(&installations, &tokens)
 	return
-}
-
-// optUnix is a time as stored, 0 for the zero time.
-func optUnix(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return unix(t)
 }

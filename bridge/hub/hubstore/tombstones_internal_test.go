@@ -1,4 +1,4 @@
-package store
+package hubstore
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // TestTombstonesAreBounded: a hub keeps at most tombstoneBound tombstones
@@ -14,11 +15,12 @@ import (
 // platform pruned leaves none; tombstones past their time are pruned.
 func TestTombstonesAreBounded(t *testing.T) {
 	ctx := context.Background()
-	db, err := Open(ctx, t.TempDir())
+	eng, err := store.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	db := New(eng)
+	t.Cleanup(func() { eng.Close() })
 	defer func(n int) { tombstoneBound = n }(tombstoneBound)
 	tombstoneBound = 10
 	clock := time.Now()

@@ -1,4 +1,4 @@
-package store
+package hubstore
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // BenchmarkApplyBatch measures a hub applying the batch a refresh storm
@@ -18,11 +19,12 @@ func BenchmarkApplyBatch(b *testing.B) {
 	for _, n := range []int{1, 100, 2000} {
 		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
 			ctx := context.Background()
-			db, err := Open(ctx, b.TempDir())
+			eng, err := store.Open(ctx, b.TempDir())
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer db.Close()
+			db := New(eng)
+			defer eng.Close()
 			in := bridge.ReplicaInstallation{ID: "in1", ClientID: "c1", UserID: 1, LocationID: 1, SwitchIDs: []string{"lamp"}, UpdatedAt: time.Now()}
 			batch := &bridge.ChangeBatch{Installations: []bridge.ReplicaInstallation{in}}
 			for i := range n {
