@@ -24,11 +24,11 @@ import (
 func (d *Daemon) openRole(mux *http.ServeMux) error {
 	p := d.Config.Platform
 	if p == nil {
-		d.Platform = platform.New(platform.Options{Config: d.Config, Store: d.Store, Own: d.Hub.Switchboard,
+		d.Platform = platform.New(platform.Options{Config: d.Config, Store: d.Accounts, Own: d.Hub.Switchboard,
 			PublicURL: d.publicURL, Metrics: d.Metrics, Logger: d.logger, HubRecords: d.HubStore})
 		d.Platform.Register(mux)
 		d.OAuth = d.Platform.OAuth
-		d.Hub.Register(mux, d.OAuth, d.Store.AccessGeneration)
+		d.Hub.Register(mux, d.OAuth, d.Accounts.AccessGeneration)
 		return nil
 	}
 	secret, err := readSecret(p.SecretFile)

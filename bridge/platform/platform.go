@@ -16,6 +16,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/metrics"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"github.com/switchbridge/switchbridge/bridge/platform/linkserver"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
@@ -37,7 +38,7 @@ type Platform struct {
 	// Links serves the hubs' links.
 	Links *linkserver.Platform
 
-	store  *store.DB
+	store  *accounts.Store
 	usage  *store.UsageWriter
 	logger *slog.Logger
 }
@@ -45,7 +46,7 @@ type Platform struct {
 // Options is what a Platform is built with.
 type Options struct {
 	Config *config.Config
-	Store  *store.DB
+	Store  *accounts.Store
 	// Own is the switchboard of this process's own locations.
 	Own *bridge.Switchboard
 	// PublicURL is the address clients are told: auth_url and base_url.

@@ -1,10 +1,10 @@
 package store
 
-// What the packages keeping the roles' records (bridge/hub/hubstore,
-// bridge/platform/accounts) build on: the queries of the engine under a
-// DB, its clock and times as stored, and its noting of a damaged file.
-// They reach the database through these alone, never through a
-// *sql.DB, so that closing, pooling and preparing stay the engine's.
+// What a package keeping a role's records over the engine (the hub's,
+// bridge/hub/hubstore) builds on: the engine's queries, times as the
+// tables store them, and its noting of a damaged file. Such a package
+// reaches the database through these alone, never through a *sql.DB, so
+// that opening, closing, pooling and preparing stay the engine's.
 
 import (
 	"context"
@@ -32,14 +32,6 @@ func (db *DB) QueryRowContext(ctx context.Context, q string, args ...any) *sql.R
 func (db *DB) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {
 	return db.db.BeginTx(ctx, opts)
 }
-
-// Strings runs a query of one text column.
-func (db *DB) Strings(ctx context.Context, q string, args ...any) ([]string, error) {
-	return db.strings(ctx, q, args...)
-}
-
-// Now is the store's clock (a test may set it).
-func (db *DB) Now() time.Time { return db.now() }
 
 // Note records err when SQLite gave it for a damaged file, so that Ping
 // (the watchdog's health check) fails from then on; it returns err.

@@ -1,10 +1,16 @@
-// Package store keeps what users create (accounts, apps, installations,
-// authorization codes, access and refresh tokens) and each switch's last
-// value, so all of it survives a restart or a kill -9. A hub or a single
-// box keeps it in an embedded SQLite database (pure Go, WAL mode); a
-// platform that outgrows one machine keeps it in PostgreSQL, shared by
-// any number of platform processes (dialect.go). Secrets are stored only
-// as hashes.
+// Package store is the storage engine both roles share: it opens the
+// database (SQLite in the data directory, pure Go, WAL mode; or, for a
+// platform that outgrows one machine, PostgreSQL shared by any number of
+// platform processes: dialect.go), brings its one schema up to date
+// (migrations/, one folder per dialect, proved identical by
+// TestSchemasAgree), checks it for damage, keeps its files private, backs
+// it up, and keeps the value journal and its fold into the database, which
+// a backup reads and replays into its copy so that one `switchbridge
+// backup` covers a single box whole. It imports no role: the hub's records
+// are bridge/hub/hubstore, over this engine (engine.go). The platform's
+// records (accounts, apps, installations, codes and tokens, login
+// sessions, the registry of hubs and their change log, usage, the copy to
+// PostgreSQL) are still kept here. Secrets are stored only as hashes.
 package store
 
 import (

@@ -20,6 +20,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/daemon"
 	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/infra/version"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"github.com/switchbridge/switchbridge/bridge/platform/admin"
 	"github.com/switchbridge/switchbridge/bridge/platform/linkserver"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
@@ -301,9 +302,15 @@ type storage interface {
 // stores is the database a command opened: the platform's records and
 // the hub's (a single box keeps both in one database).
 type stores struct {
-	*store.DB
-	*hubstore.Store
+	*platformRecords
+	*hubRecords
 }
+
+// platformRecords and hubRecords name the two for stores' fields.
+type (
+	platformRecords = accounts.Store
+	hubRecords      = hubstore.Store
+)
 
 func (c *invocation) open() error {
 	cfg, err := loadConfig(c.configPath)
@@ -323,10 +330,10 @@ func (c *invocation) open() error {
 	if err != nil {
 		return err
 	}
-	hubRecords := hubstore.New(db)
-	c.cfg, c.store = cfg, stores{DB: db, Store: hubRecords}
-	c.locations = linkserver.NewDirectory(db, own)
-	c.admin = &admin.Service{Store: db, Locations: c.locations, AuditLog: hubRecords}
+	platform, hub := accounts.New(db), hubstore.New(db)
+	c.cfg, c.store = cfg, stores{platform, hub}
+	c.locations = linkserver.NewDirectory(platform, own)
+	c.admin = &admin.Service{Store: platform, Locations: c.locations, AuditLog: hub}
 	return nil
 }
 

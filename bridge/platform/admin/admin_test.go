@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"github.com/switchbridge/switchbridge/bridge/platform/admin"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
@@ -26,9 +27,9 @@ func (l locations) Location(id int64) (*bridge.Location, bool) {
 	return &bridge.Location{ID: id}, true
 }
 
-func newService(t *testing.T) (*admin.Service, *store.DB) {
+func newService(t *testing.T) (*admin.Service, *accounts.Store) {
 	t.Helper()
-	db, err := store.Open(context.Background(), t.TempDir())
+	db, err := records(store.Open(context.Background(), t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestHubs(t *testing.T) {
 func TestAudit(t *testing.T) {
 	ctx := context.Background()
 	s, db := newService(t)
-	s.AuditLog = hubstore.New(db) // a single box's log
+	s.AuditLog = hubstore.New(db.DB) // a single box's log
 	alice, err := s.AddUser(ctx, "alice", "pw-alice", []int64{1})
 	if err != nil {
 		t.Fatal(err)

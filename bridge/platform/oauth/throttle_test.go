@@ -15,7 +15,7 @@ import (
 // directory.
 func newTestThrottle(t *testing.T) *throttle {
 	t.Helper()
-	db, err := store.Open(context.Background(), t.TempDir())
+	db, err := records(store.Open(context.Background(), t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package store
+package accounts
 
 // The login pages' state (migration 0015): logged-in sessions, the signing
 // key and the counts of failed logins. It is here, not in a process's
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // StartLoginSession stores s under hash, the hash of its cookie (not
@@ -24,7 +25,7 @@ import (
 // s.Created, and makes room: the user's oldest sessions go until fewer
 // than perUser are left, then the oldest of all until fewer than total
 // are. ENOTFOUND when the user is gone.
-func (db *DB) StartLoginSession(ctx context.Context, hash []byte, s bridge.LoginSession, replaced []byte, perUser, total int) error {
+func (db *Store) StartLoginSession(ctx context.Context, hash []byte, s bridge.LoginSession, replaced []byte, perUser, total int) error {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -35,7 +36,7 @@ func (db *DB) StartLoginSession(ctx context.Context, hash []byte, s bridge.Login
 			return err
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM login_sessions WHERE expires_at <= ?`, unix(s.Created)); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM login_sessions WHERE expires_at <= ?`, store.Millis(s.Created)); err != nil {
 		return err
 	}
 	if err := dropOldest(ctx, tx, `WHERE user_id = ?`, perUser, s.UserID); err != nil {
@@ -45,8 +46,8 @@ func (db *DB) StartLoginSession(ctx context.Context, hash []byte, s bridge.Login
 		return err
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO login_sessions (hash, user_id, password, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?)`, hash, s.UserID, s.Password, unix(s.Created), unix(s.Expires))
-	if isForeignKey(err) {
+		VALUES (?, ?, ?, ?, ?)`, hash, s.UserID, s.Password, store.Millis(s.Created), store.Millis(s.Expires))
+	if store.IsForeignKey(err) {
 		return bridge.Errorf(bridge.ENOTFOUND, "no user with id %d", s.UserID)
 	}
 	if err != nil {
@@ -73,7 +74,7 @@ func dropOldest(ctx context.Context, tx *sql.Tx, where string, limit int, args .
 // LoginSession returns the session stored under hash, expired or not (the
 // caller knows the time), without its CSRF token; ENOTFOUND when there is
 // none.
-func (db *DB) LoginSession(ctx context.Context, hash []byte) (*bridge.LoginSession, error) {
+func (db *Store) LoginSession(ctx context.Context, hash []byte) (*bridge.LoginSession, error) {
 	var s bridge.LoginSession
 	var created, expires int64
 	err := db.db.QueryRowContext(ctx, `SELECT user_id, password, created_at, expires_at FROM login_sessions WHERE hash = ?`, hash).
@@ -84,13 +85,13 @@ func (db *DB) LoginSession(ctx context.Context, hash []byte) (*bridge.LoginSessi
 	if err != nil {
 		return nil, err
 	}
-	s.Created, s.Expires = fromUnix(created), fromUnix(expires)
+	s.Created, s.Expires = store.FromMillis(created), store.FromMillis(expires)
 	return &s, nil
 }
 
 // EndLoginSession deletes the session stored under hash; ending one that
 // is not there is no error.
-func (db *DB) EndLoginSession(ctx context.Context, hash []byte) error {
+func (db *Store) EndLoginSession(ctx context.Context, hash []byte) error {
 	_, err := db.db.ExecContext(ctx, `DELETE FROM login_sessions WHERE hash = ?`, hash)
 	return err
 }
@@ -99,7 +100,7 @@ func (db *DB) EndLoginSession(ctx context.Context, hash []byte) error {
 // stores fresh first; of processes that ask at once, every one gets the
 // key stored first, whichever that was, since the insert does nothing
 // when one is there and the key is read back after it.
-func (db *DB) SigningKey(ctx context.Context, name string, fresh []byte) ([]byte, error) {
+func (db *Store) SigningKey(ctx context.Context, name string, fresh []byte) ([]byte, error) {
 	const read = `SELECT key FROM signing_keys WHERE name = ?`
 	var key []byte
 	err := db.db.QueryRowContext(ctx, read, name).Scan(&key)
@@ -110,7 +111,7 @@ func (db *DB) SigningKey(ctx context.Context, name string, fresh []byte) ([]byte
 		return nil, err
 	}
 	if _, err := db.db.ExecContext(ctx, `INSERT INTO signing_keys (name, key, created_at) VALUES (?, ?, ?)
-		ON CONFLICT (name) DO NOTHING`, name, fresh, unix(db.now())); err != nil {
+		ON CONFLICT (name) DO NOTHING`, name, fresh, store.Millis(db.now())); err != nil {
 		return nil, err
 	}
 	if err := db.db.QueryRowContext(ctx, read, name).Scan(&key); err != nil {
@@ -122,18 +123,18 @@ func (db *DB) SigningKey(ctx context.Context, name string, fresh []byte) ([]byte
 // LoginFailures returns each key's failures at or after since, in order:
 // a key without any (never failed, forgotten, or forgotten by
 // ForgetLoginFailures) has a zero count.
-func (db *DB) LoginFailures(ctx context.Context, since time.Time, keys ...[]byte) ([]bridge.FailureCount, error) {
+func (db *Store) LoginFailures(ctx context.Context, since time.Time, keys ...[]byte) ([]bridge.FailureCount, error) {
 	out := make([]bridge.FailureCount, len(keys))
 	for i, k := range keys {
 		var n, last int64
-		err := db.db.QueryRowContext(ctx, `SELECT failures, last_at FROM login_failures WHERE key = ? AND last_at >= ?`, k, unix(since)).Scan(&n, &last)
+		err := db.db.QueryRowContext(ctx, `SELECT failures, last_at FROM login_failures WHERE key = ? AND last_at >= ?`, k, store.Millis(since)).Scan(&n, &last)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
 		}
 		if err != nil {
 			return nil, err
 		}
-		out[i] = bridge.FailureCount{Count: int(n), Last: fromUnix(last)}
+		out[i] = bridge.FailureCount{Count: int(n), Last: store.FromMillis(last)}
 	}
 	return out, nil
 }
@@ -157,13 +158,13 @@ func (db *DB) LoginFailures(ctx context.Context, since time.Time, keys ...[]byte
 // more than maxKeys keys are left, those whose last failure is oldest go
 // until a quarter of the room is free again, so a flood of new keys cannot
 // wipe out the count of a key failing now.
-func (db *DB) ChargeLoginFailure(ctx context.Context, at, since time.Time, maxKeys int, allow func([]bridge.FailureCount) bool, keys ...[]byte) ([]bridge.FailureCount, bool, error) {
+func (db *Store) ChargeLoginFailure(ctx context.Context, at, since time.Time, maxKeys int, allow func([]bridge.FailureCount) bool, keys ...[]byte) ([]bridge.FailureCount, bool, error) {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, false, err
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM login_failures WHERE last_at < ?`, unix(since)); err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM login_failures WHERE last_at < ?`, store.Millis(since)); err != nil {
 		return nil, false, err
 	}
 	before := make([]bridge.FailureCount, len(keys))
@@ -176,14 +177,14 @@ func (db *DB) ChargeLoginFailure(ctx context.Context, at, since time.Time, maxKe
 		if err != nil {
 			return nil, false, err
 		}
-		before[i] = bridge.FailureCount{Count: int(n), Last: fromUnix(last)}
+		before[i] = bridge.FailureCount{Count: int(n), Last: store.FromMillis(last)}
 	}
 	if !allow(before) {
 		return before, false, nil // nothing written: the rollback ends it
 	}
 	for _, k := range keys {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO login_failures (key, failures, last_at) VALUES (?1, 1, ?2)
-			ON CONFLICT (key) DO UPDATE SET failures = login_failures.failures + 1, last_at = ?2`, k, unix(at)); err != nil {
+			ON CONFLICT (key) DO UPDATE SET failures = login_failures.failures + 1, last_at = ?2`, k, store.Millis(at)); err != nil {
 			return nil, false, err
 		}
 	}
@@ -209,7 +210,7 @@ func (db *DB) ChargeLoginFailure(ctx context.Context, at, since time.Time, maxKe
 // had none); otherwise it counts one failure fewer and keeps the later
 // failure's time. A key that is gone (forgotten, or dropped to bound the
 // table) stays gone.
-func (db *DB) UndoLoginFailure(ctx context.Context, at time.Time, key []byte, before bridge.FailureCount) error {
+func (db *Store) UndoLoginFailure(ctx context.Context, at time.Time, key []byte, before bridge.FailureCount) error {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -224,10 +225,10 @@ func (db *DB) UndoLoginFailure(ctx context.Context, at time.Time, key []byte, be
 		return err
 	}
 	switch {
-	case n == int64(before.Count)+1 && last == unix(at) && before.Count == 0:
+	case n == int64(before.Count)+1 && last == store.Millis(at) && before.Count == 0:
 		_, err = tx.ExecContext(ctx, `DELETE FROM login_failures WHERE key = ?`, key)
-	case n == int64(before.Count)+1 && last == unix(at):
-		_, err = tx.ExecContext(ctx, `UPDATE login_failures SET failures = ?, last_at = ? WHERE key = ?`, before.Count, unix(before.Last), key)
+	case n == int64(before.Count)+1 && last == store.Millis(at):
+		_, err = tx.ExecContext(ctx, `UPDATE login_failures SET failures = ?, last_at = ? WHERE key = ?`, before.Count, store.Millis(before.Last), key)
 	case n <= 1:
 		_, err = tx.ExecContext(ctx, `DELETE FROM login_failures WHERE key = ?`, key)
 	default:
@@ -240,7 +241,7 @@ func (db *DB) UndoLoginFailure(ctx context.Context, at time.Time, key []byte, be
 }
 
 // ForgetLoginFailures drops the keys' failures.
-func (db *DB) ForgetLoginFailures(ctx context.Context, keys ...[]byte) error {
+func (db *Store) ForgetLoginFailures(ctx context.Context, keys ...[]byte) error {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err

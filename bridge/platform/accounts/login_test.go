@@ -1,4 +1,4 @@
-package store_test
+package accounts_test
 
 import (
 	"bytes"
@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
+	"github.com/switchbridge/switchbridge/bridge/store/storetest"
 )
 
 func sessionHash(i int) []byte { return []byte(fmt.Sprintf("session-%03d", i)) }
@@ -19,7 +20,7 @@ func sessionHash(i int) []byte { return []byte(fmt.Sprintf("session-%03d", i)) }
 // login's rotation ends the session it replaces; expired sessions are
 // dropped at the next login; a user's deletion ends the user's sessions.
 func TestLoginSessionsAcrossProcesses(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		dir := t.TempDir()
 		one, other := mustOpen(t, dir), mustOpen(t, dir)
@@ -77,7 +78,7 @@ func TestLoginSessionsAcrossProcesses(t *testing.T) {
 		if _, err := one.LoginSession(ctx, sessionHash(12)); bridge.ErrorCode(err) != bridge.ENOTFOUND {
 			t.Errorf("a deleted user's session is still read: %v", err)
 		}
-		if n, _ := one.CountRows(ctx, "login_sessions"); n != 0 {
+		if n, _ := countRows(ctx, one, "login_sessions"); n != 0 {
 			t.Errorf("%d sessions left after their user was deleted", n)
 		}
 		if err := one.StartLoginSession(ctx, sessionHash(13), later, nil, 20, 100); bridge.ErrorCode(err) != bridge.ENOTFOUND {
@@ -91,7 +92,7 @@ func TestLoginSessionsAcrossProcesses(t *testing.T) {
 // and leaves other users' sessions alone; the table as a whole keeps at
 // most total, the oldest of all going first.
 func TestLoginSessionsAreBounded(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		db := mustOpen(t, t.TempDir())
 		alice, _, _ := seed(t, db)
@@ -137,7 +138,7 @@ func TestLoginSessionsAreBounded(t *testing.T) {
 			}
 			start(i, u)
 		}
-		if n, _ := db.CountRows(ctx, "login_sessions"); n != total {
+		if n, _ := countRows(ctx, db, "login_sessions"); n != total {
 			t.Errorf("%d sessions kept, want the bound %d", n, total)
 		}
 		if kept(0) || !kept(100+total-1) {
@@ -149,10 +150,10 @@ func TestLoginSessionsAreBounded(t *testing.T) {
 // TestSigningKeyIsMadeOnce: processes asking at once for a key that does
 // not exist yet all get the same one, and keep getting it.
 func TestSigningKeyIsMadeOnce(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		dir := t.TempDir()
-		dbs := []*store.DB{mustOpen(t, dir), mustOpen(t, dir), mustOpen(t, dir)}
+		dbs := []*accounts.Store{mustOpen(t, dir), mustOpen(t, dir), mustOpen(t, dir)}
 		const n = 12
 		keys := make([][]byte, n)
 		var wg sync.WaitGroup
@@ -187,7 +188,7 @@ func always([]bridge.FailureCount) bool { return true }
 
 // charge counts one failure against the keys and returns their counts
 // after it.
-func charge(t *testing.T, db *store.DB, at time.Time, since time.Time, maxKeys int, keys ...[]byte) []int {
+func charge(t *testing.T, db *accounts.Store, at time.Time, since time.Time, maxKeys int, keys ...[]byte) []int {
 	t.Helper()
 	before, ok, err := db.ChargeLoginFailure(context.Background(), at, since, maxKeys, always, keys...)
 	if err != nil || !ok {
@@ -204,7 +205,7 @@ func charge(t *testing.T, db *store.DB, at time.Time, since time.Time, maxKeys i
 // connection are read and counted on through another; a key whose
 // failures are older than since starts over; Forget drops a key's.
 func TestLoginFailuresAcrossProcesses(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		dir := t.TempDir()
 		one, other := mustOpen(t, dir), mustOpen(t, dir)
@@ -212,7 +213,7 @@ func TestLoginFailuresAcrossProcesses(t *testing.T) {
 		day := 24 * time.Hour
 		a, b := []byte("key-a"), []byte("key-b")
 		for i := range 3 {
-			db := []*store.DB{one, other}[i%2]
+			db := []*accounts.Store{one, other}[i%2]
 			at := t0.Add(time.Duration(i) * time.Second)
 			if counts := charge(t, db, at, at.Add(-day), 100, a); len(counts) != 1 || counts[0] != i+1 {
 				t.Fatalf("failure %d: counts %v", i+1, counts)
@@ -235,7 +236,7 @@ func TestLoginFailuresAcrossProcesses(t *testing.T) {
 		if counts := charge(t, one, next, next.Add(-day), 100, a); counts[0] != 1 {
 			t.Errorf("after a day without failures the count is %d, want 1", counts[0])
 		}
-		if n, _ := one.CountRows(ctx, "login_failures"); n != 1 {
+		if n, _ := countRows(ctx, one, "login_failures"); n != 1 {
 			t.Errorf("%d keys kept; the forgotten one was not dropped", n)
 		}
 		if err := other.ForgetLoginFailures(ctx, a); err != nil {
@@ -251,7 +252,7 @@ func TestLoginFailuresAcrossProcesses(t *testing.T) {
 // charge writes nothing; an undone charge leaves the key as it was when
 // nothing was counted since, else one failure fewer with the later time.
 func TestChargeLoginFailure(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		db := mustOpen(t, t.TempDir())
 		t0 := time.UnixMilli(1_700_000_000_000)
@@ -285,7 +286,7 @@ func TestChargeLoginFailure(t *testing.T) {
 		if got, _ := db.LoginFailures(ctx, since, a, b); got[0].Count != 2 || !got[0].Last.Equal(t0) || got[1].Count != 0 {
 			t.Errorf("after an undone charge: %+v, want a as before and b gone", got)
 		}
-		if n, _ := db.CountRows(ctx, "login_failures"); n != 1 {
+		if n, _ := countRows(ctx, db, "login_failures"); n != 1 {
 			t.Errorf("%d keys kept after undoing a new key's charge", n)
 		}
 
@@ -316,10 +317,10 @@ func TestChargeLoginFailure(t *testing.T) {
 // connections (two platform processes), each allowed while fewer than 10
 // failures are counted: exactly 10 are charged.
 func TestChargeLoginFailureIsAtomic(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		dir := t.TempDir()
-		dbs := []*store.DB{mustOpen(t, dir), mustOpen(t, dir)}
+		dbs := []*accounts.Store{mustOpen(t, dir), mustOpen(t, dir)}
 		t0 := time.UnixMilli(1_700_000_000_000)
 		const budget, tries = 10, 30
 		var wg sync.WaitGroup
@@ -360,7 +361,7 @@ func TestChargeLoginFailureIsAtomic(t *testing.T) {
 // TestLoginFailuresAreBounded: a flood of new keys keeps the table
 // bounded, and the key failing throughout keeps its count.
 func TestLoginFailuresAreBounded(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		db := mustOpen(t, t.TempDir())
 		const bound = 40
@@ -373,7 +374,7 @@ func TestLoginFailuresAreBounded(t *testing.T) {
 				keys = append(keys, attacked)
 			}
 			charge(t, db, at, at.Add(-time.Hour), bound, keys...)
-			if n, _ := db.CountRows(ctx, "login_failures"); n > bound {
+			if n, _ := countRows(ctx, db, "login_failures"); n > bound {
 				t.Fatalf("%d keys kept, bound %d", n, bound)
 			}
 		}
