@@ -37,7 +37,7 @@ func newGrantRig(t *testing.T, witnessLifetime time.Duration) *grantRig {
 	rig.victim = rig.h.Authorize(t, f.app, "alice", "alice-pw", 1, "kitchen", "hall")
 	other := rig.h.AddApp(t, f.alice, true, redirect)
 	if witnessLifetime != 0 {
-		if err := rig.h.Store.SetAppAccessTokenLifetime(context.Background(), other.ClientID, witnessLifetime); err != nil {
+		if err := rig.h.Accounts.SetAppAccessTokenLifetime(context.Background(), other.ClientID, witnessLifetime); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -550,7 +550,7 @@ func TestWebhooksEndWithTheirInstallation(t *testing.T) {
 	r.set("down")
 	h.Command(t, g, "on")
 	waitFor(t, 10*time.Second, "tried", func() bool { return !hookState(t, h, r.URL).LastFailureAt.IsZero() })
-	if err := h.Store.Uninstall(context.Background(), g.InstallationID()); err != nil {
+	if err := h.Accounts.Uninstall(context.Background(), g.InstallationID()); err != nil {
 		t.Fatal(err)
 	}
 	r.set("ok")

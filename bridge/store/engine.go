@@ -27,6 +27,27 @@ func (db *DB) QueryRowContext(ctx context.Context, q string, args ...any) *sql.R
 	return db.db.QueryRowContext(ctx, q, args...)
 }
 
+// Stmt returns q prepared, preparing it on its first use: the statements
+// every API request runs (a token's check, an installation's read), for
+// the pure-Go SQLite spends more time preparing a statement than running
+// one of these. Close closes them.
+func (db *DB) Stmt(ctx context.Context, q string) (*sql.Stmt, error) {
+	if st, ok := db.stmts.Load(q); ok {
+		return st.(*sql.Stmt), nil
+	}
+	db.stmtMu.Lock()
+	defer db.stmtMu.Unlock()
+	if st, ok := db.stmts.Load(q); ok {
+		return st.(*sql.Stmt), nil
+	}
+	st, err := db.db.PrepareContext(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	db.stmts.Store(q, st)
+	return st, nil
+}
+
 // BeginTx begins a transaction: a write transaction takes the
 // database's write lock at once, on either dialect (dialect.go).
 func (db *DB) BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error) {

@@ -52,7 +52,11 @@ type DB struct {
 	// The statements every API request or reported state runs, prepared
 	// once: the pure-Go SQLite spends more time preparing a statement than
 	// running one of these.
-	tokenStmt, tokenGrantStmt, installationStmt, installationSwitchesStmt, saveValueStmt, memberStmt, generationStmt *sql.Stmt
+	saveValueStmt, generationStmt *sql.Stmt
+	// stmts are the statements the records' packages prepared through
+	// Stmt, by query text; stmtMu serialises their preparing.
+	stmts  sync.Map
+	stmtMu sync.Mutex
 
 	access accessCache
 
@@ -176,12 +180,7 @@ func (db *DB) prepare(ctx context.Context) error {
 		dst *(*sql.Stmt)
 		q   string
 	}{
-		{&db.tokenStmt, selectToken},
-		{&db.tokenGrantStmt, selectTokenGrant},
-		{&db.installationStmt, selectInstallation},
-		{&db.installationSwitchesStmt, selectInstallationSwitches},
 		{&db.saveValueStmt, saveSwitchValue},
-		{&db.memberStmt, selectMember},
 		{&db.generationStmt, selectAccessGeneration},
 	} {
 		var err error
@@ -278,11 +277,12 @@ const pingQuery = `SELECT (SELECT count(*) FROM users) + (SELECT count(*) FROM u
 
 // Close closes the database.
 func (db *DB) Close() error {
-	for _, st := range []*sql.Stmt{db.tokenStmt, db.tokenGrantStmt, db.installationStmt, db.installationSwitchesStmt, db.saveValueStmt, db.memberStmt, db.generationStmt} {
+	for _, st := range []*sql.Stmt{db.saveValueStmt, db.generationStmt} {
 		if st != nil {
 			st.Close()
 		}
 	}
+	db.stmts.Range(func(_, st any) bool { st.(*sql.Stmt).Close(); return true })
 	db.access.mu.Lock()
 	db.access.close()
 	db.access.mu.Unlock()
@@ -334,9 +334,9 @@ func unix(t time.Time) int64 { return t.UnixMilli() }
 
 func fromUnix(ms int64) time.Time { return time.UnixMilli(ms) }
 
-// strings runs a query of one text column.
-func (db *DB) strings(ctx context.Context, q string, args ...any) ([]string, error) {
-	return queryStrings(ctx, db.db, q, args...)
+// querier is a database or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // queryStrings runs a query of one text column on d.

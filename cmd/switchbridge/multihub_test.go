@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"io"
 	"net/http"
 	"net/url"
@@ -622,7 +623,7 @@ func TestKill9MidSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pdb.Close()
-	want, err := pdb.Snapshot(ctx, b.hubID)
+	want, err := accounts.New(pdb).Snapshot(ctx, b.hubID)
 	if err != nil {
 		t.Fatal(err)
 	}

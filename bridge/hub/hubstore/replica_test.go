@@ -2,6 +2,7 @@ package hubstore_test
 
 import (
 	"context"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"slices"
 	"testing"
 	"time"
@@ -37,36 +38,36 @@ func newFeedFixture(t testing.TB) *feedFixture {
 	t.Cleanup(func() { db.Close() })
 	f := &feedFixture{db: db, ctx: ctx}
 	for _, h := range []*bridge.RegisteredHub{{ID: "h1", Name: "house", BaseURL: "http://h1", SecretHash: []byte("x")}, {ID: "h2", Name: "barn", BaseURL: "http://h2", SecretHash: []byte("y")}} {
-		if err := db.CreateHub(ctx, h); err != nil {
+		if err := accounts.New(db).CreateHub(ctx, h); err != nil {
 			t.Fatal(err)
 		}
 	}
 	sw := []bridge.RemoteSwitch{{ID: "lamp", Name: "Lamp", Commands: []bridge.Command{bridge.CommandOn, bridge.CommandOff}}}
-	if err := db.SetInventory(ctx, "h1", "v1", []bridge.RemoteLocation{{ID: 1, Name: "House", Switches: sw}, {ID: 2, Name: "Garage"}}, nil); err != nil {
+	if err := accounts.New(db).SetInventory(ctx, "h1", "v1", []bridge.RemoteLocation{{ID: 1, Name: "House", Switches: sw}, {ID: 2, Name: "Garage"}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.SetInventory(ctx, "h2", "v1", []bridge.RemoteLocation{{ID: 3, Name: "Barn"}}, nil); err != nil {
+	if err := accounts.New(db).SetInventory(ctx, "h2", "v1", []bridge.RemoteLocation{{ID: 3, Name: "Barn"}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	snap1, err := db.Snapshot(ctx, "h1")
+	snap1, err := accounts.New(db).Snapshot(ctx, "h1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	snap2, err := db.Snapshot(ctx, "h2")
+	snap2, err := accounts.New(db).Snapshot(ctx, "h2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.cursor1, f.cursor2 = snap1.Cursor, snap2.Cursor
-	u, err := db.CreateUser(ctx, "alice", []byte("x"), []int64{1, 3})
+	u, err := accounts.New(db).CreateUser(ctx, "alice", []byte("x"), []int64{1, 3})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.userID = u.ID
-	dev, err := db.CreateUser(ctx, "dev", []byte("x"), nil)
+	dev, err := accounts.New(db).CreateUser(ctx, "dev", []byte("x"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.CreateApp(ctx, &bridge.App{ClientID: "c1", Name: "A", SecretHash: []byte("s"), RedirectURIs: []string{"https://a/cb"}, OwnerID: dev.ID, Published: true}); err != nil {
+	if err := accounts.New(db).CreateApp(ctx, &bridge.App{ClientID: "c1", Name: "A", SecretHash: []byte("s"), RedirectURIs: []string{"https://a/cb"}, OwnerID: dev.ID, Published: true}); err != nil {
 		t.Fatal(err)
 	}
 	f.in1 = &bridge.Installation{ClientID: "c1", UserID: u.ID, LocationID: 1, SwitchIDs: []string{"lamp"}}
@@ -76,10 +77,10 @@ func newFeedFixture(t testing.TB) *feedFixture {
 		in  *bridge.Installation
 		tok []byte
 	}{{f.in1, f.tok1}, {f.in3, f.tok3}} {
-		if err := db.Install(ctx, x.in); err != nil {
+		if err := accounts.New(db).Install(ctx, x.in); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.CreateToken(ctx, x.tok, x.in.ID, time.Now().Add(time.Hour)); err != nil {
+		if err := accounts.New(db).CreateToken(ctx, x.tok, x.in.ID, time.Now().Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -88,7 +89,7 @@ func newFeedFixture(t testing.TB) *feedFixture {
 
 func (f *feedFixture) changes(t *testing.T, hub string, cursor int64) *bridge.ChangeBatch {
 	t.Helper()
-	b, err := f.db.Changes(f.ctx, hub, cursor)
+	b, err := accounts.New(f.db).Changes(f.ctx, hub, cursor)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func TestReplicaApplyBatch(t *testing.T) {
 	if st, _ := hub.ReplicaState(f.ctx); st.Synced {
 		t.Errorf("a new replica is synced: %+v", st)
 	}
-	snap, _ := f.db.Snapshot(f.ctx, "h1")
+	snap, _ := accounts.New(f.db).Snapshot(f.ctx, "h1")
 	if err := hub.ApplyBatch(f.ctx, snap, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +152,7 @@ func TestSeeOnlyFollowsTheGrant(t *testing.T) {
 		}
 		defer hubDB.Close()
 		hub := hubstore.New(hubDB)
-		snap, err := f.db.Snapshot(f.ctx, "h1")
+		snap, err := accounts.New(f.db).Snapshot(f.ctx, "h1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +162,7 @@ func TestSeeOnlyFollowsTheGrant(t *testing.T) {
 		cursor := snap.Cursor
 		for _, seeOnly := range []bool{true, false} {
 			gen, _ := f.db.AccessGeneration(f.ctx)
-			if err := f.db.SetSeeOnly(f.ctx, f.in1.ID, "lamp", seeOnly); err != nil {
+			if err := accounts.New(f.db).SetSeeOnly(f.ctx, f.in1.ID, "lamp", seeOnly); err != nil {
 				t.Fatal(err)
 			}
 			var want []string
@@ -171,10 +172,10 @@ func TestSeeOnlyFollowsTheGrant(t *testing.T) {
 			if g, _ := f.db.AccessGeneration(f.ctx); g == gen {
 				t.Errorf("see-only %v: the access generation did not move", seeOnly)
 			}
-			if in, err := f.db.Installation(f.ctx, f.in1.ID); err != nil || !slices.Equal(in.SeeOnly, want) {
+			if in, err := accounts.New(f.db).Installation(f.ctx, f.in1.ID); err != nil || !slices.Equal(in.SeeOnly, want) {
 				t.Errorf("see-only %v: installation = %+v %v", seeOnly, in, err)
 			}
-			if g, err := f.db.TokenGrant(f.ctx, f.tok1); err != nil || !slices.Equal(g.Installation.SeeOnly, want) {
+			if g, err := accounts.New(f.db).TokenGrant(f.ctx, f.tok1); err != nil || !slices.Equal(g.Installation.SeeOnly, want) {
 				t.Errorf("see-only %v: token grant = %+v %v", seeOnly, g, err)
 			}
 			b := f.changes(t, "h1", cursor)
@@ -193,18 +194,18 @@ func TestSeeOnlyFollowsTheGrant(t *testing.T) {
 				t.Errorf("see-only %v: replica installation = %+v %v", seeOnly, in, err)
 			}
 		}
-		if err := f.db.SetSeeOnly(f.ctx, f.in1.ID, "cow", true); bridge.ErrorCode(err) != bridge.ENOTFOUND {
+		if err := accounts.New(f.db).SetSeeOnly(f.ctx, f.in1.ID, "cow", true); bridge.ErrorCode(err) != bridge.ENOTFOUND {
 			t.Errorf("a switch the installation does not hold: %v", err)
 		}
 		bad := &bridge.Installation{ClientID: "c1", UserID: f.userID, LocationID: 1, SwitchIDs: []string{"lamp"}, SeeOnly: []string{"fan"}}
-		if err := f.db.Install(f.ctx, bad); bridge.ErrorCode(err) != bridge.EINVALID {
+		if err := accounts.New(f.db).Install(f.ctx, bad); bridge.ErrorCode(err) != bridge.EINVALID {
 			t.Errorf("see-only a switch not installed: %v", err)
 		}
 		in := &bridge.Installation{ClientID: "c1", UserID: f.userID, LocationID: 1, SwitchIDs: []string{"lamp", "fan"}, SeeOnly: []string{"fan"}}
-		if err := f.db.Install(f.ctx, in); err != nil {
+		if err := accounts.New(f.db).Install(f.ctx, in); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := f.db.Installation(f.ctx, in.ID); !slices.Equal(got.SeeOnly, []string{"fan"}) {
+		if got, _ := accounts.New(f.db).Installation(f.ctx, in.ID); !slices.Equal(got.SeeOnly, []string{"fan"}) {
 			t.Errorf("installed see-only = %v", got.SeeOnly)
 		}
 	})

@@ -3,6 +3,7 @@ package replica_test
 import (
 	"context"
 	"fmt"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,11 +53,11 @@ func TestHubAfterThePlatformIsRestored(t *testing.T) {
 	pl2.serve(t)
 	// On the restored platform one token is revoked and more apps are
 	// installed, until its log is past the hub's cursor.
-	if err := restored.Uninstall(ctx, revoked.ID); err != nil {
+	if err := accounts.New(restored).Uninstall(ctx, revoked.ID); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; ; i++ {
-		seq, err := restored.ChangeSeq(ctx)
+		seq, err := accounts.New(restored).ChangeSeq(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"context"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,7 +36,7 @@ func TestIdleOutboxIsNotPolled(t *testing.T) {
 	st := &countingStore{Store: hubstore.New(db)}
 	feed := bridge.NewFeed(bridge.FeedOptions{})
 	feed.Started()
-	svc := webhook.New(st, db, feed, nil, nil, nil)
+	svc := webhook.New(st, accounts.New(db), feed, nil, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { svc.Run(ctx, nil); close(done) }()

@@ -62,3 +62,7 @@ func Dialect() store.Dialect { return dialect }
 
 // Main runs the tests and stops the PostgreSQL they started.
 func Main(m *testing.M) { pgtest.Main(m) }
+
+// SetDialect makes d the dialect under test, for a benchmark that runs on
+// each.
+func SetDialect(d store.Dialect) { dialect = d }

@@ -1,4 +1,4 @@
-package store
+package accounts
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // hub h2 holding 3, and alice (member of 1 and 3) with app c1 installed
 // into 1 and 3, each with a token.
 type feedFixture struct {
-	db               *DB
+	db               *Store
 	in1, in3         *bridge.Installation
 	tok1, tok3       []byte
 	userID           int64
@@ -127,7 +127,7 @@ func TestFeedFollowsEveryWriter(t *testing.T) {
 		f := newFeedFixture(t)
 		cur := f.changes(t, "h1", f.cursor1).Cursor
 
-		if _, err := f.db.db.Exec(`UPDATE tokens SET revoked_at = 1 WHERE hash = ?`, f.tok1); err != nil {
+		if _, err := f.db.db.ExecContext(context.Background(), `UPDATE tokens SET revoked_at = 1 WHERE hash = ?`, f.tok1); err != nil {
 			t.Fatal(err)
 		}
 		b := f.changes(t, "h1", cur)
@@ -136,7 +136,7 @@ func TestFeedFollowsEveryWriter(t *testing.T) {
 		}
 		cur = b.Cursor
 
-		if _, err := f.db.db.Exec(`DELETE FROM user_locations WHERE user_id = ? AND location_id = 1`, f.userID); err != nil {
+		if _, err := f.db.db.ExecContext(context.Background(), `DELETE FROM user_locations WHERE user_id = ? AND location_id = 1`, f.userID); err != nil {
 			t.Fatal(err)
 		}
 		b = f.changes(t, "h1", cur)
@@ -148,7 +148,7 @@ func TestFeedFollowsEveryWriter(t *testing.T) {
 		}
 		cur = b.Cursor
 
-		if _, err := f.db.db.Exec(`DELETE FROM apps WHERE client_id = 'c1'`); err != nil {
+		if _, err := f.db.db.ExecContext(context.Background(), `DELETE FROM apps WHERE client_id = 'c1'`); err != nil {
 			t.Fatal(err)
 		}
 		b = f.changes(t, "h1", cur)
@@ -167,7 +167,7 @@ func TestFeedUserRemovalAndCursorGone(t *testing.T) {
 	ForEachDialect(t, func(t *testing.T) {
 		f := newFeedFixture(t)
 		cur := f.changes(t, "h2", f.cursor2).Cursor
-		if _, err := f.db.db.Exec(`DELETE FROM users WHERE id = ?`, f.userID); err != nil {
+		if _, err := f.db.db.ExecContext(context.Background(), `DELETE FROM users WHERE id = ?`, f.userID); err != nil {
 			t.Fatal(err)
 		}
 		b := f.changes(t, "h2", cur)

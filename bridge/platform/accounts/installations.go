@@ -1,4 +1,4 @@
-package store
+package accounts
 
 import (
 	"context"
@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // Install records that a user installed an app into a location with the
 // given switches. Installing the same app into the same location of the
 // same user again updates that installation (same id, the new switch
 // selection) rather than adding a second one. It fills in.ID and the times.
-func (db *DB) Install(ctx context.Context, in *bridge.Installation) error {
+func (db *Store) Install(ctx context.Context, in *bridge.Installation) error {
 	now := db.now()
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -30,15 +31,15 @@ func (db *DB) Install(ctx context.Context, in *bridge.Installation) error {
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		id = newInstallationID()
-		created = unix(now)
+		created = store.Millis(now)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO installations (id, client_id, user_id, location_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
-			id, in.ClientID, in.UserID, in.LocationID, created, unix(now)); err != nil {
+			id, in.ClientID, in.UserID, in.LocationID, created, store.Millis(now)); err != nil {
 			return err
 		}
 	case err != nil:
 		return err
 	default:
-		if _, err := tx.ExecContext(ctx, `UPDATE installations SET updated_at = ? WHERE id = ?`, unix(now), id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE installations SET updated_at = ? WHERE id = ?`, store.Millis(now), id); err != nil {
 			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM installation_switches WHERE installation_id = ?`, id); err != nil {
@@ -59,7 +60,7 @@ func (db *DB) Install(ctx context.Context, in *bridge.Installation) error {
 	if err := tx.Commit(); err != nil {
 		return err
 	}
-	in.ID, in.CreatedAt, in.UpdatedAt = id, fromUnix(created), fromUnix(unix(now))
+	in.ID, in.CreatedAt, in.UpdatedAt = id, store.FromMillis(created), store.FromMillis(store.Millis(now))
 	return nil
 }
 
@@ -67,7 +68,7 @@ func (db *DB) Install(ctx context.Context, in *bridge.Installation) error {
 // or see and switch. The triggers move the access generation and log the
 // installation for the hubs, so a cached grant and a linked hub's replica
 // follow at once. ENOTFOUND when the installation does not hold the switch.
-func (db *DB) SetSeeOnly(ctx context.Context, installationID, switchID string, seeOnly bool) error {
+func (db *Store) SetSeeOnly(ctx context.Context, installationID, switchID string, seeOnly bool) error {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -76,53 +77,53 @@ func (db *DB) SetSeeOnly(ctx context.Context, installationID, switchID string, s
 	res, err := tx.ExecContext(ctx, `UPDATE installation_switches SET see_only = ? WHERE installation_id = ? AND switch_id = ?`,
 		seeOnly, installationID, switchID)
 	if err != nil {
-		return db.note(err)
+		return db.db.Note(err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return err
 	} else if n == 0 {
 		return bridge.Errorf(bridge.ENOTFOUND, "installation %q holds no switch %q", installationID, switchID)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE installations SET updated_at = ? WHERE id = ?`, unix(db.now()), installationID); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE installations SET updated_at = ? WHERE id = ?`, store.Millis(db.now()), installationID); err != nil {
 		return err
 	}
 	return tx.Commit()
 }
 
 // Installation returns an installation; ENOTFOUND when there is none.
-func (db *DB) Installation(ctx context.Context, id string) (*bridge.Installation, error) {
+func (db *Store) Installation(ctx context.Context, id string) (*bridge.Installation, error) {
 	in := &bridge.Installation{}
 	var created, updated int64
 	var used sql.NullInt64
-	err := db.installationStmt.QueryRowContext(ctx, id).
+	err := db.preparedRow(ctx, selectInstallation, id).
 		Scan(&in.ID, &in.ClientID, &in.UserID, &in.LocationID, &created, &updated, &used)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, bridge.Errorf(bridge.ENOTFOUND, "no installation %q", id)
 	}
 	if err != nil {
-		return nil, db.note(err)
+		return nil, db.db.Note(err)
 	}
-	in.CreatedAt, in.UpdatedAt = fromUnix(created), fromUnix(updated)
+	in.CreatedAt, in.UpdatedAt = store.FromMillis(created), store.FromMillis(updated)
 	if used.Valid {
-		in.LastUsedAt = fromUnix(used.Int64)
+		in.LastUsedAt = store.FromMillis(used.Int64)
 	}
-	rows, err := db.installationSwitchesStmt.QueryContext(ctx, id)
+	rows, err := db.prepared(ctx, selectInstallationSwitches, id)
 	if err != nil {
-		return nil, db.note(err)
+		return nil, db.db.Note(err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var s string
 		var seeOnly bool
 		if err := rows.Scan(&s, &seeOnly); err != nil {
-			return nil, db.note(err)
+			return nil, db.db.Note(err)
 		}
 		in.SwitchIDs = append(in.SwitchIDs, s)
 		if seeOnly {
 			in.SeeOnly = append(in.SeeOnly, s)
 		}
 	}
-	return in, db.note(rows.Err())
+	return in, db.db.Note(rows.Err())
 }
 
 const (
@@ -131,7 +132,7 @@ const (
 )
 
 // Installations lists every installation, oldest first.
-func (db *DB) Installations(ctx context.Context) ([]*bridge.Installation, error) {
+func (db *Store) Installations(ctx context.Context) ([]*bridge.Installation, error) {
 	return db.FindInstallations(ctx, InstallationFilter{})
 }
 
@@ -140,7 +141,7 @@ type InstallationFilter = bridge.InstallationFilter
 
 // InstallationsOf lists a user's installations, oldest first: the
 // connected apps page.
-func (db *DB) InstallationsOf(ctx context.Context, userID int64) ([]*bridge.Installation, error) {
+func (db *Store) InstallationsOf(ctx context.Context, userID int64) ([]*bridge.Installation, error) {
 	if userID == 0 {
 		return nil, nil // no user has id 0; the zero filter would match all
 	}
@@ -148,11 +149,11 @@ func (db *DB) InstallationsOf(ctx context.Context, userID int64) ([]*bridge.Inst
 }
 
 // FindInstallations lists the installations f matches, oldest first.
-func (db *DB) FindInstallations(ctx context.Context, f InstallationFilter) ([]*bridge.Installation, error) {
+func (db *Store) FindInstallations(ctx context.Context, f InstallationFilter) ([]*bridge.Installation, error) {
 	// Oldest first; those of one millisecond in the order they were made
 	// on SQLite (rowid), by id on PostgreSQL, which keeps no such order.
 	order := "rowid"
-	if db.dialect == Postgres {
+	if db.db.Dialect() == store.Postgres {
 		order = "id"
 	}
 	ids, err := db.strings(ctx, `SELECT id FROM installations
@@ -174,7 +175,7 @@ func (db *DB) FindInstallations(ctx context.Context, f InstallationFilter) ([]*b
 // Uninstall deletes an installation with its switches, codes and tokens
 // (ENOTFOUND when there is none). The access generation moves in the same
 // transaction, so every process stops honouring its tokens at once.
-func (db *DB) Uninstall(ctx context.Context, id string) error {
+func (db *Store) Uninstall(ctx context.Context, id string) error {
 	res, err := db.db.ExecContext(ctx, `DELETE FROM installations WHERE id = ?`, id)
 	if err != nil {
 		return err
@@ -188,7 +189,7 @@ func (db *DB) Uninstall(ctx context.Context, id string) error {
 // MarkUsed records when installations' tokens were last used, in one
 // transaction; a time older than the one recorded is ignored. An
 // installation deleted meanwhile is skipped.
-func (db *DB) MarkUsed(ctx context.Context, used map[string]time.Time) error {
+func (db *Store) MarkUsed(ctx context.Context, used map[string]time.Time) error {
 	if len(used) == 0 {
 		return nil
 	}
@@ -198,7 +199,7 @@ func (db *DB) MarkUsed(ctx context.Context, used map[string]time.Time) error {
 	}
 	defer tx.Rollback()
 	for id, at := range used {
-		if _, err := tx.ExecContext(ctx, `UPDATE installations SET last_used_at = ?1 WHERE id = ?2 AND (last_used_at IS NULL OR last_used_at < ?1)`, unix(at), id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE installations SET last_used_at = ?1 WHERE id = ?2 AND (last_used_at IS NULL OR last_used_at < ?1)`, store.Millis(at), id); err != nil {
 			return err
 		}
 	}
@@ -209,7 +210,7 @@ func (db *DB) MarkUsed(ctx context.Context, used map[string]time.Time) error {
 // tokens were last used there, like MarkUsed, for the installations in
 // the hub's locations only: a hub cannot speak for another's. It returns
 // how many it recorded.
-func (db *DB) MarkUsedAtHub(ctx context.Context, hubID string, used map[string]time.Time) (int, error) {
+func (db *Store) MarkUsedAtHub(ctx context.Context, hubID string, used map[string]time.Time) (int, error) {
 	if len(used) == 0 {
 		return 0, nil
 	}
@@ -221,7 +222,7 @@ func (db *DB) MarkUsedAtHub(ctx context.Context, hubID string, used map[string]t
 	n := 0
 	for id, at := range used {
 		res, err := tx.ExecContext(ctx, `UPDATE installations SET last_used_at = CASE WHEN last_used_at > ?1 THEN last_used_at ELSE ?1 END
-			WHERE id = ?2 AND location_id IN (SELECT location_id FROM hub_locations WHERE hub_id = ?3)`, unix(at), id, hubID)
+			WHERE id = ?2 AND location_id IN (SELECT location_id FROM hub_locations WHERE hub_id = ?3)`, store.Millis(at), id, hubID)
 		if err != nil {
 			return 0, err
 		}
@@ -232,7 +233,7 @@ func (db *DB) MarkUsedAtHub(ctx context.Context, hubID string, used map[string]t
 }
 
 // CountInstallations returns how many installations exist.
-func (db *DB) CountInstallations(ctx context.Context) (int, error) {
+func (db *Store) CountInstallations(ctx context.Context) (int, error) {
 	var n int
 	err := db.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM installations`).Scan(&n)
 	return n, err

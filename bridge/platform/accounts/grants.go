@@ -1,4 +1,4 @@
-package store
+package accounts
 
 import (
 	"context"
@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // CreateCode stores the hash of a new authorization code.
-func (db *DB) CreateCode(ctx context.Context, hash []byte, c bridge.AuthCode) error {
+func (db *Store) CreateCode(ctx context.Context, hash []byte, c bridge.AuthCode) error {
 	_, err := db.db.ExecContext(ctx, `INSERT INTO codes (hash, client_id, redirect_uri, installation_id, expires_at, code_challenge) VALUES (?, ?, ?, ?, ?, ?)`,
-		hash, c.ClientID, c.RedirectURI, c.InstallationID, unix(c.ExpiresAt), c.CodeChallenge)
+		hash, c.ClientID, c.RedirectURI, c.InstallationID, store.Millis(c.ExpiresAt), c.CodeChallenge)
 	return err
 }
 
@@ -26,7 +27,7 @@ func (db *DB) CreateCode(ctx context.Context, hash []byte, c bridge.AuthCode) er
 // grant is revoked (RFC 6749 §4.1.2: every token issued from it, and
 // whatever those were refreshed into). An unknown or expired code is
 // bridge.ErrCodeInvalid.
-func (db *DB) RedeemCode(ctx context.Context, codeHash []byte, check func(bridge.AuthCode) error, issued bridge.TokenPair) (*bridge.AuthCode, error) {
+func (db *Store) RedeemCode(ctx context.Context, codeHash []byte, check func(bridge.AuthCode) error, issued bridge.TokenPair) (*bridge.AuthCode, error) {
 	now := db.now()
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -44,7 +45,7 @@ func (db *DB) RedeemCode(ctx context.Context, codeHash []byte, check func(bridge
 	if err != nil {
 		return nil, err
 	}
-	c.ExpiresAt = fromUnix(expires)
+	c.ExpiresAt = store.FromMillis(expires)
 	if err := check(c); err != nil {
 		return nil, err
 	}
@@ -60,7 +61,7 @@ func (db *DB) RedeemCode(ctx context.Context, codeHash []byte, check func(bridge
 	if !now.Before(c.ExpiresAt) {
 		return nil, bridge.ErrCodeInvalid
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE codes SET used_at = ? WHERE hash = ? AND used_at IS NULL`, unix(now), codeHash)
+	res, err := tx.ExecContext(ctx, `UPDATE codes SET used_at = ? WHERE hash = ? AND used_at IS NULL`, store.Millis(now), codeHash)
 	if err != nil {
 		return nil, err
 	}
@@ -80,14 +81,14 @@ func (db *DB) RedeemCode(ctx context.Context, codeHash []byte, check func(bridge
 // installation; codeHash is the code they were exchanged for, nil for none.
 func insertTokens(ctx context.Context, tx *sql.Tx, installationID string, codeHash []byte, issued bridge.TokenPair, now time.Time) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO tokens (hash, installation_id, code_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)`,
-		issued.AccessHash, installationID, codeHash, unix(now), unix(issued.AccessExpiresAt)); err != nil {
+		issued.AccessHash, installationID, codeHash, store.Millis(now), store.Millis(issued.AccessExpiresAt)); err != nil {
 		return err
 	}
 	if issued.RefreshHash == nil {
 		return nil
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO refresh_tokens (hash, installation_id, created_at, expires_at) VALUES (?, ?, ?, ?)`,
-		issued.RefreshHash, installationID, unix(now), unix(issued.RefreshExpiresAt))
+		issued.RefreshHash, installationID, store.Millis(now), store.Millis(issued.RefreshExpiresAt))
 	return err
 }
 
@@ -96,10 +97,10 @@ func insertTokens(ctx context.Context, tx *sql.Tx, installationID string, codeHa
 // refresh token takes back. The installation itself stays; its user can
 // authorize the app again.
 func revokeGrant(ctx context.Context, tx *sql.Tx, installationID string, now time.Time) error {
-	if _, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE installation_id = ? AND revoked_at IS NULL`, unix(now), installationID); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = ? WHERE installation_id = ? AND revoked_at IS NULL`, store.Millis(now), installationID); err != nil {
 		return err
 	}
-	_, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = ? WHERE installation_id = ? AND revoked_at IS NULL`, unix(now), installationID)
+	_, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET revoked_at = ? WHERE installation_id = ? AND revoked_at IS NULL`, store.Millis(now), installationID)
 	return err
 }
 
@@ -111,7 +112,7 @@ func revokeGrant(ctx context.Context, tx *sql.Tx, installationID string, now tim
 // its installation's grant is revoked: either the client or a thief holds
 // the token issued in its place, and the hub cannot tell which. An unknown,
 // expired or revoked token is bridge.ErrRefreshInvalid.
-func (db *DB) Refresh(ctx context.Context, refreshHash []byte, check func(bridge.RefreshToken) error, issued bridge.TokenPair) (*bridge.RefreshToken, error) {
+func (db *Store) Refresh(ctx context.Context, refreshHash []byte, check func(bridge.RefreshToken) error, issued bridge.TokenPair) (*bridge.RefreshToken, error) {
 	now := db.now()
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -130,7 +131,7 @@ func (db *DB) Refresh(ctx context.Context, refreshHash []byte, check func(bridge
 	if err != nil {
 		return nil, err
 	}
-	rt.ExpiresAt = fromUnix(expires)
+	rt.ExpiresAt = store.FromMillis(expires)
 	if err := check(rt); err != nil {
 		return nil, err
 	}
@@ -151,7 +152,7 @@ func (db *DB) Refresh(ctx context.Context, refreshHash []byte, check func(bridge
 	case !now.Before(rt.ExpiresAt):
 		return nil, bridge.ErrRefreshInvalid
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET used_at = ? WHERE hash = ?`, unix(now), refreshHash); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE refresh_tokens SET used_at = ? WHERE hash = ?`, store.Millis(now), refreshHash); err != nil {
 		return nil, err
 	}
 	if err := insertTokens(ctx, tx, rt.InstallationID, nil, issued, now); err != nil {
@@ -167,7 +168,7 @@ func (db *DB) Refresh(ctx context.Context, refreshHash []byte, check func(bridge
 // kind it is: an access token is revoked alone; a refresh token revokes
 // its installation's grant, every access and refresh token of it. A token
 // that is unknown or another client's revokes nothing (RevokedNothing).
-func (db *DB) RevokeToken(ctx context.Context, hash []byte, clientID string) (bridge.Revoked, error) {
+func (db *Store) RevokeToken(ctx context.Context, hash []byte, clientID string) (bridge.Revoked, error) {
 	now := db.now()
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -175,7 +176,7 @@ func (db *DB) RevokeToken(ctx context.Context, hash []byte, clientID string) (br
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx, `UPDATE tokens SET revoked_at = coalesce(revoked_at, ?) WHERE hash = ?
-		AND installation_id IN (SELECT id FROM installations WHERE client_id = ?)`, unix(now), hash, clientID)
+		AND installation_id IN (SELECT id FROM installations WHERE client_id = ?)`, store.Millis(now), hash, clientID)
 	if err != nil {
 		return bridge.RevokedNothing, err
 	}
@@ -200,10 +201,10 @@ func (db *DB) RevokeToken(ctx context.Context, hash []byte, clientID string) (br
 // CreateToken stores an access token issued without a code (switchbridge
 // install, for developers). ENOTFOUND when the installation is gone (an
 // uninstall in between).
-func (db *DB) CreateToken(ctx context.Context, hash []byte, installationID string, expires time.Time) error {
+func (db *Store) CreateToken(ctx context.Context, hash []byte, installationID string, expires time.Time) error {
 	_, err := db.db.ExecContext(ctx, `INSERT INTO tokens (hash, installation_id, created_at, expires_at) VALUES (?, ?, ?, ?)`,
-		hash, installationID, unix(db.now()), unix(expires))
-	if isForeignKey(err) {
+		hash, installationID, store.Millis(db.now()), store.Millis(expires))
+	if store.IsForeignKey(err) {
 		return bridge.Errorf(bridge.ENOTFOUND, "installation %s was removed while its token was issued: install again", installationID)
 	}
 	return err
@@ -211,18 +212,18 @@ func (db *DB) CreateToken(ctx context.Context, hash []byte, installationID strin
 
 // Token returns what an access token hash is bound to; bridge.ErrTokenUnknown when
 // no such token was issued.
-func (db *DB) Token(ctx context.Context, hash []byte) (*bridge.AccessToken, error) {
+func (db *Store) Token(ctx context.Context, hash []byte) (*bridge.AccessToken, error) {
 	var t bridge.AccessToken
 	var expires int64
 	var revoked sql.NullInt64
-	err := db.tokenStmt.QueryRowContext(ctx, hash).Scan(&t.InstallationID, &expires, &revoked)
+	err := db.preparedRow(ctx, selectToken, hash).Scan(&t.InstallationID, &expires, &revoked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, bridge.ErrTokenUnknown
 	}
 	if err != nil {
-		return nil, db.note(err)
+		return nil, db.db.Note(err)
 	}
-	t.ExpiresAt = fromUnix(expires)
+	t.ExpiresAt = store.FromMillis(expires)
 	t.Revoked = revoked.Valid
 	return &t, nil
 }
@@ -235,24 +236,24 @@ const selectToken = `SELECT installation_id, expires_at, revoked_at FROM tokens 
 // revocation or an uninstall, by this process or another, counts at the
 // next one. bridge.ErrTokenUnknown when no such token was issued (or its
 // installation is gone, which takes its tokens along).
-func (db *DB) TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGrant, error) {
+func (db *Store) TokenGrant(ctx context.Context, hash []byte) (*bridge.TokenGrant, error) {
 	var g bridge.TokenGrant
 	in := &g.Installation
 	var expires, created, updated int64
 	var revoked sql.NullInt64
 	var switches, seeOnly sql.NullString
-	err := db.tokenGrantStmt.QueryRowContext(ctx, hash).Scan(&g.InstallationID, &expires, &revoked,
+	err := db.preparedRow(ctx, selectTokenGrant, hash).Scan(&g.InstallationID, &expires, &revoked,
 		&in.ClientID, &in.UserID, &in.LocationID, &created, &updated, &g.Legacy, &g.Member, &switches, &seeOnly)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, bridge.ErrTokenUnknown
 	}
 	if err != nil {
-		return nil, db.note(err)
+		return nil, db.db.Note(err)
 	}
-	g.ExpiresAt = fromUnix(expires)
+	g.ExpiresAt = store.FromMillis(expires)
 	g.Revoked = revoked.Valid
 	in.ID = g.InstallationID
-	in.CreatedAt, in.UpdatedAt = fromUnix(created), fromUnix(updated)
+	in.CreatedAt, in.UpdatedAt = store.FromMillis(created), store.FromMillis(updated)
 	if switches.String != "" {
 		// Switch ids hold no newline (config.SwitchIDPattern).
 		in.SwitchIDs = strings.Split(switches.String, "\n")
@@ -276,8 +277,8 @@ const selectTokenGrant = `SELECT t.installation_id, t.expires_at, t.revoked_at,
 // Prune deletes codes and tokens that expired more than a day before now,
 // so the database does not grow without bound. Used codes and spent
 // refresh tokens are kept until then so a replay is still recognised.
-func (db *DB) Prune(ctx context.Context, now time.Time) error {
-	cutoff := unix(now.Add(-24 * time.Hour))
+func (db *Store) Prune(ctx context.Context, now time.Time) error {
+	cutoff := store.Millis(now.Add(-24 * time.Hour))
 	if _, err := db.db.ExecContext(ctx, `DELETE FROM codes WHERE expires_at < ?`, cutoff); err != nil {
 		return err
 	}
@@ -294,10 +295,10 @@ func (db *DB) Prune(ctx context.Context, now time.Time) error {
 // back (a reused code or refresh token, a revocation) or let lapse; only
 // a new authorization issues a token for it again. False for an
 // installation that is gone.
-func (db *DB) GrantLive(ctx context.Context, installationID string, now time.Time) (bool, error) {
+func (db *Store) GrantLive(ctx context.Context, installationID string, now time.Time) (bool, error) {
 	var live bool
 	err := db.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM tokens WHERE installation_id = ?1 AND revoked_at IS NULL AND expires_at > ?2)
 		OR EXISTS (SELECT 1 FROM refresh_tokens WHERE installation_id = ?1 AND used_at IS NULL AND revoked_at IS NULL AND expires_at > ?2)`,
-		installationID, unix(now)).Scan(&live)
-	return live, db.note(err)
+		installationID, store.Millis(now)).Scan(&live)
+	return live, db.db.Note(err)
 }

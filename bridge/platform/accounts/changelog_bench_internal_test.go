@@ -1,9 +1,11 @@
-package store
+package accounts
 
 import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/store/storetest"
 	"strings"
 	"testing"
 	"time"
@@ -16,10 +18,10 @@ import (
 // as a grant refreshed for days does. reads/op is the queries that read
 // tokens and installations, beyond the three that read the change log.
 func BenchmarkChanges(b *testing.B) {
-	for _, d := range []Dialect{SQLite, Postgres} {
+	for _, d := range []store.Dialect{store.SQLite, store.Postgres} {
 		b.Run(string(d), func(b *testing.B) {
-			testDialect = d
-			b.Cleanup(func() { testDialect = SQLite })
+			storetest.SetDialect(d)
+			b.Cleanup(func() { storetest.SetDialect(store.SQLite) })
 			for _, c := range []struct{ n, history int }{{1, 0}, {20, 0}, {500, 0}, {500, 20000}} {
 				b.Run(fmt.Sprintf("tokens=%d/history=%d", c.n, c.history), func(b *testing.B) {
 					db, cursor := newRefreshStorm(b, c.n, c.history)
@@ -45,7 +47,7 @@ func BenchmarkChanges(b *testing.B) {
 // newRefreshStorm returns the feed fixture's store after n refreshes of
 // the installation in location 1 (hub h1), which held history tokens
 // before them, and h1's cursor before the refreshes.
-func newRefreshStorm(tb testing.TB, n, history int) (*DB, int64) {
+func newRefreshStorm(tb testing.TB, n, history int) (*Store, int64) {
 	tb.Helper()
 	f := newFeedFixture(tb)
 	tx, err := f.db.db.BeginTx(f.ctx, nil)

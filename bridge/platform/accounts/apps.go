@@ -1,4 +1,4 @@
-package store
+package accounts
 
 import (
 	"context"
@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // CreateApp registers an app. ECONFLICT when the client id is taken.
-func (db *DB) CreateApp(ctx context.Context, a *bridge.App) error {
+func (db *Store) CreateApp(ctx context.Context, a *bridge.App) error {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -20,12 +21,12 @@ func (db *DB) CreateApp(ctx context.Context, a *bridge.App) error {
 		a.CreatedAt = db.now()
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO apps (client_id, name, secret_hash, owner_id, published, require_pkce, legacy, access_token_lifetime, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		a.ClientID, a.Name, a.SecretHash, a.OwnerID, a.Published, a.RequirePKCE, a.Legacy, a.AccessTokenLifetime.Milliseconds(), unix(a.CreatedAt))
+		a.ClientID, a.Name, a.SecretHash, a.OwnerID, a.Published, a.RequirePKCE, a.Legacy, a.AccessTokenLifetime.Milliseconds(), store.Millis(a.CreatedAt))
 	if err != nil {
-		if isUnique(err) {
+		if store.IsUnique(err) {
 			return bridge.Errorf(bridge.ECONFLICT, "app %q exists already", a.ClientID)
 		}
-		if isForeignKey(err) {
+		if store.IsForeignKey(err) {
 			return bridge.Errorf(bridge.ENOTFOUND, "owner %d does not exist", a.OwnerID)
 		}
 		return err
@@ -39,7 +40,7 @@ func (db *DB) CreateApp(ctx context.Context, a *bridge.App) error {
 }
 
 // App returns the app with a client id; ENOTFOUND when there is none.
-func (db *DB) App(ctx context.Context, clientID string) (*bridge.App, error) {
+func (db *Store) App(ctx context.Context, clientID string) (*bridge.App, error) {
 	a := &bridge.App{}
 	var created, lifetime int64
 	err := db.db.QueryRowContext(ctx, `SELECT client_id, name, secret_hash, owner_id, published, require_pkce, legacy, access_token_lifetime, created_at FROM apps WHERE client_id = ?`, clientID).
@@ -50,7 +51,7 @@ func (db *DB) App(ctx context.Context, clientID string) (*bridge.App, error) {
 	if err != nil {
 		return nil, err
 	}
-	a.CreatedAt = fromUnix(created)
+	a.CreatedAt = store.FromMillis(created)
 	a.AccessTokenLifetime = time.Duration(lifetime) * time.Millisecond
 	rows, err := db.db.QueryContext(ctx, `SELECT uri FROM app_redirect_uris WHERE client_id = ? ORDER BY pos`, clientID)
 	if err != nil {
@@ -68,7 +69,7 @@ func (db *DB) App(ctx context.Context, clientID string) (*bridge.App, error) {
 }
 
 // Apps lists every app by creation time.
-func (db *DB) Apps(ctx context.Context) ([]*bridge.App, error) {
+func (db *Store) Apps(ctx context.Context) ([]*bridge.App, error) {
 	ids, err := db.strings(ctx, `SELECT client_id FROM apps ORDER BY created_at, client_id`)
 	if err != nil {
 		return nil, err
@@ -86,30 +87,30 @@ func (db *DB) Apps(ctx context.Context) ([]*bridge.App, error) {
 
 // SetAppPublished lets every user install an app, or only its owner;
 // ENOTFOUND for no such app. Installations already made are kept.
-func (db *DB) SetAppPublished(ctx context.Context, clientID string, published bool) error {
+func (db *Store) SetAppPublished(ctx context.Context, clientID string, published bool) error {
 	return db.updateApp(ctx, `UPDATE apps SET published = ? WHERE client_id = ?`, published, clientID)
 }
 
 // SetAppSecret replaces an app's secret hash; ENOTFOUND for no such app.
-func (db *DB) SetAppSecret(ctx context.Context, clientID string, secretHash []byte) error {
+func (db *Store) SetAppSecret(ctx context.Context, clientID string, secretHash []byte) error {
 	return db.updateApp(ctx, `UPDATE apps SET secret_hash = ? WHERE client_id = ?`, secretHash, clientID)
 }
 
 // SetAppLegacy turns an app's legacy mode on or off; ENOTFOUND for no such
 // app. A running hub reads it at each request.
-func (db *DB) SetAppLegacy(ctx context.Context, clientID string, legacy bool) error {
+func (db *Store) SetAppLegacy(ctx context.Context, clientID string, legacy bool) error {
 	return db.updateApp(ctx, `UPDATE apps SET legacy = ? WHERE client_id = ?`, legacy, clientID)
 }
 
 // SetAppAccessTokenLifetime sets the lifetime of the access tokens an app
 // is issued from now on (zero: the hub's default); ENOTFOUND for no such
 // app. Tokens issued before keep their expiry.
-func (db *DB) SetAppAccessTokenLifetime(ctx context.Context, clientID string, d time.Duration) error {
+func (db *Store) SetAppAccessTokenLifetime(ctx context.Context, clientID string, d time.Duration) error {
 	return db.updateApp(ctx, `UPDATE apps SET access_token_lifetime = ? WHERE client_id = ?`, d.Milliseconds(), clientID)
 }
 
 // SetAppRedirectURIs replaces an app's redirect URIs.
-func (db *DB) SetAppRedirectURIs(ctx context.Context, clientID string, uris []string) error {
+func (db *Store) SetAppRedirectURIs(ctx context.Context, clientID string, uris []string) error {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -126,7 +127,7 @@ func (db *DB) SetAppRedirectURIs(ctx context.Context, clientID string, uris []st
 	return tx.Commit()
 }
 
-func (db *DB) updateApp(ctx context.Context, q string, args ...any) error {
+func (db *Store) updateApp(ctx context.Context, q string, args ...any) error {
 	res, err := db.db.ExecContext(ctx, q, args...)
 	if err != nil {
 		return err
@@ -140,6 +141,6 @@ func (db *DB) updateApp(ctx context.Context, q string, args ...any) error {
 // DeleteApp removes an app and uninstalls it everywhere: its redirect URIs,
 // installations, codes and tokens go with it, in one transaction that moves
 // the access generation. ENOTFOUND for no such app.
-func (db *DB) DeleteApp(ctx context.Context, clientID string) error {
+func (db *Store) DeleteApp(ctx context.Context, clientID string) error {
 	return db.updateApp(ctx, `DELETE FROM apps WHERE client_id = ?`, clientID)
 }

@@ -1,4 +1,4 @@
-package store
+package accounts
 
 // The platform's registry of hubs and the inventories they report.
 
@@ -11,25 +11,26 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // CreateHub registers a hub. ECONFLICT when the name is taken.
-func (db *DB) CreateHub(ctx context.Context, h *bridge.RegisteredHub) error {
+func (db *Store) CreateHub(ctx context.Context, h *bridge.RegisteredHub) error {
 	now := db.now()
 	_, err := db.db.ExecContext(ctx, `INSERT INTO hubs (id, name, base_url, secret_hash, created_at) VALUES (?, ?, ?, ?, ?)`,
-		h.ID, h.Name, h.BaseURL, h.SecretHash, unix(now))
-	if isUnique(err) {
+		h.ID, h.Name, h.BaseURL, h.SecretHash, store.Millis(now))
+	if store.IsUnique(err) {
 		return bridge.Errorf(bridge.ECONFLICT, "a hub named %q exists already", h.Name)
 	}
 	if err == nil {
-		h.CreatedAt = fromUnix(unix(now))
+		h.CreatedAt = store.FromMillis(store.Millis(now))
 	}
 	return err
 }
 
 // Hub returns a registered hub with its inventory; ENOTFOUND when there is
 // none.
-func (db *DB) Hub(ctx context.Context, id string) (*bridge.RegisteredHub, error) {
+func (db *Store) Hub(ctx context.Context, id string) (*bridge.RegisteredHub, error) {
 	hubs, err := db.hubs(ctx, `WHERE id = ?`, id)
 	if err != nil {
 		return nil, err
@@ -41,11 +42,11 @@ func (db *DB) Hub(ctx context.Context, id string) (*bridge.RegisteredHub, error)
 }
 
 // Hubs lists the registered hubs by name, each with its inventory.
-func (db *DB) Hubs(ctx context.Context) ([]*bridge.RegisteredHub, error) {
+func (db *Store) Hubs(ctx context.Context) ([]*bridge.RegisteredHub, error) {
 	return db.hubs(ctx, ``)
 }
 
-func (db *DB) hubs(ctx context.Context, where string, args ...any) ([]*bridge.RegisteredHub, error) {
+func (db *Store) hubs(ctx context.Context, where string, args ...any) ([]*bridge.RegisteredHub, error) {
 	tx, err := db.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err
@@ -64,12 +65,12 @@ func (db *DB) hubs(ctx context.Context, where string, args ...any) ([]*bridge.Re
 			rows.Close()
 			return nil, err
 		}
-		h.CreatedAt = fromUnix(created)
+		h.CreatedAt = store.FromMillis(created)
 		if seen > 0 {
-			h.LastSeen = fromUnix(seen)
+			h.LastSeen = store.FromMillis(seen)
 		}
 		if conflictAt > 0 {
-			h.ConflictAt = fromUnix(conflictAt)
+			h.ConflictAt = store.FromMillis(conflictAt)
 		}
 		out = append(out, h)
 		byID[h.ID] = h
@@ -132,7 +133,7 @@ func remoteLocations(ctx context.Context, tx *sql.Tx, cond string, args ...any) 
 
 // HubLocation returns the hub location with id and the hub holding it;
 // ENOTFOUND when no hub holds it.
-func (db *DB) HubLocation(ctx context.Context, id int64) (*bridge.RemoteLocation, error) {
+func (db *Store) HubLocation(ctx context.Context, id int64) (*bridge.RemoteLocation, error) {
 	var hubID string
 	err := db.db.QueryRowContext(ctx, `SELECT hub_id FROM hub_locations WHERE location_id = ?`, id).Scan(&hubID)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -155,7 +156,7 @@ func (db *DB) HubLocation(ctx context.Context, id int64) (*bridge.RemoteLocation
 
 // SetHubSecret replaces a hub's secret hash: its old secret stops working
 // at its next call. ENOTFOUND for no such hub.
-func (db *DB) SetHubSecret(ctx context.Context, id string, hash []byte) error {
+func (db *Store) SetHubSecret(ctx context.Context, id string, hash []byte) error {
 	res, err := db.db.ExecContext(ctx, `UPDATE hubs SET secret_hash = ? WHERE id = ?`, hash, id)
 	if err != nil {
 		return err
@@ -169,7 +170,7 @@ func (db *DB) SetHubSecret(ctx context.Context, id string, hash []byte) error {
 // RemoveHub unregisters a hub and uninstalls every installation in its
 // locations (their tokens go with them), in one transaction. It returns how
 // many installations it removed; ENOTFOUND for no such hub.
-func (db *DB) RemoveHub(ctx context.Context, id string) (int, error) {
+func (db *Store) RemoveHub(ctx context.Context, id string) (int, error) {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
@@ -185,7 +186,7 @@ func (db *DB) RemoveHub(ctx context.Context, id string) (int, error) {
 	// platform outage.
 	if _, err := tx.ExecContext(ctx, `INSERT INTO removed_hubs (id, name, secret_hash, removed_at)
 		SELECT id, name, secret_hash, ? FROM hubs WHERE id = ?
-		ON CONFLICT (id) DO UPDATE SET name = excluded.name, secret_hash = excluded.secret_hash, removed_at = excluded.removed_at`, unix(db.now()), id); err != nil {
+		ON CONFLICT (id) DO UPDATE SET name = excluded.name, secret_hash = excluded.secret_hash, removed_at = excluded.removed_at`, store.Millis(db.now()), id); err != nil {
 		return 0, err
 	}
 	res, err = tx.ExecContext(ctx, `DELETE FROM hubs WHERE id = ?`, id)
@@ -200,7 +201,7 @@ func (db *DB) RemoveHub(ctx context.Context, id string) (int, error) {
 
 // RemovedHubSecret returns the secret hash a removed hub had; ENOTFOUND
 // when no hub with that id was removed.
-func (db *DB) RemovedHubSecret(ctx context.Context, id string) ([]byte, error) {
+func (db *Store) RemovedHubSecret(ctx context.Context, id string) ([]byte, error) {
 	var hash []byte
 	err := db.db.QueryRowContext(ctx, `SELECT secret_hash FROM removed_hubs WHERE id = ?`, id).Scan(&hash)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -216,7 +217,7 @@ func (db *DB) RemovedHubSecret(ctx context.Context, id string) ([]byte, error) {
 // the hub holding it (a hub learns nothing of other hubs; the error's
 // Holder says which, for the platform's log), and nothing is changed. A location the hub did not hold before enters the change log,
 // so the hub receives that location's installations.
-func (db *DB) SetInventory(ctx context.Context, hubID, version string, locs []bridge.RemoteLocation, reserved func(int64) bool) error {
+func (db *Store) SetInventory(ctx context.Context, hubID, version string, locs []bridge.RemoteLocation, reserved func(int64) bool) error {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -271,7 +272,7 @@ func (db *DB) SetInventory(ctx context.Context, hubID, version string, locs []br
 			}
 		}
 	}
-	res, err := tx.ExecContext(ctx, `UPDATE hubs SET version = ?, last_seen_at = ? WHERE id = ?`, version, unix(db.now()), hubID)
+	res, err := tx.ExecContext(ctx, `UPDATE hubs SET version = ?, last_seen_at = ? WHERE id = ?`, version, store.Millis(db.now()), hubID)
 	if err != nil {
 		return err
 	}
@@ -282,15 +283,15 @@ func (db *DB) SetInventory(ctx context.Context, hubID, version string, locs []br
 }
 
 // TouchHub records that a hub called and the cursor it acknowledged.
-func (db *DB) TouchHub(ctx context.Context, id string, cursor int64, at time.Time) error {
-	_, err := db.db.ExecContext(ctx, `UPDATE hubs SET last_seen_at = ?, cursor = ? WHERE id = ?`, unix(at), cursor, id)
+func (db *Store) TouchHub(ctx context.Context, id string, cursor int64, at time.Time) error {
+	_, err := db.db.ExecContext(ctx, `UPDATE hubs SET last_seen_at = ?, cursor = ? WHERE id = ?`, store.Millis(at), cursor, id)
 	return err
 }
 
 // SetHubConflict records why the platform refused a second process that
 // called with hub id's credentials, and when.
-func (db *DB) SetHubConflict(ctx context.Context, id, why string, at time.Time) error {
-	_, err := db.db.ExecContext(ctx, `UPDATE hubs SET conflict = ?, conflict_at = ? WHERE id = ?`, why, unix(at), id)
+func (db *Store) SetHubConflict(ctx context.Context, id, why string, at time.Time) error {
+	_, err := db.db.ExecContext(ctx, `UPDATE hubs SET conflict = ?, conflict_at = ? WHERE id = ?`, why, store.Millis(at), id)
 	return err
 }
 

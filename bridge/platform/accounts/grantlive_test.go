@@ -1,4 +1,4 @@
-package store_test
+package accounts_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/store/storetest"
 )
 
 // longPair is a token pair as the issuer makes it: an access token for an
@@ -33,7 +34,7 @@ func mustLive(t *testing.T, what string, live func(now time.Time) (bool, error),
 // expired. Reuse detection, revocation of the refresh token and expiry
 // each end it; a new authorization brings it back.
 func TestGrantLive(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		db := mustOpen(t, t.TempDir())
 		_, _, in := seed(t, db)
@@ -99,7 +100,7 @@ func TestGrantLive(t *testing.T) {
 // which the platform sends with the installation whenever a refresh token
 // is issued, spent or revoked.
 func TestReplicaGrantLive(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		platform := mustOpen(t, t.TempDir())
 		_, _, in := seed(t, platform) // location 1

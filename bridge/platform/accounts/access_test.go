@@ -1,4 +1,4 @@
-package store_test
+package accounts_test
 
 import (
 	"context"
@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
+	"github.com/switchbridge/switchbridge/bridge/store/storetest"
 )
 
 // generation reads the access generation, failing the test on an error.
-func generation(t *testing.T, db *store.DB) int64 {
+func generation(t *testing.T, db *accounts.Store) int64 {
 	t.Helper()
 	n, err := db.AccessGeneration(context.Background())
 	if err != nil {
@@ -23,7 +24,7 @@ func generation(t *testing.T, db *store.DB) int64 {
 
 // wantMoved runs change and checks that the access generation moved (or,
 // with moved false, stayed), as another process sharing the file sees it.
-func wantMoved(t *testing.T, other *store.DB, what string, moved bool, change func() error) {
+func wantMoved(t *testing.T, other *accounts.Store, what string, moved bool, change func() error) {
 	t.Helper()
 	before := generation(t, other)
 	if err := change(); err != nil {
@@ -39,7 +40,7 @@ func wantMoved(t *testing.T, other *store.DB, what string, moved bool, change fu
 // (another process) sees it at once; writes that take nothing away leave
 // it alone, so the grant cache keeps working.
 func TestAccessGenerationMovesOnEveryRemoval(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		dir := t.TempDir()
 		db := mustOpen(t, dir)
@@ -98,7 +99,7 @@ func TestAccessGenerationMovesOnEveryRemoval(t *testing.T) {
 }
 
 func TestDeleteUser(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		db := mustOpen(t, t.TempDir())
 		_, _, _ = seed(t, db) // alice owns app c1 and installed it
@@ -138,7 +139,7 @@ func TestDeleteUser(t *testing.T) {
 }
 
 func TestUserLocationsAndFindInstallations(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		db := mustOpen(t, t.TempDir())
 		u, _, in := seed(t, db) // alice in 1 and 2, installed c1 into 1
@@ -164,10 +165,10 @@ func TestUserLocationsAndFindInstallations(t *testing.T) {
 		if got, want := ids(db.InstallationsOf(ctx, u.ID)), in.ID+","+in2.ID; got != want {
 			t.Errorf("alice's installations %s, want %s", got, want)
 		}
-		if got := ids(db.FindInstallations(ctx, store.InstallationFilter{ClientID: "c1", UserID: bob.ID})); got != bin.ID {
+		if got := ids(db.FindInstallations(ctx, accounts.InstallationFilter{ClientID: "c1", UserID: bob.ID})); got != bin.ID {
 			t.Errorf("bob's installations of c1: %s", got)
 		}
-		if got := ids(db.FindInstallations(ctx, store.InstallationFilter{ClientID: "other"})); got != "" {
+		if got := ids(db.FindInstallations(ctx, accounts.InstallationFilter{ClientID: "other"})); got != "" {
 			t.Errorf("installations of an unknown app: %s", got)
 		}
 		if got := ids(db.InstallationsOf(ctx, 0)); got != "" {
@@ -209,7 +210,7 @@ func TestUserLocationsAndFindInstallations(t *testing.T) {
 }
 
 func TestMarkUsed(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		db := mustOpen(t, t.TempDir())
 		_, _, in := seed(t, db)

@@ -1,4 +1,4 @@
-package store
+package accounts
 
 // The change log a hub's replica follows: what the triggers of
 // migration 0008 append to, read as current records and tombstones for the
@@ -6,21 +6,18 @@ package store
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"database/sql"
 	"encoding/hex"
-	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // ChangeSeq returns the newest change sequence (0 for none yet).
-func (db *DB) ChangeSeq(ctx context.Context) (int64, error) {
+func (db *Store) ChangeSeq(ctx context.Context) (int64, error) {
 	var n sql.NullInt64
 	err := db.db.QueryRowContext(ctx, `SELECT max(seq) FROM changes`).Scan(&n)
 	return n.Int64, err
@@ -28,12 +25,12 @@ func (db *DB) ChangeSeq(ctx context.Context) (int64, error) {
 
 // ChangedLocations returns the locations of the changes after seq after up
 // to and including seq upto, each once.
-func (db *DB) ChangedLocations(ctx context.Context, after, upto int64) ([]int64, error) {
+func (db *Store) ChangedLocations(ctx context.Context, after, upto int64) ([]int64, error) {
 	return int64s(ctx, db.db, `SELECT DISTINCT location_id FROM changes WHERE seq > ? AND seq <= ?`, after, upto)
 }
 
 // HubLocationIDs returns the ids of the locations a hub holds.
-func (db *DB) HubLocationIDs(ctx context.Context, hubID string) ([]int64, error) {
+func (db *Store) HubLocationIDs(ctx context.Context, hubID string) ([]int64, error) {
 	return int64s(ctx, db.db, `SELECT location_id FROM hub_locations WHERE hub_id = ? ORDER BY location_id`, hubID)
 }
 
@@ -43,20 +40,20 @@ func (db *DB) HubLocationIDs(ctx context.Context, hubID string) ([]int64, error)
 // locations), and the new cursor. It reads one snapshot of the database, so
 // the records are those as of the cursor returned. ErrCursorGone when the
 // log cannot resume from cursor (bridge.ErrCursorGone).
-func (db *DB) Changes(ctx context.Context, hubID string, cursor int64) (*bridge.ChangeBatch, error) {
+func (db *Store) Changes(ctx context.Context, hubID string, cursor int64) (*bridge.ChangeBatch, error) {
 	b, _, err := db.changes(ctx, hubID, cursor)
 	return b, err
 }
 
 // changes is Changes, and also returns how many queries it ran to read
 // records (beyond its three reads of the change log).
-func (db *DB) changes(ctx context.Context, hubID string, cursor int64) (*bridge.ChangeBatch, int, error) {
+func (db *Store) changes(ctx context.Context, hubID string, cursor int64) (*bridge.ChangeBatch, int, error) {
 	tx, err := db.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, 0, err
 	}
 	defer tx.Rollback()
-	newest, floor, tag, err := newestChange(ctx, tx)
+	newest, floor, tag, err := store.NewestChange(ctx, tx)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -153,121 +150,15 @@ func (db *DB) changes(ctx context.Context, hubID string, cursor int64) (*bridge.
 	return b, r.reads, nil
 }
 
-// newestChange returns the sequence of the newest change, its tag, and
-// the floor below which the log was compacted. AUTOINCREMENT never reuses
-// a sequence, even once compaction emptied the log: the floor then is the
-// newest, with the tag of the entry it dropped last.
-func newestChange(ctx context.Context, tx *sql.Tx) (newest, floor int64, tag string, err error) {
-	var floorTag string
-	if err := tx.QueryRowContext(ctx, `SELECT seq, tag FROM change_floor WHERE id = 1`).Scan(&floor, &floorTag); err != nil {
-		return 0, 0, "", err
-	}
-	var e changeEntry
-	err = tx.QueryRowContext(ctx, `SELECT seq, kind, location_id, key, at FROM changes ORDER BY seq DESC LIMIT 1`).
-		Scan(&e.seq, &e.kind, &e.loc, &e.key, &e.at)
-	switch {
-	case errors.Is(err, sql.ErrNoRows) || (err == nil && e.seq <= floor):
-		return floor, floor, floorTag, nil
-	case err != nil:
-		return 0, 0, "", err
-	}
-	return e.seq, floor, e.tag(), nil
-}
-
-// changeEntry is one entry of the change log.
-type changeEntry struct {
-	seq, loc  int64
-	kind, key string
-	at        int64
-}
-
-// tag identifies the entry beyond its sequence: a platform restored from
-// a backup reuses the sequences past the backup for other entries, made at
-// other times. It is a digest of the entry's fields, so it needs no column
-// the triggers would have to fill.
-func (e changeEntry) tag() string {
-	h := sha256.Sum256(fmt.Appendf(nil, "%d\x00%s\x00%d\x00%s\x00%d", e.seq, e.kind, e.loc, e.key, e.at))
-	return hex.EncodeToString(h[:8])
-}
-
-// CheckCursor returns bridge.ErrCursorGone unless the change log holds the
-// point (seq, tag) a hub is at: the entry at seq with that tag, or the
-// floor compaction left there.
-func (db *DB) CheckCursor(ctx context.Context, seq int64, tag string) error {
-	tx, err := db.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	_, floor, _, err := newestChange(ctx, tx)
-	if err != nil {
-		return err
-	}
-	var have string
-	switch e, err := entryAt(ctx, tx, seq); {
-	case err == nil:
-		have = e.tag()
-	case !errors.Is(err, sql.ErrNoRows):
-		return err
-	case seq == floor:
-		if err := tx.QueryRowContext(ctx, `SELECT tag FROM change_floor WHERE id = 1`).Scan(&have); err != nil {
-			return err
-		}
-	default:
-		return bridge.ErrCursorGone
-	}
-	if seq < floor || subtle.ConstantTimeCompare([]byte(have), []byte(tag)) != 1 {
-		return bridge.ErrCursorGone
-	}
-	return nil
-}
-
-// CursorFromElsewhere reports whether a hub's cursor (seq, tag) names a
-// point this change log never held: past its newest entry, or an entry it
-// holds with another tag. That is a platform restored from a backup older
-// than what the hub followed (or another platform). A cursor compaction
-// dropped is not: the log may well have held it.
-func (db *DB) CursorFromElsewhere(ctx context.Context, seq int64, tag string) (bool, error) {
-	tx, err := db.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return false, err
-	}
-	defer tx.Rollback()
-	newest, floor, _, err := newestChange(ctx, tx)
-	if err != nil {
-		return false, err
-	}
-	switch {
-	case seq > newest:
-		return true, nil
-	case seq <= floor:
-		return false, nil
-	}
-	e, err := entryAt(ctx, tx, seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return subtle.ConstantTimeCompare([]byte(e.tag()), []byte(tag)) != 1, nil
-}
-
-func entryAt(ctx context.Context, tx *sql.Tx, seq int64) (changeEntry, error) {
-	e := changeEntry{seq: seq}
-	err := tx.QueryRowContext(ctx, `SELECT kind, location_id, key, at FROM changes WHERE seq = ?`, seq).Scan(&e.kind, &e.loc, &e.key, &e.at)
-	return e, err
-}
-
 // Snapshot returns every installation in the locations of hub hubID, with
 // its tokens not yet expired, and the cursor they are current at.
-func (db *DB) Snapshot(ctx context.Context, hubID string) (*bridge.ChangeBatch, error) {
+func (db *Store) Snapshot(ctx context.Context, hubID string) (*bridge.ChangeBatch, error) {
 	tx, err := db.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback()
-	newest, _, tag, err := newestChange(ctx, tx)
+	newest, _, tag, err := store.NewestChange(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -276,7 +167,7 @@ func (db *DB) Snapshot(ctx context.Context, hubID string) (*bridge.ChangeBatch, 
 	if err := r.installationsWhere(ctx, b, `true`); err != nil {
 		return nil, err
 	}
-	if err := r.tokensWhere(ctx, b, `t.expires_at > ?`, unix(r.now)); err != nil {
+	if err := r.tokensWhere(ctx, b, `t.expires_at > ?`, store.Millis(r.now)); err != nil {
 		return nil, err
 	}
 	return b, nil
@@ -298,7 +189,7 @@ func (r *feedReader) location(ctx context.Context, b *bridge.ChangeBatch, loc in
 	if err := r.installationsWhere(ctx, b, `i.location_id = ?`, loc); err != nil {
 		return err
 	}
-	return r.tokensWhere(ctx, b, `i.location_id = ? AND t.expires_at > ?`, loc, unix(r.now))
+	return r.tokensWhere(ctx, b, `i.location_id = ? AND t.expires_at > ?`, loc, store.Millis(r.now))
 }
 
 // installationsWhere adds the installations in the hub's locations that
@@ -378,7 +269,7 @@ func (r *feedReader) readInstallations(ctx context.Context, q string, args []any
 		// is compared with the hub's clock there.
 		until := time.Time{}
 		if refresh.Valid {
-			until = fromUnix(refresh.Int64)
+			until = store.FromMillis(refresh.Int64)
 		}
 		in.RefreshUntil = &until
 		in.SwitchIDs = []string{}
@@ -389,7 +280,7 @@ func (r *feedReader) readInstallations(ctx context.Context, q string, args []any
 		if seeOnly.String != "" {
 			in.SeeOnly = strings.Split(seeOnly.String, "\n")
 		}
-		in.UpdatedAt = fromUnix(updated)
+		in.UpdatedAt = store.FromMillis(updated)
 		in.Legacy = legacy.Bool
 		add(in)
 	}
@@ -463,7 +354,7 @@ func (r *feedReader) readTokens(ctx context.Context, q string, args []any, add f
 		if err := rows.Scan(&t.Hash, &t.InstallationID, &expires, &t.Revoked); err != nil {
 			return err
 		}
-		t.ExpiresAt = fromUnix(expires)
+		t.ExpiresAt = store.FromMillis(expires)
 		add(t)
 	}
 	return rows.Err()
@@ -515,7 +406,7 @@ func inChunks[K any](keys []K, read func(chunk []K, list string, args []any) err
 // most keep of the newest, and raises the floor to the newest entry
 // dropped: a hub whose cursor is below it fetches a snapshot. It returns
 // how many it dropped.
-func (db *DB) CompactChanges(ctx context.Context, before time.Time, keep int) (int64, error) {
+func (db *Store) CompactChanges(ctx context.Context, before time.Time, keep int) (int64, error) {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
@@ -523,13 +414,13 @@ func (db *DB) CompactChanges(ctx context.Context, before time.Time, keep int) (i
 	defer tx.Rollback()
 	var top sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT max(seq) FROM changes WHERE at < ? OR seq <= (SELECT max(seq) FROM changes) - ?`,
-		unix(before), keep).Scan(&top); err != nil {
+		store.Millis(before), keep).Scan(&top); err != nil {
 		return 0, err
 	}
 	if !top.Valid {
 		return 0, nil
 	}
-	last, err := entryAt(ctx, tx, top.Int64)
+	last, err := store.ChangeAt(ctx, tx, top.Int64)
 	if err != nil {
 		return 0, err
 	}
@@ -539,7 +430,7 @@ func (db *DB) CompactChanges(ctx context.Context, before time.Time, keep int) (i
 	}
 	n, _ := res.RowsAffected()
 	if _, err := tx.ExecContext(ctx, `UPDATE change_floor SET seq = ?, tag = ? WHERE id = 1 AND seq < ?`,
-		top.Int64, last.tag(), top.Int64); err != nil {
+		top.Int64, last.Tag(), top.Int64); err != nil {
 		return 0, err
 	}
 	return n, tx.Commit()

@@ -1,4 +1,4 @@
-package store_test
+package accounts_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/store/storetest"
 )
 
 // marks is a usage marker that records what it is asked to write, and can
@@ -75,7 +76,7 @@ func TestUsageWriterWritesAtMostOncePerInterval(t *testing.T) {
 
 // Through the real database: the page reads what the writer wrote.
 func TestUsageWriterIntoTheStore(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		db := mustOpen(t, t.TempDir())
 		_, _, in := seed(t, db)

@@ -1,4 +1,4 @@
-package store
+package accounts
 
 import (
 	"context"
@@ -7,11 +7,12 @@ import (
 	"strings"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // CreateUser adds a user, with an id no user had before (migration
 // 0012). ECONFLICT when the name is taken.
-func (db *DB) CreateUser(ctx context.Context, name string, passwordHash []byte, locations []int64) (*bridge.User, error) {
+func (db *Store) CreateUser(ctx context.Context, name string, passwordHash []byte, locations []int64) (*bridge.User, error) {
 	now := db.now()
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -20,9 +21,9 @@ func (db *DB) CreateUser(ctx context.Context, name string, passwordHash []byte, 
 	defer tx.Rollback()
 	var id int64
 	err = tx.QueryRowContext(ctx, `INSERT INTO users (id, name, password_hash, created_at)
-		VALUES ((SELECT value + 1 FROM id_high_water WHERE name = 'users'), ?, ?, ?) RETURNING id`, name, passwordHash, unix(now)).Scan(&id)
+		VALUES ((SELECT value + 1 FROM id_high_water WHERE name = 'users'), ?, ?, ?) RETURNING id`, name, passwordHash, store.Millis(now)).Scan(&id)
 	if err != nil {
-		if isUnique(err) {
+		if store.IsUnique(err) {
 			return nil, bridge.Errorf(bridge.ECONFLICT, "user %q exists already", name)
 		}
 		return nil, err
@@ -35,7 +36,7 @@ func (db *DB) CreateUser(ctx context.Context, name string, passwordHash []byte, 
 	if err := tx.Commit(); err != nil {
 		return nil, err
 	}
-	return &bridge.User{ID: id, Name: name, PasswordHash: passwordHash, Locations: dedupe(locations), CreatedAt: fromUnix(unix(now))}, nil
+	return &bridge.User{ID: id, Name: name, PasswordHash: passwordHash, Locations: dedupe(locations), CreatedAt: store.FromMillis(store.Millis(now))}, nil
 }
 
 func dedupe(ids []int64) []int64 {
@@ -51,16 +52,16 @@ func dedupe(ids []int64) []int64 {
 }
 
 // UserByName returns a user; ENOTFOUND when there is none.
-func (db *DB) UserByName(ctx context.Context, name string) (*bridge.User, error) {
+func (db *Store) UserByName(ctx context.Context, name string) (*bridge.User, error) {
 	return db.user(ctx, `WHERE name = ?`, name)
 }
 
 // UserByID returns a user; ENOTFOUND when there is none.
-func (db *DB) UserByID(ctx context.Context, id int64) (*bridge.User, error) {
+func (db *Store) UserByID(ctx context.Context, id int64) (*bridge.User, error) {
 	return db.user(ctx, `WHERE id = ?`, id)
 }
 
-func (db *DB) user(ctx context.Context, where string, arg any) (*bridge.User, error) {
+func (db *Store) user(ctx context.Context, where string, arg any) (*bridge.User, error) {
 	u := &bridge.User{}
 	var created int64
 	err := db.db.QueryRowContext(ctx, `SELECT id, name, password_hash, created_at FROM users `+where, arg).
@@ -74,12 +75,12 @@ func (db *DB) user(ctx context.Context, where string, arg any) (*bridge.User, er
 	if err != nil {
 		return nil, err
 	}
-	u.CreatedAt = fromUnix(created)
+	u.CreatedAt = store.FromMillis(created)
 	u.Locations, err = db.userLocations(ctx, u.ID)
 	return u, err
 }
 
-func (db *DB) userLocations(ctx context.Context, id int64) ([]int64, error) {
+func (db *Store) userLocations(ctx context.Context, id int64) ([]int64, error) {
 	rows, err := db.db.QueryContext(ctx, `SELECT location_id FROM user_locations WHERE user_id = ? ORDER BY location_id`, id)
 	if err != nil {
 		return nil, err
@@ -98,19 +99,19 @@ func (db *DB) userLocations(ctx context.Context, id int64) ([]int64, error) {
 
 // MemberOf reports whether user id belongs to location loc; false for a
 // user that does not exist.
-func (db *DB) MemberOf(ctx context.Context, id, loc int64) (bool, error) {
+func (db *Store) MemberOf(ctx context.Context, id, loc int64) (bool, error) {
 	var one int
-	err := db.memberStmt.QueryRowContext(ctx, id, loc).Scan(&one)
+	err := db.preparedRow(ctx, selectMember, id, loc).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
-	return err == nil, db.note(err)
+	return err == nil, db.db.Note(err)
 }
 
 const selectMember = `SELECT 1 FROM user_locations WHERE user_id = ? AND location_id = ?`
 
 // Users lists every user by name.
-func (db *DB) Users(ctx context.Context) ([]*bridge.User, error) {
+func (db *Store) Users(ctx context.Context) ([]*bridge.User, error) {
 	rows, err := db.db.QueryContext(ctx, `SELECT name FROM users ORDER BY name`)
 	if err != nil {
 		return nil, err
@@ -140,7 +141,7 @@ func (db *DB) Users(ctx context.Context) ([]*bridge.User, error) {
 }
 
 // SetPassword replaces a user's password hash; ENOTFOUND for no such user.
-func (db *DB) SetPassword(ctx context.Context, name string, passwordHash []byte) error {
+func (db *Store) SetPassword(ctx context.Context, name string, passwordHash []byte) error {
 	res, err := db.db.ExecContext(ctx, `UPDATE users SET password_hash = ? WHERE name = ?`, passwordHash, name)
 	if err != nil {
 		return err
@@ -156,7 +157,7 @@ func (db *DB) SetPassword(ctx context.Context, name string, passwordHash []byte)
 // ECONFLICT naming them: their apps serve other users, so deleting the
 // developer must not silently uninstall those; delete the apps first.
 // ENOTFOUND for no such user.
-func (db *DB) DeleteUser(ctx context.Context, name string) error {
+func (db *Store) DeleteUser(ctx context.Context, name string) error {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -198,7 +199,7 @@ func (db *DB) DeleteUser(ctx context.Context, name string) error {
 
 // AddUserLocation makes a user a member of a location; adding one they
 // belong to already is no change. ENOTFOUND for no such user.
-func (db *DB) AddUserLocation(ctx context.Context, name string, loc int64) error {
+func (db *Store) AddUserLocation(ctx context.Context, name string, loc int64) error {
 	res, err := db.db.ExecContext(ctx, `INSERT INTO user_locations (user_id, location_id) SELECT id, ? FROM users WHERE name = ?
 		ON CONFLICT DO NOTHING`, loc, name)
 	if err != nil {
@@ -217,7 +218,7 @@ func (db *DB) AddUserLocation(ctx context.Context, name string, loc int64) error
 // installations reach no switch any more and would only linger on the
 // connected apps page. It returns how many it uninstalled. ENOTFOUND for no
 // such user or no such membership.
-func (db *DB) RemoveUserLocation(ctx context.Context, name string, loc int64) (int, error) {
+func (db *Store) RemoveUserLocation(ctx context.Context, name string, loc int64) (int, error) {
 	tx, err := db.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err

@@ -1,4 +1,4 @@
-package store
+package accounts
 
 import (
 	"errors"
@@ -44,7 +44,7 @@ func TestCursorOfARestoredPlatform(t *testing.T) {
 		t.Fatalf("the change after the backup: %+v", after)
 	}
 
-	restored, err := OpenFile(f.ctx, backup)
+	restored, err := openFile(f.ctx, backup)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package store_test
+package accounts_test
 
 import (
 	"context"
@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
+	"github.com/switchbridge/switchbridge/bridge/store/storetest"
 )
 
 func pair(access, refresh string) bridge.TokenPair {
@@ -18,7 +19,7 @@ func pair(access, refresh string) bridge.TokenPair {
 	return p
 }
 
-func revoked(t *testing.T, db *store.DB, access string) bool {
+func revoked(t *testing.T, db *accounts.Store, access string) bool {
 	t.Helper()
 	tok, err := db.Token(context.Background(), []byte(access))
 	if err != nil {
@@ -29,7 +30,7 @@ func revoked(t *testing.T, db *store.DB, access string) bool {
 
 // redeemed seeds an installation and exchanges a code for access token a0
 // and refresh token r0.
-func redeemed(t *testing.T, db *store.DB) *bridge.Installation {
+func redeemed(t *testing.T, db *accounts.Store) *bridge.Installation {
 	t.Helper()
 	ctx := context.Background()
 	_, _, in := seed(t, db)
@@ -41,7 +42,7 @@ func redeemed(t *testing.T, db *store.DB) *bridge.Installation {
 }
 
 func TestRefreshRotatesAndDetectsReuse(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		db := mustOpen(t, t.TempDir())
 		in := redeemed(t, db)
@@ -89,7 +90,7 @@ func TestRefreshRotatesAndDetectsReuse(t *testing.T) {
 }
 
 func TestRefreshTokenExpires(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		db := mustOpen(t, t.TempDir())
 		_, _, in := seed(t, db)
@@ -106,7 +107,7 @@ func TestRefreshTokenExpires(t *testing.T) {
 		if err := db.Prune(ctx, time.Now().Add(25*time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		n, err := db.CountRows(ctx, "refresh_tokens")
+		n, err := countRows(ctx, db, "refresh_tokens")
 		if err != nil || n != 0 {
 			t.Errorf("refresh tokens after prune = %d %v", n, err)
 		}
@@ -114,7 +115,7 @@ func TestRefreshTokenExpires(t *testing.T) {
 }
 
 func TestRevokeToken(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		db := mustOpen(t, t.TempDir())
 		redeemed(t, db)
@@ -160,7 +161,7 @@ func TestRevokeToken(t *testing.T) {
 // TestTokenGrantSeesOtherProcesses: the token check reads what another
 // process (the CLI) just wrote, with no window.
 func TestTokenGrantSeesOtherProcesses(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		dir := t.TempDir()
 		db := mustOpen(t, dir)
@@ -191,7 +192,7 @@ func TestTokenGrantSeesOtherProcesses(t *testing.T) {
 }
 
 func TestAppLegacyAndLifetime(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		db := mustOpen(t, t.TempDir())
 		u, err := db.CreateUser(ctx, "dev", []byte("h"), nil)
@@ -227,7 +228,7 @@ func TestAppLegacyAndLifetime(t *testing.T) {
 // TestCodeReplayRevokesRefreshTokens: a replayed code takes back the
 // refresh token it issued, and what that was refreshed into.
 func TestCodeReplayRevokesRefreshTokens(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()
 		db := mustOpen(t, t.TempDir())
 		redeemed(t, db)
@@ -250,7 +251,7 @@ func TestCodeReplayRevokesRefreshTokens(t *testing.T) {
 // A token for an installation removed in between is refused plainly, not
 // with the engine's foreign-key message.
 func TestCreateTokenForARemovedInstallation(t *testing.T) {
-	store.ForEachDialect(t, func(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
 		db := mustOpen(t, t.TempDir())
 		_, _, in := seed(t, db)
 		ctx := context.Background()
