@@ -1,10 +1,12 @@
 package store
 
-// What a package keeping a role's records over the engine (the hub's,
-// bridge/hub/hubstore) builds on: the engine's queries, times as the
-// tables store them, and its noting of a damaged file. Such a package
-// reaches the database through these alone, never through a *sql.DB, so
-// that opening, closing, pooling and preparing stay the engine's.
+// What a package keeping a role's records over the engine
+// (bridge/hub/hubstore, bridge/platform/accounts) builds on: the engine's
+// queries and its prepared statements, times as the tables store them,
+// its noting of a damaged file and its reading of constraint errors.
+// Such a package reaches the database through these alone, never through
+// a *sql.DB, so that opening, closing, pooling and preparing stay the
+// engine's.
 
 import (
 	"context"

@@ -4,13 +4,13 @@
 // platform processes: dialect.go), brings its one schema up to date
 // (migrations/, one folder per dialect, proved identical by
 // TestSchemasAgree), checks it for damage, keeps its files private, backs
-// it up, and keeps the value journal and its fold into the database, which
-// a backup reads and replays into its copy so that one `switchbridge
-// backup` covers a single box whole. It imports no role: the hub's records
-// are bridge/hub/hubstore, over this engine (engine.go). The platform's
-// records (accounts, apps, installations, codes and tokens, login
-// sessions, the registry of hubs and their change log, usage, the copy to
-// PostgreSQL) are still kept here. Secrets are stored only as hashes.
+// it up and copies it to PostgreSQL. It also keeps the value journal and
+// its fold into the database, because a backup reads the journal and
+// replays what the database lacks into its copy: one `switchbridge
+// backup` covers a single box whole. It imports no role. Each role's
+// records are a package of that role's over this engine (engine.go): the
+// hub's bridge/hub/hubstore, the platform's bridge/platform/accounts, so
+// that neither role's code can reach the other's records.
 package store
 
 import (

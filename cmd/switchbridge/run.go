@@ -300,11 +300,21 @@ type storage interface {
 }
 
 // stores is the database a command opened: the platform's records and
-// the hub's (a single box keeps both in one database).
+// the hub's (a single box keeps both in one database), over the engine,
+// which backs the whole of it up and closes it.
 type stores struct {
 	*platformRecords
 	*hubRecords
+	engine *store.DB
 }
+
+// Backup writes a copy of the whole database (store.DB.Backup).
+func (s stores) Backup(ctx context.Context, dataDir, dst string) (int, error) {
+	return s.engine.Backup(ctx, dataDir, dst)
+}
+
+// Close closes the database.
+func (s stores) Close() error { return s.engine.Close() }
 
 // platformRecords and hubRecords name the two for stores' fields.
 type (
@@ -331,7 +341,7 @@ func (c *invocation) open() error {
 		return err
 	}
 	platform, hub := accounts.New(db), hubstore.New(db)
-	c.cfg, c.store = cfg, stores{platform, hub}
+	c.cfg, c.store = cfg, stores{platform, hub, db}
 	c.locations = linkserver.NewDirectory(platform, own)
 	c.admin = &admin.Service{Store: platform, Locations: c.locations, AuditLog: hub}
 	return nil

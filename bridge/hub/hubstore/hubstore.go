@@ -1,5 +1,7 @@
-// Package hubstore keeps the hub's records: each switch's last value and
-// the value journal, the audit log, the webhooks and their outbox, the
+// Package hubstore keeps the hub's records: the write-behind of the
+// switches' values and of the audit log (ValueWriter, over the value
+// journal, which stays the engine's because a backup replays it), the
+// audit log's reads and bounds, the webhooks and their outbox, the
 // replica of a linked hub's platform, the energy totals, the devices the
 // MQTT driver discovered, the embedded broker's client ids and its
 // onboarding window. It is the hub's half of the store: the tables are

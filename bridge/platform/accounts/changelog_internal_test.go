@@ -30,7 +30,7 @@ func newFeedFixture(t testing.TB) *feedFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { db.DB().Close() })
 	f := &feedFixture{db: db, ctx: ctx}
 	for _, h := range []*bridge.RegisteredHub{{ID: "h1", Name: "house", BaseURL: "http://h1", SecretHash: []byte("x")}, {ID: "h2", Name: "barn", BaseURL: "http://h2", SecretHash: []byte("y")}} {
 		if err := db.CreateHub(ctx, h); err != nil {

@@ -32,7 +32,7 @@ func TestCursorOfARestoredPlatform(t *testing.T) {
 	}
 
 	backup := filepath.Join(t.TempDir(), "backup.db")
-	if _, err := f.db.Backup(f.ctx, t.TempDir(), backup); err != nil {
+	if _, err := f.db.DB().Backup(f.ctx, t.TempDir(), backup); err != nil {
 		t.Fatal(err)
 	}
 	// The live platform goes on; a hub follows it.
@@ -48,7 +48,7 @@ func TestCursorOfARestoredPlatform(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer restored.Close()
+	defer restored.DB().Close()
 	// The restored platform's log passes the hub's sequence with other
 	// entries.
 	for i := range 3 {

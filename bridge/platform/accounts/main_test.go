@@ -41,6 +41,6 @@ func seed(t *testing.T, db *accounts.Store) (*bridge.User, *bridge.App, *bridge.
 // countRows counts a table's rows, for tests of pruning.
 func countRows(ctx context.Context, db *accounts.Store, table string) (int, error) {
 	var n int
-	err := db.QueryRowContext(ctx, "SELECT count(*) FROM "+table).Scan(&n)
+	err := db.DB().QueryRowContext(ctx, "SELECT count(*) FROM "+table).Scan(&n)
 	return n, err
 }

@@ -36,12 +36,12 @@ func TestUserIDsAreNeverReused(t *testing.T) {
 		if err := db.DeleteUser(ctx, "carol"); err != nil {
 			t.Fatal(err)
 		}
-		db.Close()
+		db.DB().Close()
 		db, err = OpenTest(t, dir), error(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer db.Close()
+		defer db.DB().Close()
 		dave, err := db.CreateUser(ctx, "dave", []byte("x"), nil)
 		if err != nil {
 			t.Fatal(err)

@@ -33,7 +33,7 @@ func newService(t *testing.T) (*admin.Service, *accounts.Store) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { db.DB().Close() })
 	return &admin.Service{Store: db, Locations: locations{1: true, 2: true}, PasswordCost: bcrypt.MinCost}, db
 }
 
@@ -183,7 +183,7 @@ func TestHubs(t *testing.T) {
 func TestAudit(t *testing.T) {
 	ctx := context.Background()
 	s, db := newService(t)
-	s.AuditLog = hubstore.New(db.DB) // a single box's log
+	s.AuditLog = hubstore.New(db.DB()) // a single box's log
 	alice, err := s.AddUser(ctx, "alice", "pw-alice", []int64{1})
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +193,7 @@ func TestAudit(t *testing.T) {
 		{At: at, InstallationID: "inst-1", ClientID: "app", UserID: alice.ID, SwitchID: "lamp", Command: bridge.CommandOn, Outcome: bridge.OutcomeOK, RequestID: "r1"},
 		{At: at.Add(time.Second), InstallationID: "inst-1", ClientID: "app", UserID: alice.ID, SwitchID: "lamp", Command: bridge.CommandOff, Outcome: bridge.FailTimeout, RequestID: "r2"},
 	}
-	if err := db.FoldJournalAudited(ctx, nil, recs, store.JournalMark{}); err != nil {
+	if err := db.DB().FoldJournalAudited(ctx, nil, recs, store.JournalMark{}); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := s.Audit(ctx, bridge.AuditFilter{})

@@ -48,7 +48,7 @@ func TestSessionSecretsAreNotStored(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { db.Close() })
+			t.Cleanup(func() { db.DB().Close() })
 			seedPlatform(t, db)
 			_, mux := platformProcess(t, db)
 
@@ -156,7 +156,7 @@ func TestSessionFromBeforeDerivedCSRF(t *testing.T) {
 		t.Fatal(err)
 	}
 	alice := seedPlatform(t, db)
-	db.Close()
+	db.DB().Close()
 
 	// The database as migration 0016 left it, with a session in it.
 	raw, err := sql.Open("sqlite", "file:"+filepath.Join(dir, store.FileName))
@@ -189,7 +189,7 @@ func TestSessionFromBeforeDerivedCSRF(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the upgrade: %v", err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { db.DB().Close() })
 	_, mux := platformProcess(t, db)
 	br := newBrowser(t, "198.51.100.9")
 	br.cookies[sessionCookie] = &http.Cookie{Name: sessionCookie, Value: cookie}

@@ -30,7 +30,7 @@ func newIssuerFixture(t *testing.T) *issuerFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { db.DB().Close() })
 	hub, err := bridge.NewSwitchboard([]bridge.Location{
 		{ID: 1, Name: "Home", Switches: []string{"lamp", "fan"}},
 		{ID: 2, Name: "Garage", Switches: []string{"door"}},

@@ -45,7 +45,7 @@ func forEachDialect(t *testing.T, f func(t *testing.T, open func() *accounts.Sto
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { db.Close() })
+				t.Cleanup(func() { db.DB().Close() })
 				return db
 			})
 		})

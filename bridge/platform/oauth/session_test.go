@@ -40,7 +40,7 @@ func newRecordingServer(t *testing.T) (*Server, *http.ServeMux, *recordingStore)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { db.DB().Close() })
 	seedPlatform(t, db)
 	st := &recordingStore{Store: db}
 	s, mux := platformProcess(t, st)

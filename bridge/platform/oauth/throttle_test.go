@@ -19,7 +19,7 @@ func newTestThrottle(t *testing.T) *throttle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { db.DB().Close() })
 	return newThrottle(db, &signingKey{store: db})
 }
 
