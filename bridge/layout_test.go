@@ -15,7 +15,8 @@ import (
 // (bridge/hub/…) and a platform's (bridge/platform/…) never import the
 // other role's, directly or not; what both roles share (the link's
 // protocol, bridge/link/…; the token check, bridge/access; the
-// infrastructure, bridge/infra/… and bridge/wire/…) imports neither role;
+// infrastructure, bridge/infra/… and bridge/wire/…; the storage engine,
+// bridge/store/…) imports neither role;
 // and nothing but the daemon and the command line imports the daemon. A
 // package that needs both roles is the daemon's business.
 func TestLayout(t *testing.T) {
@@ -45,6 +46,8 @@ func TestLayout(t *testing.T) {
 		{"bridge/infra", "bridge/platform", "infrastructure knows no role"},
 		{"bridge/wire", "bridge/hub", "the API's contract knows no role"},
 		{"bridge/wire", "bridge/platform", "the API's contract knows no role"},
+		{"bridge/store", "bridge/hub", "the storage engine knows no role: a hub's records are bridge/hub/hubstore"},
+		{"bridge/store", "bridge/platform", "the storage engine knows no role: a platform's records are bridge/platform/accounts"},
 		{"drivers", "bridge/hub", "a driver knows the domain and the config, not a role"},
 		{"drivers", "bridge/platform", "a driver knows the domain and the config, not a role"},
 	}

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"errors"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"net/http"
 	"net/url"
 	"strings"
@@ -107,7 +108,7 @@ func TestConnectedAppsPageRemove(t *testing.T) {
 	// reaches the page once the write behind the requests is done.
 	var lastUsed string
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		in, err := h.Store.Installation(context.Background(), home.InstallationID())
+		in, err := h.Accounts.Installation(context.Background(), home.InstallationID())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +152,7 @@ func TestConnectedAppsPageRemove(t *testing.T) {
 	wantStopped(t, h, "after the remove", home)
 	wantWorks(t, h, "alice's other installation", garage)
 	wantWorks(t, h, "bob's installation", bobs)
-	if _, err := h.Store.Installation(context.Background(), home.InstallationID()); bridge.ErrorCode(err) != bridge.ENOTFOUND {
+	if _, err := h.Accounts.Installation(context.Background(), home.InstallationID()); bridge.ErrorCode(err) != bridge.ENOTFOUND {
 		t.Errorf("the removed installation is still stored: %v", err)
 	}
 	p = b.Get(t, "/oauth/apps")
@@ -297,13 +298,16 @@ func TestRemovalsByAnotherProcessEndAccessAtOnce(t *testing.T) {
 		remove func(g daemontest.Grant) error
 	}{
 		{"uninstall", func() daemontest.Grant { return h.Authorize(t, f.app, "alice", "alice-pw", 1, "kitchen") },
-			func(g daemontest.Grant) error { return other.Uninstall(ctx, g.InstallationID()) }},
+			func(g daemontest.Grant) error { return accounts.New(other).Uninstall(ctx, g.InstallationID()) }},
 		{"membership ended", func() daemontest.Grant { return h.Authorize(t, f.app, "carol", "carol-pw", 1, "hall") },
-			func(daemontest.Grant) error { _, err := other.RemoveUserLocation(ctx, "carol", 1); return err }},
+			func(daemontest.Grant) error {
+				_, err := accounts.New(other).RemoveUserLocation(ctx, "carol", 1)
+				return err
+			}},
 		{"app deleted", func() daemontest.Grant { return h.Authorize(t, app2, "bob", "bob-pw", 2, "garage-light") },
-			func(daemontest.Grant) error { return other.DeleteApp(ctx, app2.ClientID) }},
+			func(daemontest.Grant) error { return accounts.New(other).DeleteApp(ctx, app2.ClientID) }},
 		{"user deleted", func() daemontest.Grant { return h.Authorize(t, f.app, "bob", "bob-pw", 2, "garage-light") },
-			func(daemontest.Grant) error { return other.DeleteUser(ctx, "bob") }},
+			func(daemontest.Grant) error { return accounts.New(other).DeleteUser(ctx, "bob") }},
 	} {
 		g := c.grant()
 		wantWorks(t, h, c.name+": before", g)
@@ -335,7 +339,7 @@ func TestLoginSessionsEndWithTheirUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if err := other.DeleteUser(ctx, "bob"); err != nil {
+	if err := accounts.New(other).DeleteUser(ctx, "bob"); err != nil {
 		t.Fatal(err)
 	}
 	carol := h.AddUser(t, "carol", "carol-pw", 2)
@@ -348,7 +352,7 @@ func TestLoginSessionsEndWithTheirUser(t *testing.T) {
 		t.Errorf("deleted bob's session, after carol was added, shows:\n%s", p.Body)
 	}
 	if p := bobs.Post(t, "/oauth/apps/remove", url.Values{"installation": {g.InstallationID()}, "csrf": {"x"}}); p.StatusCode == http.StatusSeeOther {
-		if _, err := h.Store.Installation(ctx, g.InstallationID()); err != nil {
+		if _, err := h.Accounts.Installation(ctx, g.InstallationID()); err != nil {
 			t.Errorf("deleted bob's session removed carol's installation")
 		}
 	}
@@ -361,7 +365,7 @@ func TestLoginSessionsEndWithTheirUser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := other.SetPassword(ctx, "alice", hash); err != nil {
+	if err := accounts.New(other).SetPassword(ctx, "alice", hash); err != nil {
 		t.Fatal(err)
 	}
 	if p := alices.Get(t, "/oauth/apps"); !strings.Contains(p.Body, `name="return" value="apps"`) || strings.Contains(p.Body, "<h1>Connected apps</h1>") {

@@ -77,7 +77,7 @@ func send(t *testing.T, client *http.Client, method, url string, status int, out
 // next batch the value writer stores.
 func auditOf(t *testing.T, h *daemontest.Harness, f bridge.AuditFilter, n int) []bridge.AuditRecord {
 	t.Helper()
-	svc := &admin.Service{Store: h.Store, Locations: h.Switchboard, AuditLog: h.Store}
+	svc := &admin.Service{Store: h.Accounts, Locations: h.Switchboard, AuditLog: h.HubStore}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		rep, err := svc.Audit(context.Background(), f)

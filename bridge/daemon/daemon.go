@@ -25,11 +25,13 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/hub"
 	"github.com/switchbridge/switchbridge/bridge/hub/api"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/hub/webhook"
 	"github.com/switchbridge/switchbridge/bridge/infra/certs"
 	"github.com/switchbridge/switchbridge/bridge/metrics"
 	"github.com/switchbridge/switchbridge/bridge/platform"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/drivers"
@@ -37,9 +39,13 @@ import (
 
 // Daemon is one running switchbridge.
 type Daemon struct {
-	Config  *config.Config
-	Store   *store.DB
-	Metrics *metrics.Metrics
+	Config *config.Config
+	// Store is the database both roles keep their records in; Accounts
+	// the platform's records in it, HubStore the hub's.
+	Store    *store.DB
+	Accounts *accounts.Store
+	HubStore *hubstore.Store
+	Metrics  *metrics.Metrics
 	// Hub is the hub role; Platform the platform role, nil on a hub of a
 	// platform; Link that hub's link to its platform, nil elsewhere.
 	Hub      *hub.Hub
@@ -99,14 +105,15 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	if d.Store, err = OpenStore(ctx, cfg); err != nil {
 		return nil, err
 	}
-	d.Metrics = metrics.New(metrics.Options{Installations: d.Store.CountInstallations, Logger: logger.With("component", "metrics")})
+	d.Accounts, d.HubStore = accounts.New(d.Store), hubstore.New(d.Store)
+	d.Metrics = metrics.New(metrics.Options{Installations: d.Accounts.CountInstallations, Logger: logger.With("component", "metrics")})
 	// The webhooks deliver for the installations this process serves: the
 	// platform's own records, or the replica of a hub's platform.
-	var installations webhook.Installations = d.Store
+	var installations webhook.Installations = d.Accounts
 	if cfg.Platform != nil {
-		installations = d.Store.Replica()
+		installations = d.HubStore.Replica()
 	}
-	d.Hub, err = hub.New(ctx, hub.Options{Config: cfg, Store: d.Store, Registry: reg, Metrics: d.Metrics,
+	d.Hub, err = hub.New(ctx, hub.Options{Config: cfg, Store: d.HubStore, Registry: reg, Metrics: d.Metrics,
 		Logger: logger, Installations: installations, IsSelf: d.isSelf})
 	if err != nil {
 		return nil, err

@@ -37,14 +37,14 @@ func (d *Daemon) setUpDemo(ctx context.Context, mux *http.ServeMux) error {
 	for _, l := range d.Config.Locations {
 		all = append(all, l.ID)
 	}
-	user, err := d.Store.UserByName(ctx, demo.User)
+	user, err := d.Accounts.UserByName(ctx, demo.User)
 	switch bridge.ErrorCode(err) {
 	case "":
-		if err := d.Store.SetPassword(ctx, demo.User, hash); err != nil {
+		if err := d.Accounts.SetPassword(ctx, demo.User, hash); err != nil {
 			return err
 		}
 	case bridge.ENOTFOUND:
-		if user, err = d.Store.CreateUser(ctx, demo.User, hash, all); err != nil {
+		if user, err = d.Accounts.CreateUser(ctx, demo.User, hash, all); err != nil {
 			return err
 		}
 	default:
@@ -52,17 +52,17 @@ func (d *Daemon) setUpDemo(ctx context.Context, mux *http.ServeMux) error {
 	}
 	redirect := d.publicURL + democlient.CallbackPath
 	secret := oauth.NewSecret()
-	_, err = d.Store.App(ctx, DemoClientID)
+	_, err = d.Accounts.App(ctx, DemoClientID)
 	switch bridge.ErrorCode(err) {
 	case "":
-		if err := d.Store.SetAppSecret(ctx, DemoClientID, oauth.Hash(secret)); err != nil {
+		if err := d.Accounts.SetAppSecret(ctx, DemoClientID, oauth.Hash(secret)); err != nil {
 			return err
 		}
-		if err := d.Store.SetAppRedirectURIs(ctx, DemoClientID, []string{redirect}); err != nil {
+		if err := d.Accounts.SetAppRedirectURIs(ctx, DemoClientID, []string{redirect}); err != nil {
 			return err
 		}
 	case bridge.ENOTFOUND:
-		err = d.Store.CreateApp(ctx, &bridge.App{ClientID: DemoClientID, Name: "Demo client", SecretHash: oauth.Hash(secret),
+		err = d.Accounts.CreateApp(ctx, &bridge.App{ClientID: DemoClientID, Name: "Demo client", SecretHash: oauth.Hash(secret),
 			RedirectURIs: []string{redirect}, OwnerID: user.ID, Published: true})
 		if err != nil {
 			return err

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"io"
 	"net/http"
 	"net/url"
@@ -556,7 +557,7 @@ func TestEventStreamEndsWithItsAccess(t *testing.T) {
 			}
 		}},
 		{"uninstalled by another process", func(g daemontest.Grant) {
-			if err := other.Uninstall(ctx, g.InstallationID()); err != nil {
+			if err := accounts.New(other).Uninstall(ctx, g.InstallationID()); err != nil {
 				t.Fatal(err)
 			}
 		}},
@@ -590,7 +591,7 @@ func TestEventStreamRefusals(t *testing.T) {
 	// A legacy app may send its token in the query string elsewhere, not
 	// to a stream.
 	legacy := h.AddApp(t, f.alice, true, redirect)
-	if err := h.Store.SetAppLegacy(context.Background(), legacy.ClientID, true); err != nil {
+	if err := h.Accounts.SetAppLegacy(context.Background(), legacy.ClientID, true); err != nil {
 		t.Fatal(err)
 	}
 	lg := h.Authorize(t, legacy, "alice", "alice-pw", 1, "kitchen")

@@ -381,7 +381,7 @@ func TestDenyRedirectsAccessDenied(t *testing.T) {
 	if p.StatusCode != http.StatusSeeOther || loc.Query().Get("error") != "access_denied" || loc.Query().Get("state") != "st8" {
 		t.Errorf("deny = %d %s", p.StatusCode, loc)
 	}
-	if n, _ := h.Store.CountInstallations(context.Background()); n != 0 {
+	if n, _ := h.Accounts.CountInstallations(context.Background()); n != 0 {
 		t.Errorf("deny installed the app (%d installations)", n)
 	}
 }
@@ -504,7 +504,7 @@ func TestUserCannotSelectOutsideTheirLocations(t *testing.T) {
 			if !strings.Contains(back.Body, c.msg) {
 				t.Errorf("page after refusal does not say %q", c.msg)
 			}
-			if n, _ := h.Store.CountInstallations(context.Background()); n != 0 {
+			if n, _ := h.Accounts.CountInstallations(context.Background()); n != 0 {
 				t.Errorf("%d installations created", n)
 			}
 		})
@@ -1044,7 +1044,7 @@ func TestLoginBurstCannotOutrunTheLock(t *testing.T) {
 	// A real-cost hash, as user add makes: checks slow enough for a burst
 	// to queue behind them.
 	hash, _ := bcrypt.GenerateFromPassword([]byte("carol-pw"), bcrypt.DefaultCost)
-	if _, err := h.Store.CreateUser(context.Background(), "carol", hash, []int64{1}); err != nil {
+	if _, err := h.Accounts.CreateUser(context.Background(), "carol", hash, []int64{1}); err != nil {
 		t.Fatal(err)
 	}
 	authURL := h.OAuthConfig(f.app).AuthCodeURL("s")

@@ -37,7 +37,7 @@ func newGrantRig(t *testing.T, witnessLifetime time.Duration) *grantRig {
 	rig.victim = rig.h.Authorize(t, f.app, "alice", "alice-pw", 1, "kitchen", "hall")
 	other := rig.h.AddApp(t, f.alice, true, redirect)
 	if witnessLifetime != 0 {
-		if err := rig.h.Store.SetAppAccessTokenLifetime(context.Background(), other.ClientID, witnessLifetime); err != nil {
+		if err := rig.h.Accounts.SetAppAccessTokenLifetime(context.Background(), other.ClientID, witnessLifetime); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -205,7 +205,7 @@ func TestWebhooksEndWhenTheUserRemovesTheApp(t *testing.T) {
 	}
 	rig.wr.waitFor(n+1, 10*time.Second)
 	waitFor(t, 10*time.Second, "the webhook deleted", func() bool {
-		ws, _ := h.Store.Webhooks(context.Background(), rig.victim.InstallationID())
+		ws, _ := h.HubStore.Webhooks(context.Background(), rig.victim.InstallationID())
 		return len(ws) == 0
 	})
 	if got := rig.vr.deliveries(); len(got) != before {

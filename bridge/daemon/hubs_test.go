@@ -21,10 +21,10 @@ func TestPlatformConsentOffersHubLocations(t *testing.T) {
 	h := daemontest.Start(t, hubConfig)
 	ctx := context.Background()
 	hub := &bridge.RegisteredHub{ID: "hub-barn", Name: "barn", BaseURL: "http://barn.example:8080", SecretHash: oauth.Hash("s")}
-	if err := h.Store.CreateHub(ctx, hub); err != nil {
+	if err := h.Accounts.CreateHub(ctx, hub); err != nil {
 		t.Fatal(err)
 	}
-	err := h.Store.SetInventory(ctx, hub.ID, "v", []bridge.RemoteLocation{{ID: 20, Name: "Barn", Switches: []bridge.RemoteSwitch{
+	err := h.Accounts.SetInventory(ctx, hub.ID, "v", []bridge.RemoteLocation{{ID: 20, Name: "Barn", Switches: []bridge.RemoteSwitch{
 		{ID: "barn-light", Name: "Barn light", Commands: bridge.Commands},
 		{ID: "bell", Name: "Barn bell", Commands: []bridge.Command{bridge.CommandOn}},
 	}}}, nil)
@@ -32,7 +32,7 @@ func TestPlatformConsentOffersHubLocations(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Last seen a minute ago: offline.
-	if err := h.Store.TouchHub(ctx, hub.ID, 0, time.Now().Add(-time.Minute)); err != nil {
+	if err := h.Accounts.TouchHub(ctx, hub.ID, 0, time.Now().Add(-time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	u := h.AddUser(t, "alice", "pw-alice", 1, 20, 30)
@@ -86,7 +86,7 @@ func TestPlatformConsentOffersHubLocations(t *testing.T) {
 	if p.StatusCode != http.StatusSeeOther || p.Header.Get("Location") != "/oauth/apps" {
 		t.Fatalf("changing a hub installation's switches: %d %q", p.StatusCode, p.Header.Get("Location"))
 	}
-	in, err := h.Store.Installation(ctx, id)
+	in, err := h.Accounts.Installation(ctx, id)
 	if err != nil || strings.Join(in.SwitchIDs, ",") != "barn-light,bell" {
 		t.Errorf("after the change the installation is %+v %v", in, err)
 	}
@@ -100,16 +100,16 @@ func TestPlatformSendsHubInstallationsToTheirHub(t *testing.T) {
 	h := daemontest.Start(t, hubConfig)
 	ctx := context.Background()
 	hub := &bridge.RegisteredHub{ID: "hub-barn", Name: "barn", BaseURL: "http://barn.example:8080", SecretHash: oauth.Hash("s")}
-	if err := h.Store.CreateHub(ctx, hub); err != nil {
+	if err := h.Accounts.CreateHub(ctx, hub); err != nil {
 		t.Fatal(err)
 	}
-	err := h.Store.SetInventory(ctx, hub.ID, "v", []bridge.RemoteLocation{{ID: 20, Name: "Barn", Switches: []bridge.RemoteSwitch{
+	err := h.Accounts.SetInventory(ctx, hub.ID, "v", []bridge.RemoteLocation{{ID: 20, Name: "Barn", Switches: []bridge.RemoteSwitch{
 		{ID: "barn-light", Name: "Barn light", Commands: bridge.Commands},
 	}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Store.TouchHub(ctx, hub.ID, 0, time.Now()); err != nil {
+	if err := h.Accounts.TouchHub(ctx, hub.ID, 0, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	u := h.AddUser(t, "alice", "pw-alice", 1, 20)

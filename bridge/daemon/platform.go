@@ -24,11 +24,11 @@ import (
 func (d *Daemon) openRole(mux *http.ServeMux) error {
 	p := d.Config.Platform
 	if p == nil {
-		d.Platform = platform.New(platform.Options{Config: d.Config, Store: d.Store, Own: d.Hub.Switchboard,
-			PublicURL: d.publicURL, Metrics: d.Metrics, Logger: d.logger})
+		d.Platform = platform.New(platform.Options{Config: d.Config, Store: d.Accounts, Own: d.Hub.Switchboard,
+			PublicURL: d.publicURL, Metrics: d.Metrics, Logger: d.logger, HubRecords: d.HubStore})
 		d.Platform.Register(mux)
 		d.OAuth = d.Platform.OAuth
-		d.Hub.Register(mux, d.OAuth, d.Store.AccessGeneration)
+		d.Hub.Register(mux, d.OAuth, d.Accounts.AccessGeneration)
 		return nil
 	}
 	secret, err := readSecret(p.SecretFile)
@@ -37,13 +37,13 @@ func (d *Daemon) openRole(mux *http.ServeMux) error {
 	}
 	sw := d.Hub.Switchboard
 	d.Link, err = replica.Open(replica.Options{PlatformURL: p.URL, HubID: p.HubID, Secret: secret,
-		Store: d.Store, Source: d.Store.Replica(), PruneReplica: d.Store.PruneReplica,
+		Store: d.HubStore, Source: d.HubStore.Replica(), PruneReplica: d.HubStore.PruneReplica,
 		Inventory: func() []bridge.RemoteLocation { return replica.InventoryOf(sw) },
 		Metrics:   d.Metrics.Registry(), Logger: d.logger.With("component", "link")})
 	if err != nil {
 		return err
 	}
-	d.Hub.Register(mux, d.Link.Authorizer, d.Store.Replica().AccessGeneration)
+	d.Hub.Register(mux, d.Link.Authorizer, d.HubStore.Replica().AccessGeneration)
 	pointer := func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusNotFound, "this is a hub of the platform at "+p.URL+
 			": sign in, authorize apps and discover installations there", nil)

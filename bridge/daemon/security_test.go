@@ -530,7 +530,7 @@ func TestPKCEOnlyApp(t *testing.T) {
 	f := newFixture(t)
 	h := f.hub
 	a := daemontest.App{ClientID: oauth.NewClientID(), Secret: oauth.NewSecret(), RedirectURIs: []string{redirect}}
-	if err := h.Store.CreateApp(context.Background(), &bridge.App{ClientID: a.ClientID, Name: "Test app", SecretHash: oauth.Hash(a.Secret),
+	if err := h.Accounts.CreateApp(context.Background(), &bridge.App{ClientID: a.ClientID, Name: "Test app", SecretHash: oauth.Hash(a.Secret),
 		RedirectURIs: a.RedirectURIs, OwnerID: f.alice.ID, Published: true, RequirePKCE: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -555,7 +555,7 @@ func TestPKCEOnlyApp(t *testing.T) {
 	eps := h.Endpoints(t, tok.AccessToken)
 	id := strings.TrimPrefix(eps[0].URL, "/api/apps/installations/")
 	plain := oauth.NewSecret()
-	if err := h.Store.CreateCode(context.Background(), oauth.Hash(plain), bridge.AuthCode{ClientID: a.ClientID, RedirectURI: redirect,
+	if err := h.Accounts.CreateCode(context.Background(), oauth.Hash(plain), bridge.AuthCode{ClientID: a.ClientID, RedirectURI: redirect,
 		InstallationID: id, ExpiresAt: time.Now().Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -57,7 +58,7 @@ func status(t *testing.T, h *daemontest.Harness, uri, token string) int {
 func TestRefreshRotationAndReuseWithOAuth2(t *testing.T) {
 	f := newFixture(t)
 	h := f.hub
-	if err := h.Store.SetAppAccessTokenLifetime(context.Background(), f.app.ClientID, time.Second); err != nil {
+	if err := h.Accounts.SetAppAccessTokenLifetime(context.Background(), f.app.ClientID, time.Second); err != nil {
 		t.Fatal(err)
 	}
 	g := h.Authorize(t, f.app, "alice", "alice-pw", 1, "kitchen")
@@ -215,7 +216,7 @@ func TestRevocation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	if got, err := cli.RevokeToken(context.Background(), oauth.Hash(g2.Token.AccessToken), f.app.ClientID); got != bridge.RevokedAccessToken || err != nil {
+	if got, err := accounts.New(cli).RevokeToken(context.Background(), oauth.Hash(g2.Token.AccessToken), f.app.ClientID); got != bridge.RevokedAccessToken || err != nil {
 		t.Fatalf("revoke from another handle: %v %v", got, err)
 	}
 	if st := status(t, h, g2.URI, g2.Token.AccessToken); st != http.StatusUnauthorized {
@@ -283,7 +284,7 @@ func TestLegacyApp(t *testing.T) {
 	legacy := h.AddApp(t, alice, true, redirect)
 	modern := h.AddApp(t, alice, true, redirect)
 	ctx := context.Background()
-	if err := h.Store.SetAppLegacy(ctx, legacy.ClientID, true); err != nil {
+	if err := h.Accounts.SetAppLegacy(ctx, legacy.ClientID, true); err != nil {
 		t.Fatal(err)
 	}
 	lg := h.Authorize(t, legacy, "alice", "alice-pw", 1, "kitchen")
@@ -335,7 +336,7 @@ func TestLegacyApp(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cli.Close()
-	if err := cli.SetAppLegacy(ctx, legacy.ClientID, false); err != nil {
+	if err := accounts.New(cli).SetAppLegacy(ctx, legacy.ClientID, false); err != nil {
 		t.Fatal(err)
 	}
 	if p := h.Call(t, http.MethodGet, lg.URI+"/switches"+q(lg.Token.AccessToken), ""); p.StatusCode != http.StatusBadRequest {
@@ -362,15 +363,15 @@ func TestQueryTokenOfAnAppNotLegacyIsNoUse(t *testing.T) {
 	h := f.hub
 	ctx := context.Background()
 	in := &bridge.Installation{ClientID: f.app.ClientID, UserID: f.alice.ID, LocationID: 1, SwitchIDs: []string{"kitchen"}}
-	if err := h.Store.Install(ctx, in); err != nil {
+	if err := h.Accounts.Install(ctx, in); err != nil {
 		t.Fatal(err)
 	}
 	token := oauth.NewSecret()
-	if err := h.Store.CreateToken(ctx, oauth.Hash(token), in.ID, time.Now().Add(time.Hour)); err != nil {
+	if err := h.Accounts.CreateToken(ctx, oauth.Hash(token), in.ID, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	lastUsed := func() time.Time {
-		got, err := h.Store.Installation(ctx, in.ID)
+		got, err := h.Accounts.Installation(ctx, in.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -186,7 +186,7 @@ func mustRegister(t *testing.T, h *daemontest.Harness, g daemontest.Grant, url s
 // up the installation's rate limit.
 func hookState(t *testing.T, h *daemontest.Harness, url string) *bridge.Webhook {
 	t.Helper()
-	ws, err := h.Store.Webhooks(context.Background(), "")
+	ws, err := h.HubStore.Webhooks(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -550,12 +550,12 @@ func TestWebhooksEndWithTheirInstallation(t *testing.T) {
 	r.set("down")
 	h.Command(t, g, "on")
 	waitFor(t, 10*time.Second, "tried", func() bool { return !hookState(t, h, r.URL).LastFailureAt.IsZero() })
-	if err := h.Store.Uninstall(context.Background(), g.InstallationID()); err != nil {
+	if err := h.Accounts.Uninstall(context.Background(), g.InstallationID()); err != nil {
 		t.Fatal(err)
 	}
 	r.set("ok")
 	waitFor(t, 20*time.Second, "the webhook deleted", func() bool {
-		ws, _ := h.Store.Webhooks(context.Background(), "")
+		ws, _ := h.HubStore.Webhooks(context.Background(), "")
 		return len(ws) == 0
 	})
 	if n := len(r.deliveries()); n != 0 {

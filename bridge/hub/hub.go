@@ -26,6 +26,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/hub/api"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/hub/webhook"
 	"github.com/switchbridge/switchbridge/bridge/metrics"
 	"github.com/switchbridge/switchbridge/bridge/store"
@@ -43,19 +44,20 @@ type Hub struct {
 	API *api.Handler
 
 	cfg     *config.Config
-	store   *store.DB
+	store   *hubstore.Store
 	reg     drivers.Registry
 	env     drivers.Env
 	drivers *drivers.Set
-	states  *store.ValueWriter
+	states  *hubstore.ValueWriter
 	metrics *metrics.Metrics
 	logger  *slog.Logger
 }
 
 // Options is what a Hub is built with.
 type Options struct {
-	Config   *config.Config
-	Store    *store.DB
+	Config *config.Config
+	// Store is the hub's records.
+	Store    *hubstore.Store
 	Registry drivers.Registry
 	Metrics  *metrics.Metrics
 	Logger   *slog.Logger
@@ -131,21 +133,21 @@ func New(ctx context.Context, o Options) (_ *Hub, err error) {
 // to journal, and no data_dir its processes share.
 func (h *Hub) openValues(ctx context.Context) (map[string]bridge.Value, error) {
 	var journal *store.Journal
-	if h.store.Dialect() == store.SQLite {
+	if h.store.DB().Dialect() == store.SQLite {
 		var err error
 		if journal, err = store.OpenJournal(h.cfg.DataDir); err != nil {
 			return nil, err
 		}
 		// Values a killed daemon journaled but had not yet written to the
 		// database come first.
-		rep, err := journal.Replay(h.store)
+		rep, err := journal.Replay(h.store.DB())
 		if err != nil {
 			journal.Close()
 			return nil, fmt.Errorf("replaying the value journal: %w", err)
 		}
 		logReplay(h.logger, filepath.Join(h.cfg.DataDir, store.JournalName), rep)
 	}
-	last, err := h.store.SwitchValues(ctx)
+	last, err := h.store.DB().SwitchValues(ctx)
 	if err != nil {
 		if journal != nil {
 			journal.Close()
@@ -154,7 +156,7 @@ func (h *Hub) openValues(ctx context.Context) (map[string]bridge.Value, error) {
 	}
 	// The audit log rides the value journal: a command's records go in
 	// the write of its values, and reach the database with them.
-	h.states = store.NewValueWriter(h.store, journal, store.AuditBounds{MaxAge: h.cfg.Audit.MaxAge.Std(), MaxRows: h.cfg.Audit.MaxRows}, h.logger)
+	h.states = hubstore.NewValueWriter(h.store, journal, hubstore.AuditBounds{MaxAge: h.cfg.Audit.MaxAge.Std(), MaxRows: h.cfg.Audit.MaxRows}, h.logger)
 	return last, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/metrics"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"github.com/switchbridge/switchbridge/bridge/platform/linkserver"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
@@ -36,7 +37,7 @@ type Platform struct {
 	// Links serves the hubs' links.
 	Links *linkserver.Platform
 
-	store  *store.DB
+	store  *accounts.Store
 	usage  *store.UsageWriter
 	logger *slog.Logger
 }
@@ -44,13 +45,17 @@ type Platform struct {
 // Options is what a Platform is built with.
 type Options struct {
 	Config *config.Config
-	Store  *store.DB
+	Store  *accounts.Store
 	// Own is the switchboard of this process's own locations.
 	Own *bridge.Switchboard
 	// PublicURL is the address clients are told: auth_url and base_url.
 	PublicURL string
 	Metrics   *metrics.Metrics
 	Logger    *slog.Logger
+	// HubRecords are the webhooks and the audit log of this process's own
+	// hub, for the connected apps page (a single box's daemon passes its
+	// hub's records).
+	HubRecords oauth.HubRecords
 }
 
 // New builds the platform.
@@ -66,6 +71,7 @@ func New(o Options) *Platform {
 		PublicURL: o.PublicURL, TrustedProxies: o.Config.Server.TrustedProxies.List(),
 		Observe: o.Metrics.ObserveOAuth, Used: p.usage.Touch, Hubs: dir, Locations: dir,
 		TokenLifetime: o.Config.OAuth.TokenLifetime.Std(), CodeLifetime: o.Config.OAuth.CodeLifetime.Std(),
+		HubRecords: o.HubRecords,
 	})
 	p.Links = linkserver.NewPlatform(o.Store, o.Logger.With("component", "link"), linkserver.Options{
 		TrustedProxies: o.Config.Server.TrustedProxies.List(),

@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"strings"
-	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
 )
@@ -25,97 +23,4 @@ func saveAudit(ctx context.Context, tx *sql.Tx, recs []bridge.AuditRecord) error
 		}
 	}
 	return nil
-}
-
-// Audit returns the records f selects, newest first: by time, then on
-// SQLite the last stored first.
-func (db *DB) Audit(ctx context.Context, f bridge.AuditFilter) ([]bridge.AuditRecord, error) {
-	var where []string
-	var args []any
-	if f.InstallationID != "" {
-		where, args = append(where, "installation_id = ?"), append(args, f.InstallationID)
-	}
-	if f.SwitchID != "" {
-		where, args = append(where, "switch_id = ?"), append(args, f.SwitchID)
-	}
-	if !f.Since.IsZero() {
-		where, args = append(where, "at >= ?"), append(args, unix(f.Since))
-	}
-	q := `SELECT at, installation_id, client_id, user_id, switch_id, command, outcome, latency_ms, request_id FROM audit_log`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	// Commands a millisecond apart share their time: on SQLite, where a
-	// hub keeps its log, the later one stored (the order of the journal)
-	// comes first. (PostgreSQL has no such order of its own; a platform
-	// there runs no commands.)
-	if db.dialect == Postgres {
-		q += " ORDER BY at DESC, request_id"
-	} else {
-		q += " ORDER BY at DESC, rowid DESC"
-	}
-	if f.Limit > 0 {
-		q += " LIMIT ?"
-		args = append(args, f.Limit)
-	}
-	rows, err := db.db.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []bridge.AuditRecord
-	for rows.Next() {
-		var r bridge.AuditRecord
-		var at, ms int64
-		var cmd string
-		if err := rows.Scan(&at, &r.InstallationID, &r.ClientID, &r.UserID, &r.SwitchID, &cmd, &r.Outcome, &ms, &r.RequestID); err != nil {
-			return nil, err
-		}
-		r.Command = bridge.Command(cmd)
-		r.At, r.Latency = fromUnix(at), time.Duration(ms)*time.Millisecond
-		out = append(out, r)
-	}
-	return out, rows.Err()
-}
-
-// PruneAudit deletes the records older than maxAge and then, while more
-// than maxRows are left, the oldest; a bound of 0 is not applied. It
-// returns how many it deleted.
-func (db *DB) PruneAudit(ctx context.Context, maxAge time.Duration, maxRows int) (int64, error) {
-	var n int64
-	if maxAge > 0 {
-		res, err := db.db.ExecContext(ctx, `DELETE FROM audit_log WHERE at < ?`, unix(db.now().Add(-maxAge)))
-		if err != nil {
-			return 0, err
-		}
-		d, _ := res.RowsAffected()
-		n += d
-	}
-	if maxRows > 0 {
-		count, err := db.AuditRows(ctx)
-		if err != nil || count <= int64(maxRows) {
-			return n, err
-		}
-		// Exactly the oldest past the bound, though records of one
-		// command share their time: the table has no key, so each
-		// engine's row address picks them.
-		q := `DELETE FROM audit_log WHERE rowid IN (SELECT rowid FROM audit_log ORDER BY at, rowid LIMIT ?)`
-		if db.dialect == Postgres {
-			q = `DELETE FROM audit_log WHERE ctid IN (SELECT ctid FROM audit_log ORDER BY at LIMIT ?)`
-		}
-		res, err := db.db.ExecContext(ctx, q, count-int64(maxRows))
-		if err != nil {
-			return n, err
-		}
-		d, _ := res.RowsAffected()
-		n += d
-	}
-	return n, nil
-}
-
-// AuditRows is how many records the audit log holds.
-func (db *DB) AuditRows(ctx context.Context) (int64, error) {
-	var n int64
-	err := db.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM audit_log`).Scan(&n)
-	return n, err
 }

@@ -22,9 +22,7 @@ func TestBackupCopyIsPrivate(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.CreateUser(ctx, "alice", []byte("hash"), []int64{1}); err != nil {
-		t.Fatal(err)
-	}
+	addUser(t, db, "alice", []byte("hash"))
 
 	var during os.FileMode
 	var size int64

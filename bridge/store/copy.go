@@ -574,11 +574,11 @@ func verifyCopy(ctx context.Context, stx, ttx *sql.Tx, rep *CopyReport) error {
 			return fmt.Errorf("verifying the copy: %s holds %d rows in PostgreSQL, %d in SQLite", t.Table, n, t.Rows)
 		}
 	}
-	newest, floor, tag, err := newestChange(ctx, stx)
+	newest, floor, tag, err := NewestChange(ctx, stx)
 	if err != nil {
 		return fmt.Errorf("reading SQLite's change log: %w", err)
 	}
-	pNewest, pFloor, pTag, err := newestChange(ctx, ttx)
+	pNewest, pFloor, pTag, err := NewestChange(ctx, ttx)
 	if err != nil {
 		return fmt.Errorf("postgres: reading the change log: %w", err)
 	}

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"maps"
 	"reflect"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/bridge/store/pgtest"
 )
@@ -46,67 +48,67 @@ func populatedPlatform(t *testing.T) *platform {
 	}
 	hour := time.Now().Add(time.Hour)
 	for _, h := range []*bridge.RegisteredHub{{ID: "h1", Name: "house", BaseURL: "http://h1", SecretHash: []byte("s1")}, {ID: "h2", Name: "barn", BaseURL: "http://h2", SecretHash: []byte("s2")}} {
-		must(db.CreateHub(ctx, h))
+		must(accounts.New(db).CreateHub(ctx, h))
 	}
 	sw := []bridge.RemoteSwitch{{ID: "lamp", Name: "Lamp", Commands: []bridge.Command{bridge.CommandOn, bridge.CommandOff}}, {ID: "fan", Name: "Fan", Commands: []bridge.Command{bridge.CommandOn}}}
-	must(db.SetInventory(ctx, "h1", "v1.2.3", []bridge.RemoteLocation{{ID: 1, Name: "House", Switches: sw}, {ID: 2, Name: "Garage"}}, nil))
-	must(db.SetInventory(ctx, "h2", "v1.2.3", []bridge.RemoteLocation{{ID: 3, Name: "Barn"}}, nil))
+	must(accounts.New(db).SetInventory(ctx, "h1", "v1.2.3", []bridge.RemoteLocation{{ID: 1, Name: "House", Switches: sw}, {ID: 2, Name: "Garage"}}, nil))
+	must(accounts.New(db).SetInventory(ctx, "h2", "v1.2.3", []bridge.RemoteLocation{{ID: 3, Name: "Barn"}}, nil))
 
-	alice, err := db.CreateUser(ctx, "alice", []byte("alice-hash"), []int64{1, 3})
+	alice, err := accounts.New(db).CreateUser(ctx, "alice", []byte("alice-hash"), []int64{1, 3})
 	must(err)
-	bob, err := db.CreateUser(ctx, "bob", []byte("bob-hash"), []int64{2})
+	bob, err := accounts.New(db).CreateUser(ctx, "bob", []byte("bob-hash"), []int64{2})
 	must(err)
-	carol, err := db.CreateUser(ctx, "carol", []byte("carol-hash"), []int64{2})
+	carol, err := accounts.New(db).CreateUser(ctx, "carol", []byte("carol-hash"), []int64{2})
 	must(err)
-	must(db.DeleteUser(ctx, "carol")) // the highest user id, never to be given again
+	must(accounts.New(db).DeleteUser(ctx, "carol")) // the highest user id, never to be given again
 	p.deletedUserID = carol.ID
 
-	must(db.CreateApp(ctx, &bridge.App{ClientID: "c1", Name: "Lights", SecretHash: []byte("c1-secret"), RedirectURIs: []string{"https://a/cb", "https://b/cb"}, OwnerID: alice.ID}))
-	must(db.SetAppPublished(ctx, "c1", true))
-	must(db.CreateApp(ctx, &bridge.App{ClientID: "c2", Name: "Old", SecretHash: []byte("c2-secret"), RedirectURIs: []string{"com.example.old:/cb"}, OwnerID: bob.ID}))
-	must(db.SetAppLegacy(ctx, "c2", true))
-	must(db.SetAppAccessTokenLifetime(ctx, "c2", 90*time.Second))
+	must(accounts.New(db).CreateApp(ctx, &bridge.App{ClientID: "c1", Name: "Lights", SecretHash: []byte("c1-secret"), RedirectURIs: []string{"https://a/cb", "https://b/cb"}, OwnerID: alice.ID}))
+	must(accounts.New(db).SetAppPublished(ctx, "c1", true))
+	must(accounts.New(db).CreateApp(ctx, &bridge.App{ClientID: "c2", Name: "Old", SecretHash: []byte("c2-secret"), RedirectURIs: []string{"com.example.old:/cb"}, OwnerID: bob.ID}))
+	must(accounts.New(db).SetAppLegacy(ctx, "c2", true))
+	must(accounts.New(db).SetAppAccessTokenLifetime(ctx, "c2", 90*time.Second))
 
 	p.in1 = &bridge.Installation{ClientID: "c1", UserID: alice.ID, LocationID: 1, SwitchIDs: []string{"lamp", "fan"}}
-	must(db.Install(ctx, p.in1))
+	must(accounts.New(db).Install(ctx, p.in1))
 	in2 := &bridge.Installation{ClientID: "c2", UserID: bob.ID, LocationID: 2, SwitchIDs: []string{"door"}}
-	must(db.Install(ctx, in2))
+	must(accounts.New(db).Install(ctx, in2))
 	in3 := &bridge.Installation{ClientID: "c1", UserID: alice.ID, LocationID: 3, SwitchIDs: []string{"barn"}}
-	must(db.Install(ctx, in3))
+	must(accounts.New(db).Install(ctx, in3))
 
 	ok := func(bridge.AuthCode) error { return nil }
-	must(db.CreateCode(ctx, []byte("code0"), bridge.AuthCode{ClientID: "c1", RedirectURI: "https://a/cb", InstallationID: p.in1.ID, ExpiresAt: hour, CodeChallenge: "chal"}))
-	_, err = db.RedeemCode(ctx, []byte("code0"), ok, bridge.TokenPair{AccessHash: []byte("a0"), AccessExpiresAt: hour, RefreshHash: []byte("r0"), RefreshExpiresAt: hour})
+	must(accounts.New(db).CreateCode(ctx, []byte("code0"), bridge.AuthCode{ClientID: "c1", RedirectURI: "https://a/cb", InstallationID: p.in1.ID, ExpiresAt: hour, CodeChallenge: "chal"}))
+	_, err = accounts.New(db).RedeemCode(ctx, []byte("code0"), ok, bridge.TokenPair{AccessHash: []byte("a0"), AccessExpiresAt: hour, RefreshHash: []byte("r0"), RefreshExpiresAt: hour})
 	must(err)
-	_, err = db.Refresh(ctx, []byte("r0"), func(bridge.RefreshToken) error { return nil }, bridge.TokenPair{AccessHash: []byte("a1"), AccessExpiresAt: hour, RefreshHash: []byte("r1"), RefreshExpiresAt: hour})
+	_, err = accounts.New(db).Refresh(ctx, []byte("r0"), func(bridge.RefreshToken) error { return nil }, bridge.TokenPair{AccessHash: []byte("a1"), AccessExpiresAt: hour, RefreshHash: []byte("r1"), RefreshExpiresAt: hour})
 	must(err)
-	_, err = db.RevokeToken(ctx, []byte("a0"), "c1")
+	_, err = accounts.New(db).RevokeToken(ctx, []byte("a0"), "c1")
 	must(err)
-	must(db.CreateToken(ctx, []byte("plain"), in2.ID, hour))
-	must(db.CreateCode(ctx, []byte("code-unused"), bridge.AuthCode{ClientID: "c2", RedirectURI: "com.example.old:/cb", InstallationID: in2.ID, ExpiresAt: hour}))
+	must(accounts.New(db).CreateToken(ctx, []byte("plain"), in2.ID, hour))
+	must(accounts.New(db).CreateCode(ctx, []byte("code-unused"), bridge.AuthCode{ClientID: "c2", RedirectURI: "com.example.old:/cb", InstallationID: in2.ID, ExpiresAt: hour}))
 
-	must(db.AddWebhook(ctx, &bridge.Webhook{ID: "wh1", InstallationID: p.in1.ID, URL: "https://hooks.example/a", Secret: "whsec_x"}, 5))
-	must(db.EnqueueWebhookDeliveries(ctx, []bridge.WebhookDelivery{{WebhookID: "wh1", SwitchID: "lamp", MsgID: "msg_1", Payload: []byte(`{"value":"on"}`), QueuedAt: time.Now(), NextAt: time.Now()}}))
+	must(hubstore.New(db).AddWebhook(ctx, &bridge.Webhook{ID: "wh1", InstallationID: p.in1.ID, URL: "https://hooks.example/a", Secret: "whsec_x"}, 5))
+	must(hubstore.New(db).EnqueueWebhookDeliveries(ctx, []bridge.WebhookDelivery{{WebhookID: "wh1", SwitchID: "lamp", MsgID: "msg_1", Payload: []byte(`{"value":"on"}`), QueuedAt: time.Now(), NextAt: time.Now()}}))
 	must(db.SaveSwitchValue(ctx, "desk", bridge.On, time.Now()))
 	must(db.FoldJournal(ctx, []store.SwitchValue{{SwitchID: "desk", Value: bridge.Off, At: time.Now()}}, store.JournalMark{Generation: 42, Size: 100}))
-	must(db.TouchHub(ctx, "h1", 3, time.Now()))
-	_, err = db.RemoveHub(ctx, "h2") // a removed hub, and in3 uninstalled with it
+	must(accounts.New(db).TouchHub(ctx, "h1", 3, time.Now()))
+	_, err = accounts.New(db).RemoveHub(ctx, "h2") // a removed hub, and in3 uninstalled with it
 	must(err)
 
 	// Compaction leaves a floor and its tag; the entries after it stay.
-	n, err := db.CompactChanges(ctx, time.Now().Add(-time.Hour), 6)
+	n, err := accounts.New(db).CompactChanges(ctx, time.Now().Add(-time.Hour), 6)
 	must(err)
 	if n == 0 {
 		t.Fatal("compaction dropped nothing; the fixture wants a floor")
 	}
 	p.compacted = n
-	snap, err := db.Snapshot(ctx, "h1")
+	snap, err := accounts.New(db).Snapshot(ctx, "h1")
 	must(err)
 	p.hubCursor, p.hubTag = snap.Cursor, snap.CursorTag
-	must(db.TouchHub(ctx, "h1", p.hubCursor, time.Now()))
+	must(accounts.New(db).TouchHub(ctx, "h1", p.hubCursor, time.Now()))
 	// A change the hub has not fetched yet.
-	must(db.CreateToken(ctx, []byte("pending"), p.in1.ID, hour))
-	p.entries, err = db.ChangeSeq(ctx)
+	must(accounts.New(db).CreateToken(ctx, []byte("pending"), p.in1.ID, hour))
+	p.entries, err = accounts.New(db).ChangeSeq(ctx)
 	must(err)
 	return p
 }
@@ -168,11 +170,11 @@ func TestCopyToPostgresMovesEveryRecord(t *testing.T) {
 			t.Fatalf("the fixture has no rows in %s", name)
 		}
 	}
-	srcGrant, err := src.TokenGrant(ctx, []byte("a1"))
+	srcGrant, err := accounts.New(src).TokenGrant(ctx, []byte("a1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	srcBatch, err := src.Changes(ctx, "h1", p.hubCursor)
+	srcBatch, err := accounts.New(src).Changes(ctx, "h1", p.hubCursor)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,11 +218,11 @@ func TestCopyToPostgresMovesEveryRecord(t *testing.T) {
 	// A token issued on SQLite validates on PostgreSQL, bound to the same
 	// grant; a revoked one stays revoked; the access generation is the
 	// same, so no hub drops its cached grants for the move.
-	grant, err := dst.TokenGrant(ctx, []byte("a1"))
+	grant, err := accounts.New(dst).TokenGrant(ctx, []byte("a1"))
 	if err != nil || !reflect.DeepEqual(grant, srcGrant) {
 		t.Errorf("token a1 on PostgreSQL: %+v %v; on SQLite %+v", grant, err, srcGrant)
 	}
-	if tok, err := dst.Token(ctx, []byte("a0")); err != nil || !tok.Revoked {
+	if tok, err := accounts.New(dst).Token(ctx, []byte("a0")); err != nil || !tok.Revoked {
 		t.Errorf("revoked token a0 on PostgreSQL: %+v %v", tok, err)
 	}
 	if gen, err := dst.AccessGeneration(ctx); err != nil || gen != srcGen {
@@ -235,7 +237,7 @@ func TestCopyToPostgresMovesEveryRecord(t *testing.T) {
 	if err := dst.CheckCursor(ctx, rep.Cursor, rep.CursorTag); err != nil {
 		t.Errorf("the newest cursor on PostgreSQL: %v", err)
 	}
-	batch, err := dst.Changes(ctx, "h1", p.hubCursor)
+	batch, err := accounts.New(dst).Changes(ctx, "h1", p.hubCursor)
 	if err != nil || !reflect.DeepEqual(batch, srcBatch) {
 		t.Errorf("changes after the hub's cursor on PostgreSQL: %+v %v; on SQLite %+v", batch, err, srcBatch)
 	}
@@ -243,21 +245,21 @@ func TestCopyToPostgresMovesEveryRecord(t *testing.T) {
 	// New writes: the change log goes on above every old sequence, a new
 	// user gets an id above every one given (the deleted user's too), and
 	// the triggers work again (a revocation moves the access generation).
-	if err := dst.CreateToken(ctx, []byte("after"), p.in1.ID, time.Now().Add(time.Hour)); err != nil {
+	if err := accounts.New(dst).CreateToken(ctx, []byte("after"), p.in1.ID, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if seq, err := dst.ChangeSeq(ctx); err != nil || seq != rep.NextChange {
+	if seq, err := accounts.New(dst).ChangeSeq(ctx); err != nil || seq != rep.NextChange {
 		t.Errorf("the first change on PostgreSQL has seq %d (%v), want %d", seq, err, rep.NextChange)
 	}
-	b, err := dst.Changes(ctx, "h1", rep.Cursor)
+	b, err := accounts.New(dst).Changes(ctx, "h1", rep.Cursor)
 	if err != nil || len(b.Tokens) != 1 || string(b.Tokens[0].Hash) != "after" {
 		t.Errorf("the hub's next batch on PostgreSQL: %+v %v", b, err)
 	}
-	dave, err := dst.CreateUser(ctx, "dave", []byte("x"), []int64{1})
+	dave, err := accounts.New(dst).CreateUser(ctx, "dave", []byte("x"), []int64{1})
 	if err != nil || dave.ID <= p.deletedUserID {
 		t.Errorf("a new user on PostgreSQL: %+v %v; the deleted user had id %d", dave, err, p.deletedUserID)
 	}
-	if _, err := dst.RevokeToken(ctx, []byte("a1"), "c1"); err != nil {
+	if _, err := accounts.New(dst).RevokeToken(ctx, []byte("a1"), "c1"); err != nil {
 		t.Fatal(err)
 	}
 	if gen, err := dst.AccessGeneration(ctx); err != nil || gen <= srcGen {
@@ -265,7 +267,7 @@ func TestCopyToPostgresMovesEveryRecord(t *testing.T) {
 	}
 	// The refresh token's reuse detection holds across the move: r0 was
 	// spent on SQLite.
-	if _, err := dst.Refresh(ctx, []byte("r0"), func(bridge.RefreshToken) error { return nil }, bridge.TokenPair{AccessHash: []byte("a9"), AccessExpiresAt: time.Now().Add(time.Hour)}); !errors.Is(err, bridge.ErrRefreshReused) {
+	if _, err := accounts.New(dst).Refresh(ctx, []byte("r0"), func(bridge.RefreshToken) error { return nil }, bridge.TokenPair{AccessHash: []byte("a9"), AccessExpiresAt: time.Now().Add(time.Hour)}); !errors.Is(err, bridge.ErrRefreshReused) {
 		t.Errorf("spending r0 again on PostgreSQL: %v", err)
 	}
 }
@@ -275,19 +277,19 @@ func TestCopyToPostgresRefusesAUsedTarget(t *testing.T) {
 	p := populatedPlatform(t)
 	for name, use := range map[string]func(*store.DB) error{
 		"a user": func(db *store.DB) error {
-			_, err := db.CreateUser(ctx, "zed", []byte("x"), []int64{9})
+			_, err := accounts.New(db).CreateUser(ctx, "zed", []byte("x"), []int64{9})
 			return err
 		},
 		// Emptied again, it still gave user ids: copying would give them
 		// twice.
 		"a deleted user": func(db *store.DB) error {
-			if _, err := db.CreateUser(ctx, "zed", []byte("x"), nil); err != nil {
+			if _, err := accounts.New(db).CreateUser(ctx, "zed", []byte("x"), nil); err != nil {
 				return err
 			}
-			return db.DeleteUser(ctx, "zed")
+			return accounts.New(db).DeleteUser(ctx, "zed")
 		},
 		"a hub": func(db *store.DB) error {
-			return db.CreateHub(ctx, &bridge.RegisteredHub{ID: "hx", Name: "other", BaseURL: "http://x", SecretHash: []byte("x")})
+			return accounts.New(db).CreateHub(ctx, &bridge.RegisteredHub{ID: "hx", Name: "other", BaseURL: "http://x", SecretHash: []byte("x")})
 		},
 	} {
 		t.Run(strings.ReplaceAll(name, " ", "_"), func(t *testing.T) {
@@ -315,7 +317,7 @@ func TestCopyToPostgresRefusesAHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hub.Close()
-	if err := hub.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 5, CursorTag: "t", Snapshot: true}, time.Now()); err != nil {
+	if err := hubstore.New(hub).ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 5, CursorTag: "t", Snapshot: true}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	dst := openTarget(t)
@@ -415,10 +417,10 @@ func TestCopyToPostgresContinuesAfterSQLitesSequence(t *testing.T) {
 	if rep.Cursor != p.entries-2 || rep.NextChange != p.entries+1 {
 		t.Errorf("cursor %d, next change %d; want %d and %d", rep.Cursor, rep.NextChange, p.entries-2, p.entries+1)
 	}
-	if err := dst.CreateToken(ctx, []byte("after"), p.in1.ID, time.Now().Add(time.Hour)); err != nil {
+	if err := accounts.New(dst).CreateToken(ctx, []byte("after"), p.in1.ID, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if seq, err := dst.ChangeSeq(ctx); err != nil || seq != p.entries+1 {
+	if seq, err := accounts.New(dst).ChangeSeq(ctx); err != nil || seq != p.entries+1 {
 		t.Errorf("the first change on PostgreSQL has seq %d (%v), want %d", seq, err, p.entries+1)
 	}
 }

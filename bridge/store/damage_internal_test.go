@@ -26,9 +26,7 @@ func TestPingReadsTheTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 200 {
-		if _, err := db.CreateUser(ctx, fmt.Sprintf("user%d", i), make([]byte, 60), []int64{1}); err != nil {
-			t.Fatal(err)
-		}
+		addUser(t, db, fmt.Sprintf("user%d", i), make([]byte, 60))
 	}
 	if err := db.Ping(ctx); err != nil {
 		t.Fatalf("Ping of a sound database: %v", err)
@@ -113,7 +111,7 @@ func BenchmarkOpen(b *testing.B) {
 		tx.Exec(`INSERT INTO apps (client_id, name, secret_hash, owner_id, published, created_at) VALUES (?, ?, ?, 1, 1, ?)`, fmt.Sprintf("app%d", a), "App", make([]byte, 32), now)
 	}
 	for i := range 10000 {
-		id := newInstallationID()
+		id := fmt.Sprintf("inst-%06d", i)
 		if _, err := tx.Exec(`INSERT INTO installations (id, client_id, user_id, location_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)`,
 			id, fmt.Sprintf("app%d", i%50), i%200+1, i/200+1, now+int64(i), now); err != nil {
 			b.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"os"
 	"path/filepath"
 	"strings"
@@ -247,7 +248,7 @@ func TestBackupFoldsTheJournal(t *testing.T) {
 	if vals["x"] != bridge.Off || vals["y"] != bridge.On {
 		t.Errorf("backup values %v, want x off (the fold's) and y on (the journal's)", vals)
 	}
-	if _, err := cp.Installation(ctx, in.ID); err != nil {
+	if _, err := accounts.New(cp).Installation(ctx, in.ID); err != nil {
 		t.Errorf("installation not in the backup: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -40,7 +41,7 @@ func TestDataDirIsPrivate(t *testing.T) {
 		if err := db.SaveSwitchValue(ctx, "lamp", bridge.On, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.CreateUser(ctx, "u"+time.Now().Format("150405.000000000"), []byte("hash"), []int64{1}); err != nil {
+		if _, err := accounts.New(db).CreateUser(ctx, "u"+time.Now().Format("150405.000000000"), []byte("hash"), []int64{1}); err != nil {
 			t.Fatal(err)
 		}
 		if err := j.Append([]store.SwitchValue{{SwitchID: "lamp", Value: bridge.Off, At: time.Now()}}); err != nil {

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"path/filepath"
 	"testing"
 	"time"
@@ -40,21 +41,21 @@ func TestPostgresOnly(t *testing.T) {
 	// The listener may connect after the write: a (re)connection is a
 	// notice too, so either way the channel closes; what must hold is that
 	// after it the write is visible.
-	if _, err := b.CreateUser(ctx, "alice", []byte("x"), []int64{1}); err != nil {
+	if _, err := accounts.New(b).CreateUser(ctx, "alice", []byte("x"), []int64{1}); err != nil {
 		t.Fatal(err)
 	}
 	wait(t, notice)
-	seq, err := a.ChangeSeq(ctx)
+	seq, err := accounts.New(a).ChangeSeq(ctx)
 	if err != nil || seq == 0 {
 		t.Fatalf("after the notice the change log holds up to %d (%v)", seq, err)
 	}
 	// A notice for a write made after the listener is up.
 	notice = a.ChangeNotice()
-	if _, err := b.CreateUser(ctx, "bob", []byte("x"), []int64{2}); err != nil {
+	if _, err := accounts.New(b).CreateUser(ctx, "bob", []byte("x"), []int64{2}); err != nil {
 		t.Fatal(err)
 	}
 	wait(t, notice)
-	if s2, _ := a.ChangeSeq(ctx); s2 <= seq {
+	if s2, _ := accounts.New(a).ChangeSeq(ctx); s2 <= seq {
 		t.Errorf("after the second notice the log is at %d, was %d", s2, seq)
 	}
 }

@@ -1,10 +1,16 @@
-// Package store keeps what users create (accounts, apps, installations,
-// authorization codes, access and refresh tokens) and each switch's last
-// value, so all of it survives a restart or a kill -9. A hub or a single
-// box keeps it in an embedded SQLite database (pure Go, WAL mode); a
-// platform that outgrows one machine keeps it in PostgreSQL, shared by
-// any number of platform processes (dialect.go). Secrets are stored only
-// as hashes.
+// Package store is the storage engine both roles share: it opens the
+// database (SQLite in the data directory, pure Go, WAL mode; or, for a
+// platform that outgrows one machine, PostgreSQL shared by any number of
+// platform processes: dialect.go), brings its one schema up to date
+// (migrations/, one folder per dialect, proved identical by
+// TestSchemasAgree), checks it for damage, keeps its files private, backs
+// it up and copies it to PostgreSQL. It also keeps the value journal and
+// its fold into the database, because a backup reads the journal and
+// replays what the database lacks into its copy: one `switchbridge
+// backup` covers a single box whole. It imports no role. Each role's
+// records are a package of that role's over this engine (engine.go): the
+// hub's bridge/hub/hubstore, the platform's bridge/platform/accounts, so
+// that neither role's code can reach the other's records.
 package store
 
 import (
@@ -46,11 +52,13 @@ type DB struct {
 	// The statements every API request or reported state runs, prepared
 	// once: the pure-Go SQLite spends more time preparing a statement than
 	// running one of these.
-	tokenStmt, tokenGrantStmt, installationStmt, installationSwitchesStmt, saveValueStmt, memberStmt, generationStmt *sql.Stmt
+	saveValueStmt, generationStmt *sql.Stmt
+	// stmts are the statements the records' packages prepared through
+	// Stmt, by query text; stmtMu serialises their preparing.
+	stmts  sync.Map
+	stmtMu sync.Mutex
 
 	access accessCache
-	// replicaGen counts the platform's batches a hub's replica applied.
-	replicaGen atomic.Int64
 
 	// path is the database file; damage the first error SQLite gave a
 	// query of the hot paths for a damaged file (note), which Ping then
@@ -172,12 +180,7 @@ func (db *DB) prepare(ctx context.Context) error {
 		dst *(*sql.Stmt)
 		q   string
 	}{
-		{&db.tokenStmt, selectToken},
-		{&db.tokenGrantStmt, selectTokenGrant},
-		{&db.installationStmt, selectInstallation},
-		{&db.installationSwitchesStmt, selectInstallationSwitches},
 		{&db.saveValueStmt, saveSwitchValue},
-		{&db.memberStmt, selectMember},
 		{&db.generationStmt, selectAccessGeneration},
 	} {
 		var err error
@@ -274,11 +277,12 @@ const pingQuery = `SELECT (SELECT count(*) FROM users) + (SELECT count(*) FROM u
 
 // Close closes the database.
 func (db *DB) Close() error {
-	for _, st := range []*sql.Stmt{db.tokenStmt, db.tokenGrantStmt, db.installationStmt, db.installationSwitchesStmt, db.saveValueStmt, db.memberStmt, db.generationStmt} {
+	for _, st := range []*sql.Stmt{db.saveValueStmt, db.generationStmt} {
 		if st != nil {
 			st.Close()
 		}
 	}
+	db.stmts.Range(func(_, st any) bool { st.(*sql.Stmt).Close(); return true })
 	db.access.mu.Lock()
 	db.access.close()
 	db.access.mu.Unlock()
@@ -330,9 +334,9 @@ func unix(t time.Time) int64 { return t.UnixMilli() }
 
 func fromUnix(ms int64) time.Time { return time.UnixMilli(ms) }
 
-// strings runs a query of one text column.
-func (db *DB) strings(ctx context.Context, q string, args ...any) ([]string, error) {
-	return queryStrings(ctx, db.db, q, args...)
+// querier is a database or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // queryStrings runs a query of one text column on d.

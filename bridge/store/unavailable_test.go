@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"testing"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -23,10 +24,10 @@ func TestPostgresAwayIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.CreateUser(ctx, "alice", []byte("x"), []int64{1}); err != nil {
+	if _, err := accounts.New(db).CreateUser(ctx, "alice", []byte("x"), []int64{1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.CreateUser(ctx, "alice", []byte("x"), []int64{1}); bridge.ErrorCode(err) != bridge.ECONFLICT {
+	if _, err := accounts.New(db).CreateUser(ctx, "alice", []byte("x"), []int64{1}); bridge.ErrorCode(err) != bridge.ECONFLICT {
 		t.Errorf("a second alice: %v, want ECONFLICT", err)
 	}
 	ops := []struct {
@@ -34,9 +35,9 @@ func TestPostgresAwayIsUnavailable(t *testing.T) {
 		do   func() error
 	}{
 		{"ping", func() error { return db.Ping(ctx) }},
-		{"read", func() error { _, err := db.UserByName(ctx, "alice"); return err }},
-		{"prepared read", func() error { _, err := db.Token(ctx, []byte("no such token")); return err }},
-		{"write", func() error { _, err := db.CreateUser(ctx, "bob", []byte("x"), []int64{2}); return err }},
+		{"read", func() error { _, err := accounts.New(db).UserByName(ctx, "alice"); return err }},
+		{"prepared read", func() error { _, err := accounts.New(db).Token(ctx, []byte("no such token")); return err }},
+		{"write", func() error { _, err := accounts.New(db).CreateUser(ctx, "bob", []byte("x"), []int64{2}); return err }},
 	}
 	for _, op := range ops {
 		if err := op.do(); err != nil && !errors.Is(err, bridge.ErrTokenUnknown) {
@@ -59,10 +60,10 @@ func TestPostgresAwayIsUnavailable(t *testing.T) {
 	if err := db.Ping(ctx); err != nil {
 		t.Errorf("ping once PostgreSQL is back: %v", err)
 	}
-	if u, err := db.UserByName(ctx, "alice"); err != nil || u.Name != "alice" {
+	if u, err := accounts.New(db).UserByName(ctx, "alice"); err != nil || u.Name != "alice" {
 		t.Errorf("alice once PostgreSQL is back: %+v %v", u, err)
 	}
-	if _, err := db.CreateUser(ctx, "carol", []byte("x"), []int64{3}); err != nil {
+	if _, err := accounts.New(db).CreateUser(ctx, "carol", []byte("x"), []int64{3}); err != nil {
 		t.Errorf("a write once PostgreSQL is back: %v", err)
 	}
 }

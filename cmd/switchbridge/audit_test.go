@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -183,11 +184,11 @@ func TestAuditCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hubs, err := db.Hubs(ctx)
+	hubs, err := accounts.New(db).Hubs(ctx)
 	if err != nil || len(hubs) != 1 {
 		t.Fatalf("hubs %v, %v", hubs, err)
 	}
-	err = db.SetInventory(ctx, hubs[0].ID, "test", []bridge.RemoteLocation{{ID: 7, Name: "Garden", Switches: []bridge.RemoteSwitch{{ID: "pond", Name: "Pond pump", Commands: []bridge.Command{bridge.CommandOn, bridge.CommandOff}}}}},
+	err = accounts.New(db).SetInventory(ctx, hubs[0].ID, "test", []bridge.RemoteLocation{{ID: 7, Name: "Garden", Switches: []bridge.RemoteSwitch{{ID: "pond", Name: "Pond pump", Commands: []bridge.Command{bridge.CommandOn, bridge.CommandOff}}}}},
 		func(int64) bool { return false })
 	db.Close()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/drivers/mqtt"
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
@@ -73,7 +74,7 @@ func seedDiscovered(t *testing.T, dataDir string, devs ...bridge.DiscoveredDevic
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if err := db.ReplaceDiscoveredDevices(context.Background(), devs); err != nil {
+	if err := hubstore.New(db).ReplaceDiscoveredDevices(context.Background(), devs); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -564,7 +565,7 @@ func TestDevicesListenExternalBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	if w, err := db.MQTTOnboarding(context.Background()); err != nil || w != nil {
+	if w, err := hubstore.New(db).MQTTOnboarding(context.Background()); err != nil || w != nil {
 		t.Errorf("onboarding window stored with an external broker: %+v, %v", w, err)
 	}
 }

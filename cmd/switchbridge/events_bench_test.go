@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"io"
 	"net"
 	"net/http"
@@ -158,7 +159,7 @@ func benchInstallations(b *testing.B, data string, n int) []benchToken {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	u, err := db.CreateUser(ctx, "bench", []byte("x"), []int64{1})
+	u, err := accounts.New(db).CreateUser(ctx, "bench", []byte("x"), []int64{1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -166,12 +167,12 @@ func benchInstallations(b *testing.B, data string, n int) []benchToken {
 	if err != nil {
 		b.Fatal(err)
 	}
-	issuer := oauth.NewIssuer(db, locs)
+	issuer := oauth.NewIssuer(accounts.New(db), locs)
 	out := make([]benchToken, n)
 	for i := range out {
 		app := &bridge.App{ClientID: oauth.NewClientID(), Name: "bench " + strconv.Itoa(i), SecretHash: oauth.Hash(oauth.NewSecret()),
 			RedirectURIs: []string{"https://bench.example/cb"}, OwnerID: u.ID}
-		if err := db.CreateApp(ctx, app); err != nil {
+		if err := accounts.New(db).CreateApp(ctx, app); err != nil {
 			b.Fatal(err)
 		}
 		in, tok, err := issuer.InstallForDeveloper(ctx, oauth.InstallRequest{App: app, User: u, LocationID: 1, SwitchIDs: []string{"plug", "lamp"}})

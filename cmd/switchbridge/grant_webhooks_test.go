@@ -13,6 +13,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
@@ -126,7 +127,7 @@ func TestLinkedHubSuspendsWebhooksOnRefreshReuse(t *testing.T) {
 		// Queued for both webhooks in one write: with the victim's outbox
 		// empty its delivery was sent or dropped.
 		waitFor(t, 15*time.Second, "the victim's outbox empty", func() bool {
-			ws, err := hubDB.Webhooks(context.Background(), victim.InstallationID())
+			ws, err := hubstore.New(hubDB).Webhooks(context.Background(), victim.InstallationID())
 			return err == nil && len(ws) == 1 && ws[0].Pending == 0
 		})
 	}
@@ -145,7 +146,7 @@ func TestLinkedHubSuspendsWebhooksOnRefreshReuse(t *testing.T) {
 	waitFor(t, 15*time.Second, "the hub refuses the revoked token", func() bool {
 		return status(t, http.MethodGet, victim.URI+"/switches", victim.Token.AccessToken) == http.StatusUnauthorized
 	})
-	if live, err := hubDB.Replica().GrantLive(context.Background(), victim.InstallationID(), time.Now().Add(2*time.Hour)); err != nil || live {
+	if live, err := hubstore.New(hubDB).Replica().GrantLive(context.Background(), victim.InstallationID(), time.Now().Add(2*time.Hour)); err != nil || live {
 		t.Errorf("the hub's replica holds the grant live two hours on: %v %v", live, err)
 	}
 	toggle()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
@@ -77,7 +78,7 @@ func startLinkedLeakSide(t *testing.T, broker, name string, extras bool) daemont
 		Other: daemontest.LeakMadeUpInstallation,
 		Press: plugs.Press, Meter: plugs.Meter,
 		Delivered: func(tb testing.TB, url string) bool {
-			ws, err := hubDB.Webhooks(context.Background(), "")
+			ws, err := hubstore.New(hubDB).Webhooks(context.Background(), "")
 			if err != nil {
 				tb.Fatal(err)
 			}

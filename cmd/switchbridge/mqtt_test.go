@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
@@ -22,7 +23,7 @@ func TestMQTTReleaseClientID(t *testing.T) {
 	}
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for id, login := range map[string]string{"DVES_1A2B3C": "kitchen", "shelly1-1": "hall"} {
-		if _, err := db.BindMQTTClientID(ctx, id, login, at, false, 10); err != nil {
+		if _, err := hubstore.New(db).BindMQTTClientID(ctx, id, login, at, false, 10); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"net"
 	"net/http"
 	"net/url"
@@ -210,14 +211,14 @@ func startHubLinks(b *testing.B, rig *platformRig, links int) *linkRun {
 	for i := range locs {
 		locs[i] = int64(1000 + i)
 	}
-	user, err := db.CreateUser(ctx, "alice", pw, locs)
+	user, err := accounts.New(db).CreateUser(ctx, "alice", pw, locs)
 	if err != nil {
 		b.Fatal(err)
 	}
 	run.user = user
 	run.appSecret = oauth.NewSecret()
 	run.app = &bridge.App{ClientID: "bench-app", Name: "Bench", SecretHash: oauth.Hash(run.appSecret), RedirectURIs: []string{"https://client.example/cb"}, OwnerID: user.ID, Published: true}
-	if err := db.CreateApp(ctx, run.app); err != nil {
+	if err := accounts.New(db).CreateApp(ctx, run.app); err != nil {
 		b.Fatal(err)
 	}
 	run.hubs = make([]*hubLink, links)
@@ -230,14 +231,14 @@ func startHubLinks(b *testing.B, rig *platformRig, links int) *linkRun {
 	// snapshots carry them.
 	parallel(b, links, func(i int) error {
 		h := run.hubs[i]
-		if err := db.CreateHub(ctx, &bridge.RegisteredHub{ID: h.id, Name: h.id, BaseURL: "http://127.0.0.1:1", SecretHash: oauth.Hash(h.secret)}); err != nil {
+		if err := accounts.New(db).CreateHub(ctx, &bridge.RegisteredHub{ID: h.id, Name: h.id, BaseURL: "http://127.0.0.1:1", SecretHash: oauth.Hash(h.secret)}); err != nil {
 			return err
 		}
 		in := &bridge.Installation{ClientID: run.app.ClientID, UserID: user.ID, LocationID: h.loc, SwitchIDs: []string{"s"}}
-		if err := db.Install(ctx, in); err != nil {
+		if err := accounts.New(db).Install(ctx, in); err != nil {
 			return err
 		}
-		return db.CreateToken(ctx, oauth.Hash("tok-"+h.id), in.ID, time.Now().Add(time.Hour))
+		return accounts.New(db).CreateToken(ctx, oauth.Hash("tok-"+h.id), in.ID, time.Now().Add(time.Hour))
 	})
 
 	b.Logf("%s: %d hubs, installations and tokens written in %v", rig.name(), links, time.Since(start).Round(time.Millisecond))

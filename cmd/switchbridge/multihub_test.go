@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"io"
 	"net/http"
 	"net/url"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/infra/version"
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/store"
@@ -621,7 +623,7 @@ func TestKill9MidSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pdb.Close()
-	want, err := pdb.Snapshot(ctx, b.hubID)
+	want, err := accounts.New(pdb).Snapshot(ctx, b.hubID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -630,16 +632,16 @@ func TestKill9MidSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hdb.Close()
-	st, err := hdb.ReplicaState(ctx)
+	st, err := hubstore.New(hdb).ReplicaState(ctx)
 	if err != nil || st.Cursor != want.Cursor {
 		t.Errorf("hub B's cursor = %+v %v, platform at %d", st, err, want.Cursor)
 	}
-	ins, toks, err := hdb.ReplicaCounts(ctx)
+	ins, toks, err := hubstore.New(hdb).ReplicaCounts(ctx)
 	if err != nil || ins != len(want.Installations) || toks != len(want.Tokens) || ins != 3 || toks != 60 {
 		t.Errorf("replica holds %d installations and %d tokens (%v); the platform has %d and %d for hub B (want 3 and 60)",
 			ins, toks, err, len(want.Installations), len(want.Tokens))
 	}
-	r := hdb.Replica()
+	r := hubstore.New(hdb).Replica()
 	for _, in := range want.Installations {
 		got, err := r.Installation(ctx, in.ID)
 		if err != nil || strings.Join(got.SwitchIDs, ",") != strings.Join(in.SwitchIDs, ",") || got.ClientID != in.ClientID ||

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -32,6 +33,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/daemon/daemontest"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/bridge/store/pgtest"
@@ -704,7 +706,7 @@ func tokenState(ctx context.Context, lookup func(context.Context, []byte) (*brid
 func replicaIsThePlatforms(t *testing.T, pdb *store.DB, h *node, dataDir string) {
 	t.Helper()
 	ctx := context.Background()
-	want, err := pdb.Snapshot(ctx, h.hubID)
+	want, err := accounts.New(pdb).Snapshot(ctx, h.hubID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -713,16 +715,16 @@ func replicaIsThePlatforms(t *testing.T, pdb *store.DB, h *node, dataDir string)
 		t.Fatal(err)
 	}
 	defer hdb.Close()
-	st, err := hdb.ReplicaState(ctx)
+	st, err := hubstore.New(hdb).ReplicaState(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ins, toks, err := hdb.ReplicaCounts(ctx)
+	ins, toks, err := hubstore.New(hdb).ReplicaCounts(ctx)
 	if err != nil || ins != len(want.Installations) || toks != len(want.Tokens) {
 		t.Errorf("%s's replica holds %d installations and %d tokens (%v); the platform has %d and %d for it",
 			h.name, ins, toks, err, len(want.Installations), len(want.Tokens))
 	}
-	r := hdb.Replica()
+	r := hubstore.New(hdb).Replica()
 	differ := 0
 	differs := func(format string, args ...any) {
 		t.Helper()
@@ -912,7 +914,7 @@ func TestPlatformChangeLogOrderUnderConcurrentWriters(t *testing.T) {
 		case revoked[g.token]:
 			want = "revoked"
 		}
-		if got, err := tokenState(ctx, pdb.TokenGrant, g.token); got != want || err != nil {
+		if got, err := tokenState(ctx, accounts.New(pdb).TokenGrant, g.token); got != want || err != nil {
 			wrong++
 			if wrong <= 10 {
 				t.Errorf("a token of installation %s is %s (%v) in the platform's records, want %s", g.installationID, got, err, want)
@@ -1227,7 +1229,7 @@ func TestPlatformSurvivesPostgresRestart(t *testing.T) {
 	}
 	defer hdb.Close()
 	for where, lookup := range map[string]func(context.Context, []byte) (*bridge.TokenGrant, error){
-		"the platform's records": p.records().TokenGrant, "the hub's replica": hdb.Replica().TokenGrant} {
+		"the platform's records": accounts.New(p.records()).TokenGrant, "the hub's replica": hubstore.New(hdb).Replica().TokenGrant} {
 		lost := 0
 		for _, tok := range accepted {
 			if st, err := tokenState(ctx, lookup, tok); st != "valid" || err != nil {

@@ -18,7 +18,9 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/daemon"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/infra/version"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"github.com/switchbridge/switchbridge/bridge/platform/admin"
 	"github.com/switchbridge/switchbridge/bridge/platform/linkserver"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
@@ -297,6 +299,29 @@ type storage interface {
 	Close() error
 }
 
+// stores is the database a command opened: the platform's records and
+// the hub's (a single box keeps both in one database), over the engine,
+// which backs the whole of it up and closes it.
+type stores struct {
+	*platformRecords
+	*hubRecords
+	engine *store.DB
+}
+
+// Backup writes a copy of the whole database (store.DB.Backup).
+func (s stores) Backup(ctx context.Context, dataDir, dst string) (int, error) {
+	return s.engine.Backup(ctx, dataDir, dst)
+}
+
+// Close closes the database.
+func (s stores) Close() error { return s.engine.Close() }
+
+// platformRecords and hubRecords name the two for stores' fields.
+type (
+	platformRecords = accounts.Store
+	hubRecords      = hubstore.Store
+)
+
 func (c *invocation) open() error {
 	cfg, err := loadConfig(c.configPath)
 	if err != nil {
@@ -315,9 +340,10 @@ func (c *invocation) open() error {
 	if err != nil {
 		return err
 	}
-	c.cfg, c.store = cfg, db
-	c.locations = linkserver.NewDirectory(db, own)
-	c.admin = &admin.Service{Store: db, Locations: c.locations, AuditLog: db}
+	platform, hub := accounts.New(db), hubstore.New(db)
+	c.cfg, c.store = cfg, stores{platform, hub, db}
+	c.locations = linkserver.NewDirectory(platform, own)
+	c.admin = &admin.Service{Store: platform, Locations: c.locations, AuditLog: hub}
 	return nil
 }
 

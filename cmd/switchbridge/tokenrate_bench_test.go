@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"io"
 	"net/http"
 	"net/url"
@@ -72,12 +73,12 @@ func benchTokenRate(b *testing.B, engine string, procs int) {
 	}
 	inv.WriteString("]}")
 	pw, _ := bcrypt.GenerateFromPassword([]byte("pw-alice"), bcrypt.MinCost)
-	user, err := db.CreateUser(ctx, "alice", pw, locs)
+	user, err := accounts.New(db).CreateUser(ctx, "alice", pw, locs)
 	if err != nil {
 		b.Fatal(err)
 	}
 	hubSecret := oauth.NewSecret()
-	if err := db.CreateHub(ctx, &bridge.RegisteredHub{ID: "bench-hub", Name: "bench-hub", BaseURL: "http://127.0.0.1:1", SecretHash: oauth.Hash(hubSecret)}); err != nil {
+	if err := accounts.New(db).CreateHub(ctx, &bridge.RegisteredHub{ID: "bench-hub", Name: "bench-hub", BaseURL: "http://127.0.0.1:1", SecretHash: oauth.Hash(hubSecret)}); err != nil {
 		b.Fatal(err)
 	}
 	req, _ := http.NewRequest(http.MethodPut, rig.urls[0]+link.InventoryPath, strings.NewReader(inv.String()))
@@ -93,7 +94,7 @@ func benchTokenRate(b *testing.B, engine string, procs int) {
 	}
 	appSecret := oauth.NewSecret()
 	app := daemontest.App{ClientID: "bench-app", Secret: appSecret, RedirectURIs: []string{"https://client.example/cb"}}
-	if err := db.CreateApp(ctx, &bridge.App{ClientID: app.ClientID, Name: "Bench", SecretHash: oauth.Hash(appSecret), RedirectURIs: app.RedirectURIs, OwnerID: user.ID, Published: true}); err != nil {
+	if err := accounts.New(db).CreateApp(ctx, &bridge.App{ClientID: app.ClientID, Name: "Bench", SecretHash: oauth.Hash(appSecret), RedirectURIs: app.RedirectURIs, OwnerID: user.ID, Published: true}); err != nil {
 		b.Fatal(err)
 	}
 

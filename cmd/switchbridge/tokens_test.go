@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ func TestAppLegacyAndLifetimeCommands(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		a, err := db.App(context.Background(), app.ID)
+		a, err := accounts.New(db).App(context.Background(), app.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,14 +11,15 @@ import (
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
 
 // The hub's store is what the daemon hands the driver.
 var (
-	_ ClientIDs     = (*store.DB)(nil)
-	_ ClientIDAdmin = (*store.DB)(nil)
+	_ ClientIDs     = (*hubstore.Store)(nil)
+	_ ClientIDAdmin = (*hubstore.Store)(nil)
 )
 
 // CONNACK return codes of MQTT 3.1.1.
@@ -32,19 +33,19 @@ const (
 const clientIDLogins = "\nusers:\n  a: pa\n  b: pb\n  c: {password: pc, client_ids: [listed-1]}"
 
 // openStore opens the hub's store in dir, closed at the end of the test.
-func openStore(t *testing.T, dir string) *store.DB {
+func openStore(t *testing.T, dir string) *hubstore.Store {
 	t.Helper()
 	db, err := store.Open(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return db
+	return hubstore.New(db)
 }
 
 // brokerOn opens a driver with an embedded broker over db, with the
 // logins and extra keys, and returns it and the broker's address.
-func brokerOn(t *testing.T, db *store.DB, logins string) (*driver, string) {
+func brokerOn(t *testing.T, db *hubstore.Store, logins string) (*driver, string) {
 	t.Helper()
 	addr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
 	d := openDriverOn(t, db, "broker: embedded\nlisten: "+addr+logins,
@@ -104,7 +105,7 @@ func TestClientIDsBelongToTheirLogin(t *testing.T) {
 
 	// A restart: the store opened again, a new broker.
 	d.Close()
-	db.Close()
+	db.DB().Close()
 	db = openStore(t, dir)
 	d, addr = brokerOn(t, db, clientIDLogins)
 	if code := connectCode(t, "127.0.0.2", addr, "plug-x", "b", "pb"); code != identifierRejected {

@@ -11,11 +11,11 @@ import (
 
 	paho "github.com/eclipse/paho.mqtt.golang"
 
-	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
 
-var _ DiscoveredStore = (*store.DB)(nil)
+var _ DiscoveredStore = (*hubstore.Store)(nil)
 
 func slogTo(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
 

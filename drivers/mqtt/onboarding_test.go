@@ -9,15 +9,15 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/switchbridge/switchbridge/bridge"
-	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
 
-var _ OnboardingStore = (*store.DB)(nil)
+var _ OnboardingStore = (*hubstore.Store)(nil)
 
 // onboardingBroker is a driver with an embedded broker over a fresh store,
 // with the login kitchen serving the configured Tasmota kitchen.
-func onboardingBroker(t *testing.T) (*driver, *store.DB, string) {
+func onboardingBroker(t *testing.T) (*driver, *hubstore.Store, string) {
 	t.Helper()
 	db := openStore(t, t.TempDir())
 	addr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
@@ -27,7 +27,7 @@ func onboardingBroker(t *testing.T) (*driver, *store.DB, string) {
 }
 
 // openOnboarding opens the onboarding window with password pw for d.
-func openOnboarding(t *testing.T, db *store.DB, pw string, d time.Duration) {
+func openOnboarding(t *testing.T, db *hubstore.Store, pw string, d time.Duration) {
 	t.Helper()
 	now := time.Now()
 	if err := db.OpenMQTTOnboarding(context.Background(), OnboardingHash(pw), now, now.Add(d)); err != nil {

@@ -26,7 +26,7 @@ func (h *Harness) AddUser(tb testing.TB, name, password string, locations ...int
 	if err != nil {
 		tb.Fatal(err)
 	}
-	u, err := h.Store.CreateUser(context.Background(), name, hash, locations)
+	u, err := h.Accounts.CreateUser(context.Background(), name, hash, locations)
 	if err != nil {
 		tb.Fatalf("add user %s: %v", name, err)
 	}
@@ -44,7 +44,7 @@ func (h *Harness) AddApp(tb testing.TB, owner *bridge.User, published bool, redi
 	tb.Helper()
 	a := App{ClientID: oauth.NewClientID(), Secret: oauth.NewSecret(), RedirectURIs: redirectURIs}
 	logtest.NoteSecret(a.Secret)
-	err := h.Store.CreateApp(context.Background(), &bridge.App{
+	err := h.Accounts.CreateApp(context.Background(), &bridge.App{
 		ClientID: a.ClientID, Name: "Test app", SecretHash: oauth.Hash(a.Secret),
 		RedirectURIs: redirectURIs, OwnerID: owner.ID, Published: published,
 	})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/access"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
@@ -18,7 +19,7 @@ import (
 // yet: the interleaving of a token used within milliseconds of its issue
 // at a platform whose long polls are woken at once (PostgreSQL's NOTIFY).
 type arrivingReplica struct {
-	*store.Replica
+	*hubstore.Replica
 	once   sync.Once
 	arrive func()
 }
@@ -42,16 +43,17 @@ func TestTokenArrivingDuringTheCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
+	hub := hubstore.New(db)
 	in := bridge.ReplicaInstallation{ID: "inst-1", ClientID: "c", UserID: 1, LocationID: 10, SwitchIDs: []string{"s10"}, Member: true, UpdatedAt: time.Now()}
 	expires := time.Now().Add(time.Hour)
-	if err := db.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 1, Snapshot: true, Installations: []bridge.ReplicaInstallation{in},
+	if err := hub.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 1, Snapshot: true, Installations: []bridge.ReplicaInstallation{in},
 		Tokens: []bridge.ReplicaToken{{Hash: access.Hash("revoked-token"), InstallationID: in.ID, ExpiresAt: expires, Revoked: true}}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	src := &arrivingReplica{Replica: db.Replica()}
+	src := &arrivingReplica{Replica: hub.Replica()}
 	src.arrive = func() {
 		// The long poll's batch with the token just issued.
-		if err := db.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 2,
+		if err := hub.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 2,
 			Tokens: []bridge.ReplicaToken{{Hash: access.Hash("fresh-token"), InstallationID: in.ID, ExpiresAt: expires}}}, time.Now()); err != nil {
 			t.Error(err)
 		}
@@ -95,6 +97,7 @@ func TestTombstonesRefuseWithoutASync(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { db.Close() }()
+	hub := hubstore.New(db)
 	now := time.Now()
 	inst := func(id string, loc int64) bridge.ReplicaInstallation {
 		return bridge.ReplicaInstallation{ID: id, ClientID: "c", UserID: 1, LocationID: loc, SwitchIDs: []string{"s"}, Member: true, UpdatedAt: now}
@@ -103,25 +106,25 @@ func TestTombstonesRefuseWithoutASync(t *testing.T) {
 		return bridge.ReplicaToken{Hash: access.Hash(token), InstallationID: inst, ExpiresAt: now.Add(time.Hour)}
 	}
 	uninstalled, kept, handed := inst("uninstalled", 10), inst("kept", 10), inst("handed-over", 20)
-	if err := db.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 1, Snapshot: true,
+	if err := hub.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 1, Snapshot: true,
 		Installations: []bridge.ReplicaInstallation{uninstalled, kept, handed},
 		Tokens:        []bridge.ReplicaToken{tok("token-u", "uninstalled"), tok("token-d", "kept"), tok("token-k", "kept"), tok("token-h", "handed-over")}}, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 2, DeletedInstallations: []string{"uninstalled"}, DeletedTokens: [][]byte{access.Hash("token-d")}}, now); err != nil {
+	if err := hub.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 2, DeletedInstallations: []string{"uninstalled"}, DeletedTokens: [][]byte{access.Hash("token-d")}}, now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.RetainReplicaLocations(ctx, []int64{10}); err != nil {
+	if _, err := hub.RetainReplicaLocations(ctx, []int64{10}); err != nil {
 		t.Fatal(err)
 	}
 
 	syncs := 0
-	check := func(db *store.DB) *replica.Authorizer {
-		return replica.NewAuthorizer(db.Replica(), replica.AuthorizerOptions{
+	check := func(hub *hubstore.Store) *replica.Authorizer {
+		return replica.NewAuthorizer(hub.Replica(), replica.AuthorizerOptions{
 			Sync: func(context.Context) bool { syncs++; return false }, // the link is down
 		})
 	}
-	auth := check(db)
+	auth := check(hub)
 	refused := func(auth *replica.Authorizer) {
 		t.Helper()
 		for token, in := range map[string]string{"token-u": "uninstalled", "token-d": "kept", "token-h": "handed-over"} {
@@ -146,15 +149,16 @@ func TestTombstonesRefuseWithoutASync(t *testing.T) {
 	if db, err = store.Open(ctx, dir); err != nil {
 		t.Fatal(err)
 	}
-	auth = check(db)
+	hub = hubstore.New(db)
+	auth = check(hub)
 	refused(auth)
-	if n, err := db.Tombstones(ctx); err != nil || n != 3 {
+	if n, err := hub.Tombstones(ctx); err != nil || n != 3 {
 		t.Errorf("%d tombstones (%v), want 3", n, err)
 	}
 
 	// The location comes back with its whole state, and the token is
 	// sent again: both are served again.
-	if err := db.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 3, Locations: []int64{20},
+	if err := hub.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 3, Locations: []int64{20},
 		Installations: []bridge.ReplicaInstallation{handed}, Tokens: []bridge.ReplicaToken{tok("token-h", "handed-over"), tok("token-d", "kept")}}, now); err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +168,7 @@ func TestTombstonesRefuseWithoutASync(t *testing.T) {
 			t.Errorf("%s, sent again: %v", token, err)
 		}
 	}
-	if n, err := db.Tombstones(ctx); err != nil || n != 1 {
+	if n, err := hub.Tombstones(ctx); err != nil || n != 1 {
 		t.Errorf("%d tombstones (%v), want 1 (the uninstalled installation)", n, err)
 	}
 }

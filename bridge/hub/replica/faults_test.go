@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"io"
 	"log/slog"
 	"net/http"
@@ -72,7 +73,7 @@ func TestDeadConnectionsAreDropped(t *testing.T) {
 
 	killed := proxy.Blackhole()
 	start := time.Now()
-	if _, err := pl.db.RevokeToken(ctx, access.Hash("revoke-me"), "c"); err != nil {
+	if _, err := accounts.New(pl.db).RevokeToken(ctx, access.Hash("revoke-me"), "c"); err != nil {
 		t.Fatal(err)
 	}
 	took := waitWithin(t, 20*time.Second, "the revocation reaches the hub", func() bool {
@@ -101,7 +102,7 @@ func TestRefusedPollIsRefusedAtOnce(t *testing.T) {
 	pl.p.PollTimeout = time.Minute
 	hub := startHub(t, pl, "h1", 10)
 	time.Sleep(200 * time.Millisecond) // the long poll waits
-	if err := pl.db.SetHubSecret(ctx, "h1", access.Hash("rotated")); err != nil {
+	if err := accounts.New(pl.db).SetHubSecret(ctx, "h1", access.Hash("rotated")); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the hub logs the refusal", func() bool {
@@ -136,7 +137,7 @@ func TestRestoredPlatformRekeysItsHubs(t *testing.T) {
 	}
 	// After the backup: a new secret for the hub, and a new installation.
 	newSecret := oauth.NewSecret()
-	if err := pl.db.SetHubSecret(ctx, "h1", access.Hash(newSecret)); err != nil {
+	if err := accounts.New(pl.db).SetHubSecret(ctx, "h1", access.Hash(newSecret)); err != nil {
 		t.Fatal(err)
 	}
 	hub.h.SetSecret(newSecret)
@@ -172,7 +173,7 @@ func TestRestoredPlatformRekeysItsHubs(t *testing.T) {
 	// The procedure: hub rotate-secret on the restored platform, the
 	// secret into secret_file, a reload.
 	rekeyed := oauth.NewSecret()
-	if err := restored.SetHubSecret(ctx, "h1", access.Hash(rekeyed)); err != nil {
+	if err := accounts.New(restored).SetHubSecret(ctx, "h1", access.Hash(rekeyed)); err != nil {
 		t.Fatal(err)
 	}
 	hub.h.SetSecret(rekeyed)
@@ -265,7 +266,7 @@ func errorsAs(err error, e **bridge.Error) bool {
 func TestHubGoneMidAuthenticationIsNoError(t *testing.T) {
 	pl := newPlatform(t)
 	var logs logtest.Buffer
-	p := linkserver.NewPlatform(pl.db, slog.New(slog.NewTextHandler(&logs, nil)), linkserver.Options{})
+	p := linkserver.NewPlatform(accounts.New(pl.db), slog.New(slog.NewTextHandler(&logs, nil)), linkserver.Options{})
 	mux := http.NewServeMux()
 	p.Register(mux)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -361,11 +362,11 @@ func TestSecondInstanceIsRefused(t *testing.T) {
 	waitUntil(t, "the copy is refused", func() bool {
 		return strings.Contains(copycat.h.Refused(), "another process with this hub's credentials")
 	})
-	h, err := pl.db.Hub(ctx, "h1")
+	h, err := accounts.New(pl.db).Hub(ctx, "h1")
 	if err != nil || len(h.Locations) != 1 || h.Locations[0].ID != 10 || !strings.Contains(h.Conflict, "refused instance") {
 		t.Errorf("hub h1 on the platform: %+v %v", h, err)
 	}
-	if err := pl.db.Uninstall(ctx, in.ID); err != nil {
+	if err := accounts.New(pl.db).Uninstall(ctx, in.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the uninstall reaches hub A", func() bool { return !a.has(in.ID) })

@@ -3,6 +3,7 @@ package replica_test
 import (
 	"context"
 	"fmt"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/access"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 	"github.com/switchbridge/switchbridge/bridge/link"
@@ -64,7 +66,8 @@ func launchHub(t *testing.T, url, id, secret string, db *store.DB, locs ...int64
 	t.Helper()
 	var err error
 	rh := &runningHub{db: db, logs: &logtest.Buffer{}, locs: locs}
-	l, err := replica.Open(replica.Options{PlatformURL: url, HubID: id, Secret: secret, Store: db, Source: db.Replica(),
+	hub := hubstore.New(db)
+	l, err := replica.Open(replica.Options{PlatformURL: url, HubID: id, Secret: secret, Store: hub, Source: hub.Replica(),
 		Logger: slog.New(slog.NewTextHandler(rh.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Inventory: func() []bridge.RemoteLocation {
 			rh.mu.Lock()
@@ -97,7 +100,7 @@ func (rh *runningHub) setLocations(locs ...int64) {
 }
 
 func (rh *runningHub) has(id string) bool {
-	_, err := rh.db.Replica().Installation(context.Background(), id)
+	_, err := hubstore.New(rh.db).Replica().Installation(context.Background(), id)
 	return err == nil
 }
 
@@ -119,16 +122,16 @@ func (pl *platform) install(t *testing.T, loc int64, token string) *bridge.Insta
 func (pl *platform) installApp(t *testing.T, client string, loc int64, token string) *bridge.Installation {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := pl.db.App(ctx, client); err != nil {
-		if err := pl.db.CreateApp(ctx, &bridge.App{ClientID: client, Name: client, SecretHash: []byte("s"), RedirectURIs: []string{"https://c/cb"}, OwnerID: pl.userID, Published: true}); err != nil {
+	if _, err := accounts.New(pl.db).App(ctx, client); err != nil {
+		if err := accounts.New(pl.db).CreateApp(ctx, &bridge.App{ClientID: client, Name: client, SecretHash: []byte("s"), RedirectURIs: []string{"https://c/cb"}, OwnerID: pl.userID, Published: true}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	in := &bridge.Installation{ClientID: client, UserID: pl.userID, LocationID: loc, SwitchIDs: []string{fmt.Sprint("s", loc)}}
-	if err := pl.db.Install(ctx, in); err != nil {
+	if err := accounts.New(pl.db).Install(ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	if err := pl.db.CreateToken(ctx, access.Hash(token), in.ID, time.Now().Add(time.Hour)); err != nil {
+	if err := accounts.New(pl.db).CreateToken(ctx, access.Hash(token), in.ID, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	return in
@@ -158,7 +161,7 @@ func TestReplicaHoldsExactlyTheHubsLocations(t *testing.T) {
 					return c == http.StatusNoContent
 				})
 			}
-			if err := pl.db.Uninstall(ctx, gone.ID); err != nil {
+			if err := accounts.New(pl.db).Uninstall(ctx, gone.ID); err != nil {
 				t.Fatal(err)
 			}
 			if moved {
@@ -220,7 +223,7 @@ func TestNewTokenWorksAtOnce(t *testing.T) {
 	ctx := context.Background()
 	// The replica holds its first snapshot: a miss can be synced.
 	waitUntil(t, "the hub's first snapshot", func() bool {
-		st, err := a.db.ReplicaState(ctx)
+		st, err := hubstore.New(a.db).ReplicaState(ctx)
 		return err == nil && st.Synced
 	})
 	in := pl.install(t, 10, "fresh-token")
@@ -228,7 +231,7 @@ func TestNewTokenWorksAtOnce(t *testing.T) {
 		t.Fatalf("a new installation's token on its first request: %v", err)
 	}
 	// A refresh: a new token for the known installation.
-	if err := pl.db.CreateToken(ctx, access.Hash("refreshed-token"), in.ID, time.Now().Add(time.Hour)); err != nil {
+	if err := accounts.New(pl.db).CreateToken(ctx, access.Hash("refreshed-token"), in.ID, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.auth.Authorize(ctx, "refreshed-token", in.ID); err != nil {
@@ -274,10 +277,10 @@ func TestRemovedHubEmptiesItsReplica(t *testing.T) {
 	waitUntil(t, "the installations reach the hubs", func() bool { return a.has(inA.ID) && b.has(inB.ID) })
 	time.Sleep(100 * time.Millisecond) // both long polls wait
 
-	if err := pl.db.SetHubSecret(ctx, "h2", access.Hash("new secret")); err != nil {
+	if err := accounts.New(pl.db).SetHubSecret(ctx, "h2", access.Hash("new secret")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pl.db.RemoveHub(ctx, "h1"); err != nil {
+	if _, err := accounts.New(pl.db).RemoveHub(ctx, "h1"); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the removed hub empties its replica", func() bool { return !a.has(inA.ID) })
@@ -315,14 +318,14 @@ func TestLegacyAppsAtAHub(t *testing.T) {
 	if g, err := a.auth.Authorize(ctx, "legacy-token", in.ID); err != nil || g.Legacy {
 		t.Fatalf("before legacy: %+v %v", g, err)
 	}
-	if err := pl.db.SetAppLegacy(ctx, "c", true); err != nil {
+	if err := accounts.New(pl.db).SetAppLegacy(ctx, "c", true); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the legacy flag reaches the hub", func() bool {
 		g, err := a.auth.Authorize(ctx, "legacy-token", in.ID)
 		return err == nil && g.Legacy
 	})
-	if err := pl.db.SetAppLegacy(ctx, "c", false); err != nil {
+	if err := accounts.New(pl.db).SetAppLegacy(ctx, "c", false); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "legacy off reaches the hub", func() bool {

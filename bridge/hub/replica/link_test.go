@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/access"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
 	"github.com/switchbridge/switchbridge/bridge/link"
@@ -46,18 +48,18 @@ func newPlatform(t *testing.T) *platform {
 	pl := &platform{db: db, dir: dir, hubs: map[string]string{}}
 	for _, id := range []string{"h1", "h2"} {
 		secret := oauth.NewSecret()
-		if err := db.CreateHub(ctx, &bridge.RegisteredHub{ID: id, Name: "hub " + id, BaseURL: "http://" + id, SecretHash: access.Hash(secret)}); err != nil {
+		if err := accounts.New(db).CreateHub(ctx, &bridge.RegisteredHub{ID: id, Name: "hub " + id, BaseURL: "http://" + id, SecretHash: access.Hash(secret)}); err != nil {
 			t.Fatal(err)
 		}
 		pl.hubs[id] = secret
 	}
 	pl.serve(t)
-	u, err := db.CreateUser(ctx, "alice", []byte("x"), []int64{10, 20})
+	u, err := accounts.New(db).CreateUser(ctx, "alice", []byte("x"), []int64{10, 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	pl.userID = u.ID
-	if err := db.CreateApp(ctx, &bridge.App{ClientID: "c", Name: "C", SecretHash: []byte("s"), RedirectURIs: []string{"https://c/cb"}, OwnerID: u.ID, Published: true}); err != nil {
+	if err := accounts.New(db).CreateApp(ctx, &bridge.App{ClientID: "c", Name: "C", SecretHash: []byte("s"), RedirectURIs: []string{"https://c/cb"}, OwnerID: u.ID, Published: true}); err != nil {
 		t.Fatal(err)
 	}
 	return pl
@@ -69,7 +71,7 @@ func (pl *platform) serve(t *testing.T, proxies ...netip.Prefix) {
 	if pl.srv != nil {
 		pl.srv.Close()
 	}
-	pl.p = linkserver.NewPlatform(pl.db, nil, linkserver.Options{Own: func(id int64) bool { return id == 1 }, TrustedProxies: proxies})
+	pl.p = linkserver.NewPlatform(accounts.New(pl.db), nil, linkserver.Options{Own: func(id int64) bool { return id == 1 }, TrustedProxies: proxies})
 	pl.p.PollTimeout = 2 * time.Second
 	pl.p.WakeInterval = 20 * time.Millisecond
 	mux := http.NewServeMux()
@@ -141,7 +143,7 @@ func TestInventoryIsCheckedAndStrict(t *testing.T) {
 	if c, body := pl.do(t, "PUT", link.InventoryPath, "h2", pl.hubs["h2"], inventory(1)); c != http.StatusConflict || !strings.Contains(body, "platform's own") {
 		t.Errorf("claiming the platform's location: %d %s", c, body)
 	}
-	h, _ := pl.db.Hub(context.Background(), "h1")
+	h, _ := accounts.New(pl.db).Hub(context.Background(), "h1")
 	if len(h.Locations) != 1 || h.Locations[0].ID != 10 || h.Locations[0].Switches[0].ID != "s10" {
 		t.Errorf("h1 after refused inventories: %+v", h.Locations)
 	}
@@ -157,10 +159,10 @@ func TestCredentialsReachOnlyTheirHub(t *testing.T) {
 	pl.do(t, "PUT", link.InventoryPath, "h2", pl.hubs["h2"], inventory(20))
 	for _, loc := range []int64{10, 20} {
 		in := &bridge.Installation{ClientID: "c", UserID: pl.userID, LocationID: loc, SwitchIDs: []string{fmt.Sprint("s", loc)}}
-		if err := pl.db.Install(ctx, in); err != nil {
+		if err := accounts.New(pl.db).Install(ctx, in); err != nil {
 			t.Fatal(err)
 		}
-		if err := pl.db.CreateToken(ctx, access.Hash(fmt.Sprint("token-", loc)), in.ID, time.Now().Add(time.Hour)); err != nil {
+		if err := accounts.New(pl.db).CreateToken(ctx, access.Hash(fmt.Sprint("token-", loc)), in.ID, time.Now().Add(time.Hour)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -207,7 +209,7 @@ func TestLongPollWakesOnAnotherWriter(t *testing.T) {
 	ctx := context.Background()
 	pl.do(t, "PUT", link.InventoryPath, "h1", pl.hubs["h1"], inventory(10))
 	pl.do(t, "PUT", link.InventoryPath, "h2", pl.hubs["h2"], inventory(20))
-	snap, err := pl.db.Snapshot(ctx, "h1")
+	snap, err := accounts.New(pl.db).Snapshot(ctx, "h1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +225,7 @@ func TestLongPollWakesOnAnotherWriter(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond)
 	// Another hub's change first: the poll keeps waiting.
-	if err := pl.db.Install(ctx, &bridge.Installation{ClientID: "c", UserID: pl.userID, LocationID: 20, SwitchIDs: []string{"s20"}}); err != nil {
+	if err := accounts.New(pl.db).Install(ctx, &bridge.Installation{ClientID: "c", UserID: pl.userID, LocationID: 20, SwitchIDs: []string{"s20"}}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(200 * time.Millisecond)
@@ -240,7 +242,7 @@ func TestLongPollWakesOnAnotherWriter(t *testing.T) {
 	defer other.Close()
 	in := &bridge.Installation{ClientID: "c", UserID: pl.userID, LocationID: 10, SwitchIDs: []string{"s10"}}
 	wrote := time.Now()
-	if err := other.Install(ctx, in); err != nil {
+	if err := accounts.New(other).Install(ctx, in); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -273,12 +275,13 @@ func TestHubFollowsAndResnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hubDB.Close()
+	hub := hubstore.New(hubDB)
 	var logs logtest.Buffer
 	var h *replica.Follower
 	var done chan struct{}
 	start := func() {
 		var err error
-		h, err = replica.NewFollower(pl.srv.URL, "h1", pl.hubs["h1"], hubDB, slog.New(slog.NewTextHandler(&logs, nil)), replica.FollowerOptions{
+		h, err = replica.NewFollower(pl.srv.URL, "h1", pl.hubs["h1"], hub, slog.New(slog.NewTextHandler(&logs, nil)), replica.FollowerOptions{
 			Inventory: func() []bridge.RemoteLocation {
 				return []bridge.RemoteLocation{{ID: 10, Name: "L10", Switches: []bridge.RemoteSwitch{{ID: "s10", Name: "S", Commands: bridge.Commands}}}}
 			},
@@ -296,13 +299,13 @@ func TestHubFollowsAndResnapshots(t *testing.T) {
 
 	install := func(client string) *bridge.Installation {
 		in := &bridge.Installation{ClientID: client, UserID: pl.userID, LocationID: 10, SwitchIDs: []string{"s10"}}
-		if err := pl.db.Install(ctx, in); err != nil {
+		if err := accounts.New(pl.db).Install(ctx, in); err != nil {
 			t.Fatal(err)
 		}
 		return in
 	}
 	has := func(id string) bool {
-		_, err := hubDB.Replica().Installation(ctx, id)
+		_, err := hub.Replica().Installation(ctx, id)
 		return err == nil
 	}
 	wait := func(what string, cond func() bool) {
@@ -315,7 +318,7 @@ func TestHubFollowsAndResnapshots(t *testing.T) {
 		}
 		t.Fatal(what)
 	}
-	if err := pl.db.CreateApp(ctx, &bridge.App{ClientID: "c2", Name: "C2", SecretHash: []byte("s"), RedirectURIs: []string{"https://c/cb"}, OwnerID: pl.userID, Published: true}); err != nil {
+	if err := accounts.New(pl.db).CreateApp(ctx, &bridge.App{ClientID: "c2", Name: "C2", SecretHash: []byte("s"), RedirectURIs: []string{"https://c/cb"}, OwnerID: pl.userID, Published: true}); err != nil {
 		t.Fatal(err)
 	}
 	in := install("c")
@@ -326,20 +329,20 @@ func TestHubFollowsAndResnapshots(t *testing.T) {
 	// The hub's cursor is compacted away while it is down: 410, a snapshot.
 	cancel()
 	<-done
-	before, _ := hubDB.ReplicaState(context.Background())
-	pl.db.CreateUser(ctx, "filler", []byte("x"), []int64{99}) // a change that is not the hub's
-	if _, err := pl.db.CompactChanges(ctx, time.Now().Add(time.Hour), 0); err != nil {
+	before, _ := hub.ReplicaState(context.Background())
+	accounts.New(pl.db).CreateUser(ctx, "filler", []byte("x"), []int64{99}) // a change that is not the hub's
+	if _, err := accounts.New(pl.db).CompactChanges(ctx, time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
 	in2 := install("c2")
 	start()
 	wait("an installation after compaction reaches the replica", func() bool { return has(in2.ID) })
-	after, _ := hubDB.ReplicaState(ctx)
+	after, _ := hub.ReplicaState(ctx)
 	if after.Cursor <= before.Cursor || !strings.Contains(logs.String(), "fetching a snapshot") {
 		t.Errorf("cursor %d -> %d; log:\n%s", before.Cursor, after.Cursor, logs.String())
 	}
 	// A rotated secret: the link stops, and the hub says why.
-	if err := pl.db.SetHubSecret(ctx, "h1", access.Hash("new")); err != nil {
+	if err := accounts.New(pl.db).SetHubSecret(ctx, "h1", access.Hash("new")); err != nil {
 		t.Fatal(err)
 	}
 	h.InventoryChanged() // cut the poll short, as a reload does

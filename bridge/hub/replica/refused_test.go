@@ -2,6 +2,7 @@ package replica_test
 
 import (
 	"context"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"net/http"
 	"strings"
 	"testing"
@@ -36,7 +37,7 @@ func TestRefusedInventoryKeepsFollowing(t *testing.T) {
 	if _, err := h1.auth.Authorize(ctx, "revoke-me", in.ID); err != nil {
 		t.Fatalf("the token at h1 before the revocation: %v", err)
 	}
-	if err := pl.db.Uninstall(ctx, in.ID); err != nil {
+	if err := accounts.New(pl.db).Uninstall(ctx, in.ID); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(2 * time.Second)
@@ -56,7 +57,7 @@ func TestRefusedInventoryKeepsFollowing(t *testing.T) {
 	}
 	h1.h.InventoryChanged()
 	waitUntil(t, "h1's inventory accepted", func() bool {
-		h, err := pl.db.Hub(ctx, "h1")
+		h, err := accounts.New(pl.db).Hub(ctx, "h1")
 		return err == nil && len(h.Locations) == 2 && h1.h.Refused() == ""
 	})
 }

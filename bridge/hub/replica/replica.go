@@ -17,7 +17,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/link"
 )
 
-// Store is the hub's store of its replica; bridge/store implements it.
+// Store is the hub's store of its replica; bridge/hub/hubstore implements it.
 type Store interface {
 	ReplicaState(ctx context.Context) (bridge.ReplicaState, error)
 	// ApplyBatch applies a batch and stores its cursor in one transaction.

@@ -3,11 +3,13 @@ package replica_test
 import (
 	"context"
 	"fmt"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
@@ -36,7 +38,7 @@ func TestHubAfterThePlatformIsRestored(t *testing.T) {
 	}
 	later := pl.installApp(t, "c3", 10, "later-token")
 	waitUntil(t, "the installation made after the backup reaches the hub", func() bool { return hub.has(later.ID) })
-	st, err := hubDB.ReplicaState(ctx)
+	st, err := hubstore.New(hubDB).ReplicaState(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,11 +53,11 @@ func TestHubAfterThePlatformIsRestored(t *testing.T) {
 	pl2.serve(t)
 	// On the restored platform one token is revoked and more apps are
 	// installed, until its log is past the hub's cursor.
-	if err := restored.Uninstall(ctx, revoked.ID); err != nil {
+	if err := accounts.New(restored).Uninstall(ctx, revoked.ID); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; ; i++ {
-		seq, err := restored.ChangeSeq(ctx)
+		seq, err := accounts.New(restored).ChangeSeq(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}

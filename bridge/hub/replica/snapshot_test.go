@@ -3,6 +3,7 @@ package replica_test
 import (
 	"context"
 	"errors"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/access"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
@@ -111,7 +113,7 @@ func snapshotAfterSync(t *testing.T, tokenAfter bool) {
 	}
 	state := func() bridge.ReplicaState {
 		t.Helper()
-		st, err := db.ReplicaState(ctx)
+		st, err := hubstore.New(db).ReplicaState(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +121,7 @@ func snapshotAfterSync(t *testing.T, tokenAfter bool) {
 	}
 	holds := func(token string) bool {
 		t.Helper()
-		_, err := db.Replica().TokenGrant(ctx, access.Hash(token))
+		_, err := hubstore.New(db).Replica().TokenGrant(ctx, access.Hash(token))
 		if err != nil && !errors.Is(err, bridge.ErrTokenUnknown) {
 			t.Fatal(err)
 		}
@@ -142,7 +144,7 @@ func snapshotAfterSync(t *testing.T, tokenAfter bool) {
 		t.Fatalf("after the sync: cursor %d (was %d), token-1 held: %v", synced.Cursor, before.Cursor, holds("token-1"))
 	}
 	// Compaction drops the poll's cursor, not the sync's.
-	if _, err := pl.db.CompactChanges(ctx, time.Now().Add(time.Hour), 0); err != nil {
+	if _, err := accounts.New(pl.db).CompactChanges(ctx, time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := pl.db.CheckCursor(ctx, before.Cursor, before.CursorTag); !errors.Is(err, bridge.ErrCursorGone) {
@@ -154,7 +156,7 @@ func snapshotAfterSync(t *testing.T, tokenAfter bool) {
 	if !tokenAfter {
 		// Uninstalled before the snapshot is computed: the snapshot
 		// lacks it, and is newer than the replica.
-		if err := pl.db.Uninstall(ctx, first.ID); err != nil {
+		if err := accounts.New(pl.db).Uninstall(ctx, first.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -198,7 +200,7 @@ func snapshotAfterSync(t *testing.T, tokenAfter bool) {
 		}
 		return
 	}
-	newest, err := pl.db.ChangeSeq(ctx)
+	newest, err := accounts.New(pl.db).ChangeSeq(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package replica_test
 
 import (
 	"context"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"io"
 	"net"
 	"net/http"
@@ -13,13 +14,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/link"
 )
 
 func lastUsed(t *testing.T, pl *platform, id string) time.Time {
 	t.Helper()
-	in, err := pl.db.Installation(context.Background(), id)
+	in, err := accounts.New(pl.db).Installation(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +136,7 @@ func TestUsageReportsMergeOnASlowLink(t *testing.T) {
 	hub.h.MarkUsed(ctx, map[string]time.Time{first.ID: at})
 	waitUntil(t, "the report reaches the platform, which holds it", func() bool { return hanging.Load() > 0 })
 	hub.h.MarkUsed(ctx, map[string]time.Time{second.ID: at})
-	if err := pl.db.Uninstall(ctx, gone.ID); err != nil {
+	if err := accounts.New(pl.db).Uninstall(ctx, gone.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "an uninstall reaches the hub while its usage report hangs", func() bool { return !hub.has(gone.ID) })
@@ -199,7 +201,7 @@ func TestLinkMetrics(t *testing.T) {
 		t.Errorf("rtt %v after the link came up, want an estimate", rtt)
 	}
 	waitUntil(t, "the hub's first snapshot", func() bool {
-		st, err := hub.db.ReplicaState(ctx)
+		st, err := hubstore.New(hub.db).ReplicaState(ctx)
 		return err == nil && st.Synced
 	})
 	in := pl.install(t, 10, "a-token")
@@ -213,7 +215,7 @@ func TestLinkMetrics(t *testing.T) {
 	if n := value("switchbridge_platform_replica_tombstones"); n != 0 {
 		t.Errorf("%v tombstones before any deletion", n)
 	}
-	if err := pl.db.Uninstall(ctx, in.ID); err != nil {
+	if err := accounts.New(pl.db).Uninstall(ctx, in.ID); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the uninstall reaches the hub and leaves a tombstone", func() bool { return value("switchbridge_platform_replica_tombstones") >= 1 && !hub.has(in.ID) })

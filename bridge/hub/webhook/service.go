@@ -16,7 +16,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/hub/api"
 )
 
-// Store is the webhooks' storage (bridge/store implements it).
+// Store is the webhooks' storage (bridge/hub/hubstore implements it).
 type Store interface {
 	AddWebhook(ctx context.Context, w *bridge.Webhook, max int) error
 	Webhooks(ctx context.Context, installationID string) ([]*bridge.Webhook, error)

@@ -2,24 +2,26 @@ package webhook_test
 
 import (
 	"context"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/hub/webhook"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // countingStore is the real store, counting how often the outbox is read.
 type countingStore struct {
-	*store.DB
+	*hubstore.Store
 	reads atomic.Int64
 }
 
 func (c *countingStore) DueWebhookDeliveries(ctx context.Context, now time.Time, limit int) ([]bridge.WebhookDelivery, error) {
 	c.reads.Add(1)
-	return c.DB.DueWebhookDeliveries(ctx, now, limit)
+	return c.Store.DueWebhookDeliveries(ctx, now, limit)
 }
 
 // A hub without webhooks does not read the outbox for every change of a
@@ -31,10 +33,10 @@ func TestIdleOutboxIsNotPolled(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	st := &countingStore{DB: db}
+	st := &countingStore{Store: hubstore.New(db)}
 	feed := bridge.NewFeed(bridge.FeedOptions{})
 	feed.Started()
-	svc := webhook.New(st, db, feed, nil, nil, nil)
+	svc := webhook.New(st, accounts.New(db), feed, nil, nil, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { svc.Run(ctx, nil); close(done) }()

@@ -10,6 +10,8 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"github.com/switchbridge/switchbridge/bridge/platform/admin"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
@@ -25,13 +27,13 @@ func (l locations) Location(id int64) (*bridge.Location, bool) {
 	return &bridge.Location{ID: id}, true
 }
 
-func newService(t *testing.T) (*admin.Service, *store.DB) {
+func newService(t *testing.T) (*admin.Service, *accounts.Store) {
 	t.Helper()
-	db, err := store.Open(context.Background(), t.TempDir())
+	db, err := records(store.Open(context.Background(), t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { db.DB().Close() })
 	return &admin.Service{Store: db, Locations: locations{1: true, 2: true}, PasswordCost: bcrypt.MinCost}, db
 }
 
@@ -181,7 +183,7 @@ func TestHubs(t *testing.T) {
 func TestAudit(t *testing.T) {
 	ctx := context.Background()
 	s, db := newService(t)
-	s.AuditLog = db
+	s.AuditLog = hubstore.New(db.DB()) // a single box's log
 	alice, err := s.AddUser(ctx, "alice", "pw-alice", []int64{1})
 	if err != nil {
 		t.Fatal(err)
@@ -191,7 +193,7 @@ func TestAudit(t *testing.T) {
 		{At: at, InstallationID: "inst-1", ClientID: "app", UserID: alice.ID, SwitchID: "lamp", Command: bridge.CommandOn, Outcome: bridge.OutcomeOK, RequestID: "r1"},
 		{At: at.Add(time.Second), InstallationID: "inst-1", ClientID: "app", UserID: alice.ID, SwitchID: "lamp", Command: bridge.CommandOff, Outcome: bridge.FailTimeout, RequestID: "r2"},
 	}
-	if err := db.FoldJournalAudited(ctx, nil, recs, store.JournalMark{}); err != nil {
+	if err := db.DB().FoldJournalAudited(ctx, nil, recs, store.JournalMark{}); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := s.Audit(ctx, bridge.AuditFilter{})

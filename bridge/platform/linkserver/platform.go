@@ -23,7 +23,7 @@ import (
 )
 
 // PlatformStore is what the platform's side of the link reads and writes;
-// bridge/store implements it (a PostgreSQL one may, for platforms that
+// bridge/platform/accounts implements it (a PostgreSQL one may, for platforms that
 // outgrow one machine).
 type PlatformStore interface {
 	// Hub returns ENOTFOUND for an unknown hub.

@@ -16,7 +16,7 @@ import (
 // installation ids and times.
 const maxUsageBytes = 1 << 20
 
-// UsageStore records the uses hubs report; bridge/store implements it.
+// UsageStore records the uses hubs report; bridge/platform/accounts implements it.
 type UsageStore interface {
 	// MarkUsedAtHub records the uses of installations in the hub's
 	// locations and ignores the others; it returns how many it recorded.

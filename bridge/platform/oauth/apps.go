@@ -59,10 +59,12 @@ type actionView struct {
 // shows: enough to see what an app did lately, not a log.
 const lastActions = 5
 
-// auditLister is the store of a daemon that runs commands: its audit log
-// (bridge.AuditRecord). The installations in a hub's location have their
-// records on that hub, not here.
-type auditLister interface {
+// HubRecords is what this process, as the hub of its own locations, keeps
+// of the installations it serves (Options.HubRecords): their webhooks and
+// the commands they sent (the audit log, bridge.AuditRecord). The
+// installations in a hub's location have theirs on that hub, not here.
+type HubRecords interface {
+	Webhooks(ctx context.Context, installationID string) ([]*bridge.Webhook, error)
 	Audit(ctx context.Context, f bridge.AuditFilter) ([]bridge.AuditRecord, error)
 }
 
@@ -84,13 +86,9 @@ type webhookView struct {
 	Pending     int // deliveries waiting in the outbox
 }
 
-// webhookLister is the store of a daemon that delivers webhooks: the
-// installations it serves itself, and whether anyone holds a live token
-// of their grants (their webhooks are suspended otherwise). (A platform's
-// page cannot list the webhooks of installations its hubs serve: they
-// live on those hubs.)
-type webhookLister interface {
-	Webhooks(ctx context.Context, installationID string) ([]*bridge.Webhook, error)
+// grantLiver is a store that tells whether anyone holds a live token of
+// an installation's grant: its webhooks are suspended otherwise.
+type grantLiver interface {
 	GrantLive(ctx context.Context, installationID string, now time.Time) (bool, error)
 }
 
@@ -164,11 +162,11 @@ func (s *Server) handleApps(w http.ResponseWriter, r *http.Request) {
 			s.internal(w, r, err)
 			return
 		}
-		if wl, ok := s.connected.(webhookLister); ok {
-			ws, err := wl.Webhooks(ctx, in.ID)
+		if hr := s.opts.HubRecords; hr != nil {
+			ws, err := hr.Webhooks(ctx, in.ID)
 			live := true
-			if err == nil && len(ws) > 0 {
-				live, err = wl.GrantLive(ctx, in.ID, s.now())
+			if gl, ok := s.connected.(grantLiver); ok && err == nil && len(ws) > 0 {
+				live, err = gl.GrantLive(ctx, in.ID, s.now())
 			}
 			if err != nil {
 				s.internal(w, r, err)
@@ -200,11 +198,10 @@ func (s *Server) addActions(ctx context.Context, v *connectedView, in *bridge.In
 		}
 	}
 	// Its own location, or one gone: what this daemon ran is here.
-	al, ok := s.connected.(auditLister)
-	if !ok {
+	if s.opts.HubRecords == nil {
 		return nil
 	}
-	recs, err := al.Audit(ctx, bridge.AuditFilter{InstallationID: in.ID, Limit: lastActions})
+	recs, err := s.opts.HubRecords.Audit(ctx, bridge.AuditFilter{InstallationID: in.ID, Limit: lastActions})
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // to read the PostgreSQL rows as they are
 
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/bridge/store/pgtest"
 )
@@ -32,22 +33,22 @@ func TestSessionSecretsAreNotStored(t *testing.T) {
 	for _, dialect := range []store.Dialect{store.SQLite, store.Postgres} {
 		t.Run(string(dialect), func(t *testing.T) {
 			ctx := context.Background()
-			var db *store.DB
+			var db *accounts.Store
 			var contents func() []byte
 			var err error
 			if dialect == store.SQLite {
 				dir := t.TempDir()
-				db, err = store.Open(ctx, dir)
+				db, err = records(store.Open(ctx, dir))
 				contents = func() []byte { return filesIn(t, dir) }
 			} else {
 				dsn := pgtest.DSN(t)
-				db, err = store.OpenPostgres(ctx, dsn)
+				db, err = records(store.OpenPostgres(ctx, dsn))
 				contents = func() []byte { return postgresRows(t, dsn) }
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() { db.Close() })
+			t.Cleanup(func() { db.DB().Close() })
 			seedPlatform(t, db)
 			_, mux := platformProcess(t, db)
 
@@ -150,12 +151,12 @@ func postgresRows(t *testing.T, dsn string) []byte {
 func TestSessionFromBeforeDerivedCSRF(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := store.Open(ctx, dir)
+	db, err := records(store.Open(ctx, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	alice := seedPlatform(t, db)
-	db.Close()
+	db.DB().Close()
 
 	// The database as migration 0016 left it, with a session in it.
 	raw, err := sql.Open("sqlite", "file:"+filepath.Join(dir, store.FileName))
@@ -184,11 +185,11 @@ func TestSessionFromBeforeDerivedCSRF(t *testing.T) {
 	}
 	raw.Close()
 
-	db, err = store.Open(ctx, dir)
+	db, err = records(store.Open(ctx, dir))
 	if err != nil {
 		t.Fatalf("the upgrade: %v", err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { db.DB().Close() })
 	_, mux := platformProcess(t, db)
 	br := newBrowser(t, "198.51.100.9")
 	br.cookies[sessionCookie] = &http.Cookie{Name: sessionCookie, Value: cookie}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
@@ -16,7 +17,7 @@ import (
 // 2), another user (bob, location 2), alice's unpublished app and a hub
 // table of two locations.
 type issuerFixture struct {
-	db         *store.DB
+	db         *accounts.Store
 	hub        *bridge.Switchboard
 	alice, bob *bridge.User
 	app        *bridge.App
@@ -25,11 +26,11 @@ type issuerFixture struct {
 func newIssuerFixture(t *testing.T) *issuerFixture {
 	t.Helper()
 	ctx := context.Background()
-	db, err := store.OpenFile(ctx, t.TempDir()+"/"+store.FileName)
+	db, err := records(store.OpenFile(ctx, t.TempDir()+"/"+store.FileName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { db.DB().Close() })
 	hub, err := bridge.NewSwitchboard([]bridge.Location{
 		{ID: 1, Name: "Home", Switches: []string{"lamp", "fan"}},
 		{ID: 2, Name: "Garage", Switches: []string{"door"}},

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"github.com/switchbridge/switchbridge/bridge/store"
 	"github.com/switchbridge/switchbridge/bridge/store/pgtest"
 )
@@ -26,25 +27,25 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // connection to the one database of the run, as another platform process
 // would: the SQLite file of a temporary directory, or a PostgreSQL
 // database of pgtest's.
-func forEachDialect(t *testing.T, f func(t *testing.T, open func() *store.DB)) {
+func forEachDialect(t *testing.T, f func(t *testing.T, open func() *accounts.Store)) {
 	for _, dialect := range []store.Dialect{store.SQLite, store.Postgres} {
 		t.Run(string(dialect), func(t *testing.T) {
 			ctx := context.Background()
-			var connect func() (*store.DB, error)
+			var connect func() (*accounts.Store, error)
 			if dialect == store.SQLite {
 				dir := t.TempDir()
-				connect = func() (*store.DB, error) { return store.Open(ctx, dir) }
+				connect = func() (*accounts.Store, error) { return records(store.Open(ctx, dir)) }
 			} else {
 				dsn := pgtest.DSN(t)
-				connect = func() (*store.DB, error) { return store.OpenPostgres(ctx, dsn) }
+				connect = func() (*accounts.Store, error) { return records(store.OpenPostgres(ctx, dsn)) }
 			}
-			f(t, func() *store.DB {
+			f(t, func() *accounts.Store {
 				t.Helper()
 				db, err := connect()
 				if err != nil {
 					t.Fatal(err)
 				}
-				t.Cleanup(func() { db.Close() })
+				t.Cleanup(func() { db.DB().Close() })
 				return db
 			})
 		})
@@ -53,7 +54,7 @@ func forEachDialect(t *testing.T, f func(t *testing.T, open func() *store.DB)) {
 
 // seedPlatform adds alice (password alice-pw, location 1) and her
 // published app app1 to a platform's database.
-func seedPlatform(t *testing.T, db *store.DB) *bridge.User {
+func seedPlatform(t *testing.T, db *accounts.Store) *bridge.User {
 	t.Helper()
 	ctx := context.Background()
 	hash, _ := bcrypt.GenerateFromPassword([]byte("alice-pw"), bcrypt.MinCost)
@@ -170,7 +171,7 @@ func (b *browser) login(from, to http.Handler, name, password string) string {
 // through one ends it at both, and a password change, through either
 // process's database connection, ends it too.
 func TestOnePlatformOfTwoProcesses(t *testing.T) {
-	forEachDialect(t, func(t *testing.T, open func() *store.DB) {
+	forEachDialect(t, func(t *testing.T, open func() *accounts.Store) {
 		ctx := context.Background()
 		dbA, dbB := open(), open()
 		seedPlatform(t, dbA)
@@ -236,7 +237,7 @@ func TestOnePlatformOfTwoProcesses(t *testing.T) {
 // gets one allowance, not one per process; and the right password, once
 // the allowance is spent, waits at either process.
 func TestFailedLoginsCountAcrossProcesses(t *testing.T) {
-	forEachDialect(t, func(t *testing.T, open func() *store.DB) {
+	forEachDialect(t, func(t *testing.T, open func() *accounts.Store) {
 		dbA, dbB := open(), open()
 		seedPlatform(t, dbA)
 		_, a := platformProcess(t, dbA)
@@ -272,7 +273,7 @@ func TestFailedLoginsCountAcrossProcesses(t *testing.T) {
 func TestLoginBudgetsHoldUnderConcurrency(t *testing.T) {
 	for _, processes := range []int{1, 2} {
 		t.Run(fmt.Sprintf("%d processes", processes), func(t *testing.T) {
-			forEachDialect(t, func(t *testing.T, open func() *store.DB) {
+			forEachDialect(t, func(t *testing.T, open func() *accounts.Store) {
 				ctx := context.Background()
 				seedPlatform(t, open())
 				hash, _ := bcrypt.GenerateFromPassword([]byte("user-pw"), bcrypt.MinCost)

@@ -76,6 +76,10 @@ type Options struct {
 	Locations Locations
 	// TokenLifetime and CodeLifetime are the Issuer's; its defaults when 0.
 	TokenLifetime, CodeLifetime time.Duration
+	// HubRecords, when set, are the webhooks and the audit log of this
+	// process's own hub (a single box), which the connected apps page
+	// shows beside each installation in its locations.
+	HubRecords HubRecords
 }
 
 // New returns a Server over a store and the hub's locations and switches.

@@ -12,18 +12,19 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // recordingStore is a real store that counts the sessions started in it.
 type recordingStore struct {
-	*store.DB
+	*accounts.Store
 	started atomic.Int64
 }
 
 func (r *recordingStore) StartLoginSession(ctx context.Context, hash []byte, s bridge.LoginSession, replaced []byte, perUser, total int) error {
 	r.started.Add(1)
-	return r.DB.StartLoginSession(ctx, hash, s, replaced, perUser, total)
+	return r.Store.StartLoginSession(ctx, hash, s, replaced, perUser, total)
 }
 
 // newTestServer is a Server over a real store in a temporary directory,
@@ -35,13 +36,13 @@ func newTestServer(t *testing.T) (*Server, *http.ServeMux, string) {
 
 func newRecordingServer(t *testing.T) (*Server, *http.ServeMux, *recordingStore) {
 	t.Helper()
-	db, err := store.Open(context.Background(), t.TempDir())
+	db, err := records(store.Open(context.Background(), t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { db.DB().Close() })
 	seedPlatform(t, db)
-	st := &recordingStore{DB: db}
+	st := &recordingStore{Store: db}
 	s, mux := platformProcess(t, st)
 	return s, mux, st
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // The storage the platform role needs, declared here and implemented by an
-// adapter (bridge/store), so each part holds only what it reads or writes:
+// adapter (bridge/platform/accounts), so each part holds only what it reads or writes:
 // login reads Users, every request reads Apps, the Issuer writes
 // Installations, Codes and Tokens, the token check reads an
 // access.GrantSource, and the connected apps page reads and removes a

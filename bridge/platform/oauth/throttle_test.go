@@ -15,11 +15,11 @@ import (
 // directory.
 func newTestThrottle(t *testing.T) *throttle {
 	t.Helper()
-	db, err := store.Open(context.Background(), t.TempDir())
+	db, err := records(store.Open(context.Background(), t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() { db.DB().Close() })
 	return newThrottle(db, &signingKey{store: db})
 }
 

@@ -13,15 +13,15 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
-	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // awayStore is a real store whose app registry, refreshes and
 // revocations fail, while away is set, as they do when PostgreSQL cannot
 // be reached (bridge/store marks such errors EUNAVAILABLE).
 type awayStore struct {
-	*store.DB
+	*accounts.Store
 	appsAway, writesAway atomic.Bool
 }
 
@@ -31,21 +31,21 @@ func (s *awayStore) App(ctx context.Context, id string) (*bridge.App, error) {
 	if s.appsAway.Load() {
 		return nil, fmt.Errorf("reading app %s: %w", id, errAway)
 	}
-	return s.DB.App(ctx, id)
+	return s.Store.App(ctx, id)
 }
 
 func (s *awayStore) Refresh(ctx context.Context, h []byte, check func(bridge.RefreshToken) error, issued bridge.TokenPair) (*bridge.RefreshToken, error) {
 	if s.writesAway.Load() {
 		return nil, errAway
 	}
-	return s.DB.Refresh(ctx, h, check, issued)
+	return s.Store.Refresh(ctx, h, check, issued)
 }
 
 func (s *awayStore) RevokeToken(ctx context.Context, h []byte, clientID string) (bridge.Revoked, error) {
 	if s.writesAway.Load() {
 		return bridge.RevokedNothing, errAway
 	}
-	return s.DB.RevokeToken(ctx, h, clientID)
+	return s.Store.RevokeToken(ctx, h, clientID)
 }
 
 // With its store away the token and revocation endpoints answer 503
@@ -55,7 +55,7 @@ func (s *awayStore) RevokeToken(ctx context.Context, h []byte, clientID string) 
 // page is 503 too, not a page saying the app is unknown.
 func TestAnswersWhileTheStoreIsAway(t *testing.T) {
 	f := newIssuerFixture(t)
-	st := &awayStore{DB: f.db}
+	st := &awayStore{Store: f.db}
 	srv := oauth.New(st, f.hub, nil, oauth.Options{})
 	mux := http.NewServeMux()
 	srv.Register(mux)

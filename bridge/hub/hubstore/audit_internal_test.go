@@ -1,0 +1,262 @@
+package hubstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/store"
+	"github.com/switchbridge/switchbridge/bridge/store/storetest"
+)
+
+// TestAuditRidesTheJournal: a command's audit records go into the journal
+// in the write of its values, reach the database with them when the
+// journal is replayed (as after a kill -9), and read back whole and
+// filtered.
+func TestAuditRidesTheJournal(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	eng, err := store.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	db := New(eng)
+	j, err := store.OpenJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	at := time.UnixMilli(1_800_000_000_000)
+	recs := []bridge.AuditRecord{
+		{At: at, InstallationID: "inst-1", ClientID: "app-1", UserID: 7, SwitchID: "kitchen", Command: "on", Outcome: "ok", Latency: 42 * time.Millisecond, RequestID: "r1"},
+		{At: at.Add(time.Second), InstallationID: "inst-2", ClientID: "app-2", UserID: 8, SwitchID: "hall", Command: "off", Outcome: "timeout", Latency: 5 * time.Second, RequestID: "r2 \"quoted\"\nline"},
+	}
+	before := j.Mark().Size
+	if err := j.AppendAudited([]store.SwitchValue{{SwitchID: "kitchen", Value: "on", At: at}}, recs[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.AppendAudited(nil, recs[1:]); err != nil {
+		t.Fatal(err)
+	}
+	if j.Mark().Size == before {
+		t.Fatal("nothing journaled")
+	}
+	if got, _ := db.Audit(ctx, bridge.AuditFilter{}); len(got) != 0 {
+		t.Fatalf("the database holds %v before the journal is folded", got)
+	}
+	rep, err := j.Replay(eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Unreadable != 0 || rep.Replayed != 1 || rep.AuditReplayed != 2 {
+		t.Errorf("replay %+v, want the one value, the two records and no unreadable line", rep)
+	}
+	got, err := db.Audit(ctx, bridge.AuditFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0] != recs[1] || !got[1].At.Equal(recs[0].At) {
+		t.Fatalf("audit = %+v, want both records, newest first", got)
+	}
+	got[1].At = recs[0].At
+	if got[1] != recs[0] {
+		t.Errorf("record %+v, want %+v", got[1], recs[0])
+	}
+	for _, c := range []struct {
+		f    bridge.AuditFilter
+		want string
+	}{
+		{bridge.AuditFilter{InstallationID: "inst-1"}, "r1"},
+		{bridge.AuditFilter{SwitchID: "hall"}, recs[1].RequestID},
+		{bridge.AuditFilter{Since: at.Add(time.Second)}, recs[1].RequestID},
+	} {
+		got, err := db.Audit(ctx, c.f)
+		if err != nil || len(got) != 1 || got[0].RequestID != c.want {
+			t.Errorf("audit %+v = %+v, %v; want only %q", c.f, got, err, c.want)
+		}
+	}
+	// A replay after a fold adds nothing twice.
+	if _, err := j.Replay(eng); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.Audit(ctx, bridge.AuditFilter{}); len(got) != 2 {
+		t.Errorf("after a second replay, %d records", len(got))
+	}
+}
+
+// TestAuditBounds: PruneAudit deletes what is older than the age bound by
+// the store's clock, then the oldest past the row bound: exactly down to
+// it, though records of one command share their time. On both dialects.
+func TestAuditBounds(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
+		ctx := context.Background()
+		db := New(storetest.Open(t, t.TempDir()))
+		now := time.UnixMilli(1_800_000_000_000)
+		db.now = func() time.Time { return now }
+		var recs []bridge.AuditRecord
+		for i := range 10 {
+			recs = append(recs, bridge.AuditRecord{At: now.Add(-time.Duration(i) * 24 * time.Hour), InstallationID: "inst-1", SwitchID: "kitchen", Command: "on", Outcome: "ok", RequestID: string(rune('a' + i))})
+		}
+		// A command of two switches, the newest of all.
+		recs = append(recs, bridge.AuditRecord{At: now, InstallationID: "inst-1", SwitchID: "hall", Command: "on", Outcome: "ok", RequestID: "a"})
+		if err := db.FoldJournalAudited(ctx, nil, recs, store.JournalMark{}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := db.AuditRows(ctx); err != nil || n != 11 {
+			t.Fatalf("AuditRows = %d, %v; want 11", n, err)
+		}
+		// Older than 7 days: days 8 and 9 go (day 7 is exactly at the bound).
+		if n, err := db.PruneAudit(ctx, 7*24*time.Hour, 0); err != nil || n != 2 {
+			t.Fatalf("prune by age deleted %d, %v; want 2", n, err)
+		}
+		if n, err := db.PruneAudit(ctx, 7*24*time.Hour, 5); err != nil || n != 4 {
+			t.Fatalf("prune by rows deleted %d, %v; want 4", n, err)
+		}
+		got, _ := db.Audit(ctx, bridge.AuditFilter{})
+		if len(got) != 5 || got[0].RequestID != "a" || got[1].RequestID != "a" || got[4].RequestID != "d" {
+			t.Errorf("left %+v, want the 5 newest", got)
+		}
+		// Within both bounds: nothing goes.
+		if n, err := db.PruneAudit(ctx, 7*24*time.Hour, 5); err != nil || n != 0 {
+			t.Errorf("a second prune deleted %d, %v", n, err)
+		}
+		if got, _ := db.Audit(ctx, bridge.AuditFilter{Limit: 2}); len(got) != 2 || got[0].RequestID != "a" {
+			t.Errorf("Limit 2: %+v, want the two newest", got)
+		}
+	})
+}
+
+// foldGate is a database whose folds fail while failing is set, as a
+// full disk's do: the journal then keeps what it holds.
+type foldGate struct {
+	*Store
+	failing atomic.Bool
+}
+
+func (g *foldGate) FoldJournalAudited(ctx context.Context, vs []store.SwitchValue, recs []bridge.AuditRecord, mark store.JournalMark) error {
+	if g.failing.Load() {
+		return errors.New("disk full")
+	}
+	return g.Store.FoldJournalAudited(ctx, vs, recs, mark)
+}
+
+// TestValueWriterAudit: a command's records go into the journal with its
+// values in one append, reach the database with the next batch (the
+// writer wakes for them even when no value changed; a failed batch keeps
+// them for the next), and the table is kept within its bounds after each
+// batch and by PruneAudit while no command comes.
+func TestValueWriterAudit(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	eng, err := store.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	db := New(eng)
+	now := time.Now()
+	var mu sync.Mutex
+	db.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	j, err := store.OpenJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &foldGate{Store: db}
+	w := NewValueWriter(gate, j, AuditBounds{MaxAge: time.Hour, MaxRows: 5}, slog.New(slog.DiscardHandler))
+	defer w.Close()
+	command := func(i int, confirmed map[string]time.Time) {
+		at := now.Add(time.Duration(i) * time.Millisecond)
+		recs := []bridge.AuditRecord{
+			{At: at, InstallationID: "inst-1", SwitchID: "a", Command: "on", Outcome: "ok", RequestID: fmt.Sprint("r", i)},
+			{At: at, InstallationID: "inst-1", SwitchID: "b", Command: "on", Outcome: "timeout", Latency: time.Second, RequestID: fmt.Sprint("r", i)},
+		}
+		if err := w.Persist(bridge.On, confirmed, recs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitRows := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for n, _ := db.AuditRows(ctx); n != want; n, _ = db.AuditRows(ctx) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d records in the database after 10 s, want %d", n, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	// A command that confirmed nothing: its records alone wake the
+	// writer, which stores them.
+	command(0, nil)
+	waitRows(2)
+	// One append holds a command's value and both its records; a batch
+	// that fails leaves them in the journal, and the next one stores them.
+	gate.failing.Store(true)
+	command(1, map[string]time.Time{"a": now})
+	vs, err := store.ReadJournal(dir)
+	lines, _ := os.ReadFile(filepath.Join(dir, store.JournalName))
+	// "#gen N", then one line for the value and one per record.
+	if n := strings.Count(string(lines), "\n"); err != nil || len(vs) != 1 || n != 4 {
+		t.Fatalf("journal after one command: %d values (%v), %d lines %q; want its value and both records", len(vs), err, n, lines)
+	}
+	gate.failing.Store(false)
+	waitRows(4)
+	if m := j.Mark(); m.Size != 0 {
+		t.Errorf("the journal holds %d bytes after the batch, want it emptied", m.Size)
+	}
+
+	// Past the row bound: the oldest go, exactly down to it.
+	for i := 2; i < 5; i++ {
+		command(i, nil)
+	}
+	w.flush()
+	got, err := db.Audit(ctx, bridge.AuditFilter{})
+	if err != nil || len(got) != 5 || got[0].RequestID != "r4" || got[4].RequestID != "r2" {
+		t.Fatalf("after 5 commands of 2 records under max_rows 5: %d records %+v, %v; want the 5 newest", len(got), got, err)
+	}
+	// Past the age bound, with no command coming: PruneAudit.
+	mu.Lock()
+	now = now.Add(2 * time.Hour)
+	mu.Unlock()
+	w.PruneAudit()
+	if n, _ := db.AuditRows(ctx); n != 0 {
+		t.Errorf("%d records left 2 h later under max_age 1h", n)
+	}
+}
+
+// TestValueWriterAuditWithoutJournal: when the journal fails, the records
+// go to the database before Persist returns, as the values do.
+func TestValueWriterAuditWithoutJournal(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	eng, err := store.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	db := New(eng)
+	j, err := store.OpenJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := NewValueWriter(db, j, AuditBounds{}, slog.New(slog.DiscardHandler))
+	defer w.Close()
+	j.Close() // every append fails from now on
+	rec := bridge.AuditRecord{At: time.Now(), InstallationID: "inst-1", SwitchID: "a", Command: "off", Outcome: "failed", RequestID: "r"}
+	if err := w.Persist(bridge.Off, nil, []bridge.AuditRecord{rec}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := db.Audit(ctx, bridge.AuditFilter{}); len(got) != 1 || got[0].RequestID != "r" {
+		t.Errorf("records after Persist with a broken journal: %+v", got)
+	}
+}
