@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/access"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
 	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/store"
 )
@@ -24,17 +25,18 @@ func TestTokenOfAnotherInstallationTellsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
+	hub := hubstore.New(db)
 	now := time.Now()
 	inst := func(id string) bridge.ReplicaInstallation {
 		return bridge.ReplicaInstallation{ID: id, ClientID: "c", UserID: 1, LocationID: 10, SwitchIDs: []string{"s"}, Member: true, UpdatedAt: now}
 	}
-	if err := db.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 1, Snapshot: true,
+	if err := hub.ApplyBatch(ctx, &bridge.ChangeBatch{Cursor: 1, Snapshot: true,
 		Installations: []bridge.ReplicaInstallation{inst("mine"), inst("other")},
 		Tokens:        []bridge.ReplicaToken{{Hash: access.Hash("my-token"), InstallationID: "mine", ExpiresAt: now.Add(time.Hour)}}}, now); err != nil {
 		t.Fatal(err)
 	}
 	syncs := 0
-	auth := replica.NewAuthorizer(db.Replica(), replica.AuthorizerOptions{
+	auth := replica.NewAuthorizer(hub.Replica(), replica.AuthorizerOptions{
 		Sync: func(context.Context) bool { syncs++; return false }, // the link is down
 	})
 	var answers []string
