@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // shellyGen1Relays is the relays of each Gen1 model (the "model" of the
@@ -224,5 +225,42 @@ func (x *discovery) shellyGen1Online(id string, payload []byte) {
 	x.mu.Unlock()
 	if !asked && ask != nil {
 		ask(message{topic: "shellies/" + id + "/command", payload: []byte("announce")})
+		x.askGen1Again(id, ask, x.quit, 0)
 	}
+}
+
+// gen1AskAgain are the waits before a Gen1 device that was asked to
+// announce itself and is still not listed is asked again: the first
+// question is lost when it reaches the device before the device has
+// subscribed to its command topic (the hub and the plug starting together
+// after a power cut). Two more questions at most.
+var gen1AskAgain = []time.Duration{5 * time.Second, 30 * time.Second}
+
+// askGen1Again asks Gen1 device id to announce itself again after the
+// n-th wait of x.gen1Waits (gen1AskAgain), unless it is listed by then or discovery
+// stopped.
+func (x *discovery) askGen1Again(id string, ask func(message), stop chan struct{}, n int) {
+	if n >= len(x.gen1Waits) || stop == nil {
+		return
+	}
+	time.AfterFunc(x.gen1Waits[n], func() {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		x.mu.Lock()
+		listed := false
+		for devID := range x.devs {
+			if devID == id || strings.HasPrefix(devID, id+"-") {
+				listed = true
+				break
+			}
+		}
+		x.mu.Unlock()
+		if !listed {
+			ask(message{topic: "shellies/" + id + "/command", payload: []byte("announce")})
+			x.askGen1Again(id, ask, stop, n+1)
+		}
+	})
 }

@@ -148,6 +148,12 @@ type discovery struct {
 	flushC   chan struct{}
 	stop     chan struct{}
 	done     chan struct{}
+	// quit is stop as run made it, never reset: what timers started
+	// from the message goroutine watch.
+	quit chan struct{}
+	// gen1Waits are the waits before asking a Gen1 device again
+	// (gen1AskAgain).
+	gen1Waits []time.Duration
 }
 
 // setUsed takes the configured switches, at open and at each reload: a
@@ -170,7 +176,8 @@ func (x *discovery) setUsed(devs []*device) {
 func newDiscovery(log *slog.Logger, store DiscoveredStore, hubSource string) *discovery {
 	return &discovery{log: log.With("component", "discovery"), store: store, used: map[string]string{}, hubSource: hubSource,
 		devs: map[string]*Device{}, avail: map[string][]string{}, buckets: map[string]*bucket{},
-		limited: map[string]bool{}, asked: map[string]bool{}, askedIDs: map[uint64]string{}, flushC: make(chan struct{}, 1)}
+		limited: map[string]bool{}, asked: map[string]bool{}, askedIDs: map[uint64]string{}, flushC: make(chan struct{}, 1),
+		gen1Waits: gen1AskAgain}
 }
 
 // bucket is a token bucket of new devices per source.
@@ -532,6 +539,7 @@ func (x *discovery) changedLocked() {
 // close.
 func (x *discovery) run() {
 	x.stop, x.done = make(chan struct{}), make(chan struct{})
+	x.quit = x.stop
 	go func() {
 		defer close(x.done)
 		for {

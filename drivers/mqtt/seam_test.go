@@ -126,9 +126,16 @@ func TestTokenThatNeverCompletes(t *testing.T) {
 	}
 	fake.mu.Lock()
 	defer fake.mu.Unlock()
-	// The start-up query (an empty POWER) and the command.
-	if len(fake.pubs) != 2 || fake.pubs[0] != "cmnd/p/POWER" || fake.pubs[1] != "cmnd/p/POWER" || fake.ret {
-		t.Errorf("published %v (retained: %v)", fake.pubs, fake.ret)
+	// The start-up query (an empty POWER; asked again while unanswered,
+	// which a slow machine may reach before the command) and the command,
+	// once: the stuck token is not a reason to send it again.
+	for _, p := range fake.pubs {
+		if p != "cmnd/p/POWER" {
+			t.Errorf("published to %s", p)
+		}
+	}
+	if len(fake.cmds) != 1 || len(fake.pubs)-len(fake.cmds) < 1 || fake.ret {
+		t.Errorf("published %v, of which commands %v (retained: %v); want the query and one command", fake.pubs, fake.cmds, fake.ret)
 	}
 }
 
