@@ -209,7 +209,7 @@ func sqliteTables(ctx context.Context, tx *sql.Tx) ([]sqliteTable, error) {
 		return nil, err
 	}
 	for i := range tables {
-		cols, err := queryStrings(ctx, tx, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, tables[i].name)
+		cols, err := QueryStrings(ctx, tx, `SELECT name FROM pragma_table_info(?) ORDER BY cid`, tables[i].name)
 		if err != nil {
 			return nil, err
 		}

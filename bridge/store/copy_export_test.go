@@ -88,7 +88,7 @@ func (db *DB) DumpTables(ctx context.Context) (map[string][]string, error) {
 
 // TriggersDisabled lists the PostgreSQL triggers that are not enabled.
 func (db *DB) TriggersDisabled(ctx context.Context) ([]string, error) {
-	return queryStrings(ctx, db.db, `SELECT c.relname || '.' || t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+	return QueryStrings(ctx, db.db, `SELECT c.relname || '.' || t.tgname FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
 		WHERE NOT t.tgisinternal AND t.tgenabled = 'D' AND c.relnamespace = current_schema()::regnamespace ORDER BY 1`)
 }
 

@@ -334,13 +334,14 @@ func unix(t time.Time) int64 { return t.UnixMilli() }
 
 func fromUnix(ms int64) time.Time { return time.UnixMilli(ms) }
 
-// querier is a database or a transaction.
-type querier interface {
+// Querier is a database or a transaction: the engine, a *sql.DB or a
+// *sql.Tx.
+type Querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
-// queryStrings runs a query of one text column on d.
-func queryStrings(ctx context.Context, d querier, q string, args ...any) ([]string, error) {
+// QueryStrings runs a query of one text column on d.
+func QueryStrings(ctx context.Context, d Querier, q string, args ...any) ([]string, error) {
 	rows, err := d.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err

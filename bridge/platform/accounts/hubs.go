@@ -295,13 +295,8 @@ func (db *Store) SetHubConflict(ctx context.Context, id, why string, at time.Tim
 	return err
 }
 
-// querier is a database or a transaction.
-type querier interface {
-	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
-}
-
 // int64s runs a query of one integer column.
-func int64s(ctx context.Context, q querier, query string, args ...any) ([]int64, error) {
+func int64s(ctx context.Context, q store.Querier, query string, args ...any) ([]int64, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err

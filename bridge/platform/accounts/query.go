@@ -3,6 +3,8 @@ package accounts
 import (
 	"context"
 	"database/sql"
+
+	"github.com/switchbridge/switchbridge/bridge/store"
 )
 
 // preparedRow runs q, which the engine prepares once (store.DB.Stmt),
@@ -27,23 +29,5 @@ func (db *Store) prepared(ctx context.Context, q string, args ...any) (*sql.Rows
 
 // strings runs a query of one text column.
 func (db *Store) strings(ctx context.Context, q string, args ...any) ([]string, error) {
-	return queryStrings(ctx, db.db, q, args...)
-}
-
-// queryStrings runs a query of one text column on d.
-func queryStrings(ctx context.Context, d querier, q string, args ...any) ([]string, error) {
-	rows, err := d.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+	return store.QueryStrings(ctx, db.db, q, args...)
 }
