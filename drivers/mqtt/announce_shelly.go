@@ -165,7 +165,11 @@ func (x *discovery) shellyOnline(prefix string, payload []byte) {
 	}
 	if !asked && ask != nil {
 		b, _ := json.Marshal(map[string]any{"id": id, "src": x.hubSource, "method": "Shelly.GetDeviceInfo"})
-		ask(message{topic: prefix + "/rpc", payload: b})
+		m := message{topic: prefix + "/rpc", payload: b}
+		ask(m)
+		// Asked again while unanswered: the question may have reached
+		// the device before it subscribed to its rpc topic.
+		x.askAgain(x.quit, 0, func() bool { _, waiting := x.askedIDs[id]; return waiting }, func() { ask(m) })
 	}
 }
 
@@ -224,22 +228,31 @@ func (x *discovery) shellyGen1Online(id string, payload []byte) {
 	ask := x.ask
 	x.mu.Unlock()
 	if !asked && ask != nil {
-		ask(message{topic: "shellies/" + id + "/command", payload: []byte("announce")})
-		x.askGen1Again(id, ask, x.quit, 0)
+		m := message{topic: "shellies/" + id + "/command", payload: []byte("announce")}
+		ask(m)
+		x.askAgain(x.quit, 0, func() bool {
+			for devID := range x.devs {
+				if devID == id || strings.HasPrefix(devID, id+"-") {
+					return false
+				}
+			}
+			return true
+		}, func() { ask(m) })
 	}
 }
 
-// gen1AskAgain are the waits before a Gen1 device that was asked to
-// announce itself and is still not listed is asked again: the first
-// question is lost when it reaches the device before the device has
-// subscribed to its command topic (the hub and the plug starting together
-// after a power cut). Two more questions at most.
+// gen1AskAgain are the waits before a Shelly asked a question (a Gen1
+// device to announce itself, a Gen2+ device for its info) and still
+// unanswered is asked again: the first question is lost when it reaches
+// the device before the device has subscribed to its topic (the hub and
+// the plug starting together after a power cut). Two more questions at
+// most.
 var gen1AskAgain = []time.Duration{5 * time.Second, 30 * time.Second}
 
-// askGen1Again asks Gen1 device id to announce itself again after the
-// n-th wait of x.gen1Waits (gen1AskAgain), unless it is listed by then or discovery
-// stopped.
-func (x *discovery) askGen1Again(id string, ask func(message), stop chan struct{}, n int) {
+// askAgain sends a question again after the n-th wait of x.gen1Waits
+// (gen1AskAgain), and after the next ones, while pending (read under
+// x.mu) says it is still unanswered and discovery has not stopped.
+func (x *discovery) askAgain(stop chan struct{}, n int, pending func() bool, send func()) {
 	if n >= len(x.gen1Waits) || stop == nil {
 		return
 	}
@@ -250,17 +263,11 @@ func (x *discovery) askGen1Again(id string, ask func(message), stop chan struct{
 		default:
 		}
 		x.mu.Lock()
-		listed := false
-		for devID := range x.devs {
-			if devID == id || strings.HasPrefix(devID, id+"-") {
-				listed = true
-				break
-			}
-		}
+		again := pending()
 		x.mu.Unlock()
-		if !listed {
-			ask(message{topic: "shellies/" + id + "/command", payload: []byte("announce")})
-			x.askGen1Again(id, ask, stop, n+1)
+		if again {
+			send()
+			x.askAgain(stop, n+1, pending, send)
 		}
 	})
 }
