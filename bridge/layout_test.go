@@ -48,6 +48,8 @@ func TestLayout(t *testing.T) {
 		{"bridge/wire", "bridge/platform", "the API's contract knows no role"},
 		{"bridge/store", "bridge/hub", "the storage engine knows no role: a hub's records are bridge/hub/hubstore"},
 		{"bridge/store", "bridge/platform", "the storage engine knows no role: a platform's records are bridge/platform/accounts"},
+		{"bridge/console", "bridge/hub", "the console serves both roles: a role's pages are bridge/platform/adminpages, or the hub's own in bridge/console over the domain"},
+		{"bridge/console", "bridge/platform", "the console serves both roles: a role's pages are bridge/platform/adminpages, or the hub's own in bridge/console over the domain"},
 		{"drivers", "bridge/hub", "a driver knows the domain and the config, not a role"},
 		{"drivers", "bridge/platform", "a driver knows the domain and the config, not a role"},
 	}

@@ -340,6 +340,12 @@ func startBrowserTestHub(t *testing.T) *daemon.Daemon {
 // browserTestTimeout, and stops it when the test ends.
 func startBrowser(t *testing.T, exe string) context.Context {
 	t.Helper()
+	return startBrowserFor(t, exe, browserTestTimeout)
+}
+
+// startBrowserFor is startBrowser for a test that may take timeout.
+func startBrowserFor(t *testing.T, exe string, timeout time.Duration) context.Context {
+	t.Helper()
 	output := &logtest.Buffer{}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe),
@@ -368,7 +374,7 @@ func startBrowser(t *testing.T, exe string) context.Context {
 		// Small /dev/shm in containers makes the renderer crash.
 		chromedp.Flag("disable-dev-shm-usage", true),
 	}
-	timeoutCtx, cancelTimeout := context.WithTimeout(context.Background(), browserTestTimeout)
+	timeoutCtx, cancelTimeout := context.WithTimeout(context.Background(), timeout)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(timeoutCtx, opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx)
 	t.Cleanup(func() {

@@ -29,6 +29,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/hub/replica"
 	"github.com/switchbridge/switchbridge/bridge/hub/webhook"
 	"github.com/switchbridge/switchbridge/bridge/infra/certs"
+	"github.com/switchbridge/switchbridge/bridge/infra/recentlog"
 	"github.com/switchbridge/switchbridge/bridge/metrics"
 	"github.com/switchbridge/switchbridge/bridge/platform"
 	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
@@ -64,6 +65,8 @@ type Daemon struct {
 	DemoURL string
 
 	logger    *slog.Logger
+	recent    *recentlog.Ring // the log's last warnings and errors
+	started   time.Time
 	ln        *limitListener
 	server    *http.Server
 	handler   http.Handler
@@ -88,7 +91,10 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	d := &Daemon{Config: cfg, logger: logger}
+	// The last warnings stay in memory for the console's overview.
+	recent := recentlog.NewRing(slog.LevelWarn)
+	logger = slog.New(recent.Wrap(logger.Handler()))
+	d := &Daemon{Config: cfg, logger: logger, recent: recent, started: time.Now()}
 	defer func() {
 		if err != nil {
 			d.Close()

@@ -29,6 +29,7 @@ func (d *Daemon) openRole(mux *http.ServeMux) error {
 		d.Platform.Register(mux)
 		d.OAuth = d.Platform.OAuth
 		d.Hub.Register(mux, d.OAuth, d.Accounts.AccessGeneration)
+		d.openConsole(mux)
 		return nil
 	}
 	secret, err := readSecret(p.SecretFile)

@@ -328,7 +328,7 @@ func TestHTTPCookiesAndLogout(t *testing.T) {
 	var cleared bool
 	for _, c := range p.Cookies() {
 		if c.Name == "switchbridge_session" {
-			cleared = c.MaxAge < 0 && c.Path == "/oauth/" && !c.Secure
+			cleared = c.MaxAge < 0 && c.Path == "/" && !c.Secure
 		}
 	}
 	if !cleared {

@@ -73,6 +73,8 @@ type Metrics struct {
 	clientAuthFailures *reasonCounter
 	apiTokenFailures   *reasonCounter
 
+	consoleActions *prometheus.CounterVec
+
 	events   eventMetrics
 	webhooks webhookMetrics
 }
@@ -101,6 +103,7 @@ func New(o Options) *Metrics {
 	m.initHTTP(f)
 	m.initCommands(f)
 	m.initOAuth(f)
+	m.initConsole(f)
 	m.initEvents(f)
 	m.initWebhooks(f)
 

@@ -56,6 +56,8 @@ func (m *Metrics) ObserveOAuth(event, reason string) {
 	switch event {
 	case "authorization_granted":
 		m.authGranted.Inc()
+	case "console_login":
+		m.ObserveConsole("login", reason)
 	case "authorization_denied":
 		m.authDenied.inc(reason)
 	case "token_issued":

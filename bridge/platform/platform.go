@@ -16,6 +16,7 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/metrics"
 	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
+	"github.com/switchbridge/switchbridge/bridge/platform/admin"
 	"github.com/switchbridge/switchbridge/bridge/platform/linkserver"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/store"
@@ -36,6 +37,11 @@ type Platform struct {
 	OAuth *oauth.Server
 	// Links serves the hubs' links.
 	Links *linkserver.Platform
+	// Admin applies the owner's commands, for the command line's and
+	// the console's one code path.
+	Admin *admin.Service
+	// Directory is where the platform's own locations and its hubs' are.
+	Directory *linkserver.Directory
 
 	store  *accounts.Store
 	usage  *store.UsageWriter
@@ -67,6 +73,8 @@ func New(o Options) *Platform {
 	// Consent, discovery and the install rules see the locations the hubs
 	// hold beside this process's own.
 	dir := linkserver.NewDirectory(o.Store, o.Own)
+	p.Directory = dir
+	p.Admin = &admin.Service{Store: o.Store, Locations: dir, AuditLog: o.HubRecords}
 	p.OAuth = oauth.New(o.Store, o.Own, o.Logger.With("component", "oauth"), oauth.Options{
 		PublicURL: o.PublicURL, TrustedProxies: o.Config.Server.TrustedProxies.List(),
 		Observe: o.Metrics.ObserveOAuth, Used: p.usage.Touch, Hubs: dir, Locations: dir,

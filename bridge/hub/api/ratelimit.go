@@ -128,3 +128,29 @@ func seconds(d time.Duration) int64 {
 	s := int64((d + time.Second - 1) / time.Second)
 	return max(s, 1)
 }
+
+// Limit counts one request of key against the installation rate limit,
+// as an installation's requests are counted: the owner's console counts
+// each owner's commands under a key of their own, so an owner switches
+// no faster than an app may. Beyond the limit it returns the ETOOMANY to
+// show.
+func (h *Handler) Limit(key string) error {
+	lim := *h.opts.RateLimit
+	if !lim.on() {
+		return nil
+	}
+	now := time.Now
+	if h.opts.Now != nil {
+		now = h.opts.Now
+	}
+	st := h.limiter.take(key, lim, now())
+	if st.allowed {
+		return nil
+	}
+	reset := seconds(st.reset)
+	return &bridge.Error{
+		Code:       bridge.ETOOMANY,
+		Message:    fmt.Sprintf("rate limit exceeded: at most %d commands per %s; try again in %d s", lim.Requests, lim.Per, reset),
+		RetryAfter: time.Duration(reset) * time.Second,
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/console"
 )
 
 // maxFormBytes bounds login, consent and token request bodies: they hold a
@@ -73,7 +74,33 @@ const appsPage = "/oauth/apps"
 
 func returnsToApps(f url.Values) bool {
 	_, hasClient := f["client_id"]
-	return f.Get("return") == "apps" && !hasClient
+	return (f.Get("return") == "apps" || f.Get("return") == "console") && !hasClient
+}
+
+// ConsolePath is where the owner's console is served; its login and
+// logout forms say return=console and next=<a page of the console>.
+const ConsolePath = console.Path
+
+// returnPage is the page a login or logout form without an authorization
+// request goes back to: the connected apps page, or the console page its
+// next field names. next must be a path of the console: anything else (a
+// URL of another host, "//host", a backslash a browser reads as a slash)
+// goes to the console's first page, so the form cannot send anyone
+// elsewhere.
+func returnPage(f url.Values) string {
+	if f.Get("return") != "console" {
+		return appsPage
+	}
+	return ConsoleNext(f.Get("next"))
+}
+
+// ConsoleNext is next when it is a path of the console, the console's
+// first page otherwise.
+func ConsoleNext(next string) string {
+	if !strings.HasPrefix(next, ConsolePath) || strings.ContainsAny(next, "\\\r\n\t") || strings.Contains(next, "//") || len(next) > 512 {
+		return ConsolePath
+	}
+	return next
 }
 
 // readPostedForm runs those checks and answers the request itself when one
@@ -88,7 +115,7 @@ func (s *Server) readPostedForm(w http.ResponseWriter, r *http.Request, login bo
 		return p, false
 	}
 	var req *authRequest
-	back := appsPage
+	back := returnPage(f)
 	if !login || !returnsToApps(f) {
 		var aerr *authError
 		req, aerr = parseAuthorizeRequest(authParams(f), s.lookupClient(r.Context()))

@@ -30,6 +30,8 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	f, id, back, clientID := p.f, p.sessionID, p.back, p.clientID()
 	name := f.Get("username")
+	// A login to the owner's console is logged and counted as such.
+	console := p.req == nil && f.Get("return") == "console"
 	keys := newLoginKeys(name, s.clientKey(r))
 	if cookie(r, deviceCookie, s.secure()) != "" {
 		// A browser the user logged in from before: only its own
@@ -87,6 +89,9 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 				"logins as that user now wait, except from browsers the user logged in from before", "failures", userFree)
 		}
 		s.observe("authorization_denied", "bad_login")
+		if console {
+			s.observe("console_login", "refused")
+		}
 		// The typed name is logged only when it is a user: a password typed
 		// into the name field must not end up in the log.
 		if _, uerr := s.users.UserByName(ctx, f.Get("username")); uerr == nil {
@@ -109,6 +114,10 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	}
 	s.rememberDevice(w, r, user)
 	setCookie(w, sessionCookie, nid, sessionLifetime, s.secure())
+	if console {
+		s.observe("console_login", "ok")
+		s.logger.Info("console login", "user", user.Name, "owner", user.Owner)
+	}
 	http.Redirect(w, r, back, http.StatusSeeOther)
 }
 
@@ -170,7 +179,7 @@ func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 	}
 	setCookie(w, sessionCookie, "", 0, s.secure())
 	if returnsToApps(f) {
-		http.Redirect(w, r, appsPage, http.StatusSeeOther) // its login form
+		http.Redirect(w, r, returnPage(f), http.StatusSeeOther) // its login form
 		return
 	}
 	req, aerr := parseAuthorizeRequest(authParams(f), s.lookupClient(r.Context()))

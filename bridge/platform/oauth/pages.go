@@ -38,6 +38,11 @@ type pageData struct {
 	Connected []connectedView
 	// Installation is the id whose switches the change page changes.
 	Installation string
+	// Next is the console page a login form returns to (return=console);
+	// Username fills in the name of a login that confirms who is there
+	// (Reauth) before the console shows a secret.
+	Next, Username string
+	Reauth         bool
 }
 
 // pageHeaders sets what every login, consent, connected apps and error

@@ -64,7 +64,8 @@ type Options struct {
 	TrustedProxies []netip.Prefix
 	// Observe, when set, is told of OAuth events for metrics: event is one of
 	// "authorization_granted", "authorization_denied", "token_issued",
-	// "token_failed", "client_auth_failed", "api_token_failed", with a reason.
+	// "token_failed", "client_auth_failed", "api_token_failed", with a reason,
+	// and "console_login" (ok or refused) for a login to the console.
 	Observe func(event, reason string)
 	// Used, when set, is told each time a token of an installation is
 	// accepted, on the request's path: it must not block (the daemon's

@@ -123,14 +123,10 @@ func cookieName(name string, secure bool) string {
 	return name
 }
 
-// cookiePath is where the hub's cookies apply: the whole host with https
-// (the __Host- prefix requires it), the OAuth pages otherwise.
-func cookiePath(secure bool) string {
-	if secure {
-		return "/"
-	}
-	return "/oauth/"
-}
+// cookiePath is where the hub's cookies apply: the whole host, which the
+// __Host- prefix requires with https, and the OAuth pages and the console
+// (ConsolePath) share the login over plain http too.
+func cookiePath(bool) string { return "/" }
 
 // cookie returns the value of the request's cookie name, "" when absent.
 func cookie(r *http.Request, name string, secure bool) string {
