@@ -40,6 +40,17 @@ import (
 // Path is where the console is served.
 const Path = "/console/"
 
+// SafeNext is next when it is a path of the console, the console's first
+// page otherwise: a login or sign-in that comes back to next cannot send
+// anyone elsewhere (a URL of another host, "//host", a backslash a
+// browser reads as a slash).
+func SafeNext(next string) string {
+	if !strings.HasPrefix(next, Path) || strings.ContainsAny(next, "\\\r\n\t") || strings.Contains(next, "//") || len(next) > 512 {
+		return Path
+	}
+	return next
+}
+
 // ReauthAfter is how long after the owner last typed their password a
 // page may show a secret (an app's or a hub's, a plug login's password)
 // without asking for it again.
@@ -69,6 +80,8 @@ type Gate interface {
 	// it.
 	SetNotice(w http.ResponseWriter, r *http.Request, msg string, notice bool)
 	TakeNotice(w http.ResponseWriter, r *http.Request) (msg string, notice bool)
+	// Logout ends v's login (the console's form has been checked).
+	Logout(w http.ResponseWriter, r *http.Request, v *Visitor) error
 }
 
 // Options is what a Console is built with. Gate and PublicURL are
@@ -184,9 +197,20 @@ func (c *Console) Register(mux *http.ServeMux) {
 		c.ErrorPage(q.W, q.R, q.V, http.StatusNotFound, "There is no such page in the console.")
 	})
 	c.Handle(mux, "GET "+Path+"{$}", c.overview)
+	c.Handle(mux, "POST "+Path+"logout", c.logout)
 	if c.opts.Hub != nil {
 		c.registerHub(mux)
 	}
+}
+
+// logout ends the owner's login and shows the login form's page.
+func (c *Console) logout(q *Request) {
+	if err := c.opts.Gate.Logout(q.W, q.R, q.V); err != nil {
+		c.Failed(q.W, q.R, err)
+		return
+	}
+	c.Log(q, "logout", q.V.User.Name, nil)
+	http.Redirect(q.W, q.R, Path, http.StatusSeeOther)
 }
 
 // AddMenu adds an entry to the menu, for the page at Path+key.

@@ -26,7 +26,8 @@ func (d *Daemon) openConsole(mux *http.ServeMux) {
 	}
 	c := console.New(o)
 	c.Register(mux)
-	adminpages.New(c, adminpages.Options{Admin: d.Platform.Admin, Own: d.Hub.Switchboard, Hubs: d.Platform.Directory}).Register(mux)
+	adminpages.New(c, adminpages.Options{Admin: d.Platform.Admin, Own: d.Hub.Switchboard, Hubs: d.Platform.Directory,
+		SignIn: d.OAuth.ConsoleSignInCode}).Register(mux)
 }
 
 // health is the console's overview of this process.

@@ -18,7 +18,24 @@ const (
 	InventoryPath = "/api/hub/v1/inventory"
 	ChangesPath   = "/api/hub/v1/changes"
 	SnapshotPath  = "/api/hub/v1/snapshot"
+	// ConsoleSignInPath is where a hub redeems the code its console's
+	// sign-in came back with (POST ConsoleSignIn, answered ConsoleOwner).
+	ConsoleSignInPath = "/api/hub/v1/console-signin"
 )
+
+// ConsoleSignIn is a hub's request to redeem a console sign-in code.
+type ConsoleSignIn struct {
+	Code string `json:"code"`
+}
+
+// ConsoleOwner is the owner a redeemed code signs in to a hub's console:
+// a user of the platform with the owner role, and when they last typed
+// their password there (unix milliseconds).
+type ConsoleOwner struct {
+	ID         int64  `json:"id"`
+	Name       string `json:"name"`
+	PasswordAt int64  `json:"password_at"`
+}
 
 // Headers of the link beyond HTTP Basic. A side that does not know one
 // ignores it, so hubs and platforms of different versions still link.

@@ -84,6 +84,7 @@ func New(o Options) *Platform {
 	p.Links = linkserver.NewPlatform(o.Store, o.Logger.With("component", "link"), linkserver.Options{
 		TrustedProxies: o.Config.Server.TrustedProxies.List(),
 		Own:            func(id int64) bool { _, ok := o.Own.Location(id); return ok },
+		SignIns:        p.OAuth,
 	})
 	p.warnHubConnections(o.Config.Server.MaxConnections)
 	return p

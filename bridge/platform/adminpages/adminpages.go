@@ -5,6 +5,7 @@
 package adminpages
 
 import (
+	"context"
 	"embed"
 	"html/template"
 	"net/http"
@@ -23,6 +24,10 @@ type Options struct {
 	// directory of its hubs' locations (nil without hubs).
 	Own  *bridge.Switchboard
 	Hubs oauth.HubDirectory
+	// SignIn makes the code that signs an owner in to a hub's console
+	// (oauth.Server.ConsoleSignInCode); nil: hubs' consoles cannot sign
+	// anyone in here.
+	SignIn func(ctx context.Context, hubID string, v *console.Visitor) (string, error)
 }
 
 // Pages are the platform's console pages.
@@ -42,4 +47,5 @@ var templates = sync.OnceValue(func() map[string]*template.Template { return con
 // Register adds the pages to mux and their entries to the console's menu.
 func (p *Pages) Register(mux *http.ServeMux) {
 	p.registerUsers(mux)
+	p.registerSignIn(mux)
 }

@@ -96,6 +96,14 @@ type Options struct {
 	// TrustedProxies are the peers whose forwarding headers name the
 	// client, for throttling wrong hub logins (server.trusted_proxies).
 	TrustedProxies []netip.Prefix
+	// SignIns redeems the codes hubs' consoles sign their owners in with
+	// (the platform's *oauth.Server); nil refuses every one.
+	SignIns SignIns
+}
+
+// SignIns redeems console sign-in codes for a hub.
+type SignIns interface {
+	RedeemConsoleSignIn(ctx context.Context, hubID, code string) (*bridge.User, time.Time, error)
 }
 
 // NewPlatform returns the platform's side of the link over st.
@@ -140,6 +148,7 @@ func (p *Platform) Register(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+link.ChangesPath, p.handleChanges)
 	mux.HandleFunc("GET "+link.SnapshotPath, p.handleSnapshot)
 	mux.HandleFunc("PUT "+link.UsagePath, p.handleUsage)
+	mux.HandleFunc("POST "+link.ConsoleSignInPath, p.handleConsoleSignIn)
 }
 
 // authenticate checks the request's HTTP Basic hub credentials and

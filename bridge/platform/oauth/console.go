@@ -73,3 +73,18 @@ func (g consoleGate) SetNotice(w http.ResponseWriter, r *http.Request, msg strin
 func (g consoleGate) TakeNotice(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return g.s.sessions.takeFlash(w, r, g.s.secure())
 }
+
+// Logout ends the session at every process of the platform, as the OAuth
+// pages' logout does.
+func (g consoleGate) Logout(w http.ResponseWriter, r *http.Request, _ *console.Visitor) error {
+	s := g.s
+	id, _, err := s.sessions.get(r, s.secure())
+	if err != nil {
+		return err
+	}
+	if err := s.sessions.end(r.Context(), id); err != nil {
+		return err
+	}
+	setCookie(w, sessionCookie, "", 0, s.secure())
+	return nil
+}

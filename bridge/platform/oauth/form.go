@@ -95,13 +95,8 @@ func returnPage(f url.Values) string {
 }
 
 // ConsoleNext is next when it is a path of the console, the console's
-// first page otherwise.
-func ConsoleNext(next string) string {
-	if !strings.HasPrefix(next, ConsolePath) || strings.ContainsAny(next, "\\\r\n\t") || strings.Contains(next, "//") || len(next) > 512 {
-		return ConsolePath
-	}
-	return next
-}
+// first page otherwise (console.SafeNext).
+func ConsoleNext(next string) string { return console.SafeNext(next) }
 
 // readPostedForm runs those checks and answers the request itself when one
 // fails (ok false). A login form's token is checked against the visitor's
