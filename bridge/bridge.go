@@ -137,6 +137,9 @@ type User struct {
 	PasswordHash []byte
 	Locations    []int64
 	CreatedAt    time.Time
+	// Owner lets the user use the console, the owner's web pages; a user
+	// who is not an owner only installs apps.
+	Owner bool
 }
 
 // MemberOf reports whether the user belongs to location id.

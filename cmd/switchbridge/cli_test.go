@@ -91,7 +91,7 @@ func TestHelp(t *testing.T) {
 		if r.code != 0 {
 			t.Errorf("%v: %+v", args, r)
 		}
-		for _, want := range []string{"user add NAME", "user list", "user passwd NAME", "user delete NAME", "user locations NAME"} {
+		for _, want := range []string{"user add NAME", "user list", "user passwd NAME", "user owner NAME on|off", "user delete NAME", "user locations NAME"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("%v lacks %q:\n%s", args, want, r.stdout)
 			}
@@ -134,6 +134,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"app", "publish"}, []string{"app publish takes one CLIENT_ID; got 0 arguments"}},
 		{[]string{"app", "legacy", "x", "maybe"}, []string{`app legacy takes on or off, not "maybe"`, "usage: switchbridge app legacy CLIENT_ID on|off"}},
 		{[]string{"user", "list", "extra"}, []string{`user list takes no arguments, only flags; got "extra"`}},
+		{[]string{"user", "owner", "alice", "maybe"}, []string{`user owner takes on or off, not "maybe"`, "usage: switchbridge user owner NAME on|off"}},
+		{[]string{"user", "owner", "alice"}, []string{"user owner takes a NAME and on or off; got 1 arguments"}},
 		{[]string{"install", "--client-id", "c", "--user", "u", "--location", "1"}, []string{"install needs at least one --switch ID"}},
 		{[]string{"hub", "add", "barn", "--base-url", "not-a-url"}, []string{`"not-a-url" is not a valid URL for a hub`}},
 		{[]string{"hub", "add", "barn", "--base-url", "https://hub.example/path"}, []string{"must have no path"}},
@@ -197,6 +199,57 @@ func TestErrorsKeepTheirCause(t *testing.T) {
 	}
 }
 
+// user add --owner, user owner on and off, and user list's OWNER column;
+// an unknown user is refused by name.
+func TestUserOwner(t *testing.T) {
+	dir := t.TempDir()
+	cfg, _ := writeConfig(t, dir)
+	if r := runCLI(t, "pw-ann\n", "user", "add", "ann", "--location", "1", "--owner", "--config", cfg); r.code != 0 || r.stdout != "user ann added as an owner\n" {
+		t.Fatalf("user add --owner: %+v", r)
+	}
+	if r := runCLI(t, "pw-bob\n", "user", "add", "bob", "--location", "2", "--config", cfg); r.code != 0 || r.stdout != "user bob added\n" {
+		t.Fatalf("user add: %+v", r)
+	}
+	// owners reads user list: each user's OWNER column.
+	owners := func() map[string]string {
+		t.Helper()
+		r := runCLI(t, "", "user", "list", "--config", cfg)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if r.code != 0 || strings.Join(strings.Fields(lines[0]), " ") != "NAME LOCATIONS OWNER" {
+			t.Fatalf("user list: %+v", r)
+		}
+		out := map[string]string{}
+		for _, l := range lines[1:] {
+			f := strings.Fields(l)
+			out[f[0]] = f[len(f)-1]
+		}
+		return out
+	}
+	if o := owners(); o["ann"] != "true" || o["bob"] != "false" {
+		t.Errorf("user list's owners = %v", o)
+	}
+	if r := runCLI(t, "", "user", "owner", "bob", "on", "--config", cfg); r.code != 0 || !strings.Contains(r.stdout, "user bob is an owner") {
+		t.Errorf("user owner bob on: %+v", r)
+	}
+	if r := runCLI(t, "", "user", "owner", "ann", "off", "--config", cfg); r.code != 0 || !strings.Contains(r.stdout, "user ann is no owner") {
+		t.Errorf("user owner ann off: %+v", r)
+	}
+	if o := owners(); o["ann"] != "false" || o["bob"] != "true" {
+		t.Errorf("user list's owners after on and off = %v", o)
+	}
+	if r := runCLI(t, "", "user", "owner", "nobody", "on", "--config", cfg); r.code != 1 || r.stderr != "switchbridge: no user \"nobody\"\n" {
+		t.Errorf("user owner nobody on: %+v", r)
+	}
+	// An owner needs a location as any user does, and a refused add makes
+	// no owner.
+	if r := runCLI(t, "pw-carol\n", "user", "add", "carol", "--owner", "--config", cfg); r.code != 2 || !strings.Contains(r.stderr, "needs at least one --location") {
+		t.Errorf("user add --owner without a location: %+v", r)
+	}
+	if _, ok := owners()["carol"]; ok {
+		t.Error("a refused user add --owner stored the user")
+	}
+}
+
 func TestAppUnpublish(t *testing.T) {
 	dir := t.TempDir()
 	cfg, _ := writeConfig(t, dir)
@@ -245,6 +298,7 @@ locations:
 	for _, args := range [][]string{
 		{"user", "add", "alice", "--location", "1"},
 		{"user", "list"},
+		{"user", "owner", "alice", "on"},
 		{"app", "create", "--name", "A", "--redirect-uri", "https://x/cb", "--owner", "alice"},
 		{"app", "unpublish", "x"},
 		{"install", "--client-id", "x", "--user", "alice", "--location", "1", "--switch", "a"},

@@ -1,9 +1,11 @@
 package main
 
-// The user commands: add, list, passwd, delete and locations. Deleting a
-// user or removing them from a location moves the store's access
-// generation in the same transaction, so a running hub stops honouring
-// their tokens at its next request, without a restart or a signal.
+// The user commands: add, list, passwd, owner, delete and locations.
+// Deleting a user or removing them from a location moves the store's
+// access generation in the same transaction, so a running hub stops
+// honouring their tokens at its next request, without a restart or a
+// signal. Making a user an owner or not moves nothing: no token's grant
+// changes.
 
 import (
 	"bufio"
@@ -23,6 +25,7 @@ import (
 func userAdd(fs *flag.FlagSet) func(*invocation) error {
 	var locs locationIDs
 	fs.Var(&locs, "location", "a location `ID` the user belongs to (repeatable)")
+	owner := fs.Bool("owner", false, "make the user an owner, who may use the console (the owner's web pages) too")
 	return func(c *invocation) error {
 		name := c.args[0]
 		// Checked before the password is asked for.
@@ -36,10 +39,14 @@ func userAdd(fs *flag.FlagSet) func(*invocation) error {
 		if err != nil {
 			return err
 		}
-		if _, err := c.admin.AddUser(c.ctx, name, pw, locs); err != nil {
+		if _, err := c.admin.AddUser(c.ctx, name, pw, locs, *owner); err != nil {
 			return err
 		}
-		fmt.Fprintf(c.stdout, "user %s added\n", name)
+		if *owner {
+			fmt.Fprintf(c.stdout, "user %s added as an owner\n", name)
+		} else {
+			fmt.Fprintf(c.stdout, "user %s added\n", name)
+		}
 		return nil
 	}
 }
@@ -79,9 +86,9 @@ func userList(c *invocation) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tLOCATIONS")
+	fmt.Fprintln(tw, "NAME\tLOCATIONS\tOWNER")
 	for _, u := range users {
-		fmt.Fprintf(tw, "%s\t%s\n", u.Name, joinIDs(u.Locations))
+		fmt.Fprintf(tw, "%s\t%s\t%v\n", u.Name, joinIDs(u.Locations), u.Owner)
 	}
 	return tw.Flush()
 }
@@ -99,6 +106,22 @@ func userPasswd(c *invocation) error {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "password of %s changed\n", name)
+	return nil
+}
+
+func userOwner(c *invocation) error {
+	name, mode := c.args[0], c.args[1]
+	if mode != "on" && mode != "off" {
+		return usageErr("user owner takes on or off, not %q", mode)
+	}
+	if err := c.admin.SetOwner(c.ctx, name, mode == "on"); err != nil {
+		return err
+	}
+	if mode == "on" {
+		fmt.Fprintf(c.stdout, "user %s is an owner: they may use the console\n", name)
+	} else {
+		fmt.Fprintf(c.stdout, "user %s is no owner: they only install apps\n", name)
+	}
 	return nil
 }
 

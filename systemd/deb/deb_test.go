@@ -510,7 +510,7 @@ func TestInstallUpgradeRemovePurge(t *testing.T) {
 	out := apt("install", "/tmp/switchbridge_"+deb1+"_amd64.deb")
 	// The first install says where the hub listens (loopback only, as
 	// installed) and how to open it, TLS first.
-	for _, want := range []string{"listens on 127.0.0.1:8080", "server.tls (HTTPS, recommended)", "switchbridge user add"} {
+	for _, want := range []string{"listens on 127.0.0.1:8080", "server.tls (HTTPS, recommended)", "sudo switchbridge user add NAME --location 1 --owner"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the first install's output lacks %q:\n%s", want, out)
 		}
@@ -541,10 +541,11 @@ func TestInstallUpgradeRemovePurge(t *testing.T) {
 
 	// Data, as the hub makes it: the state directory belongs to the
 	// service's user (systemd's StateDirectory= sees to that at start).
-	in("secret-password\n", "switchbridge", "user", "add", "alice", "--location", "1")
+	// The first user, an owner, as the first install's message says.
+	in("secret-password\n", "switchbridge", "user", "add", "alice", "--location", "1", "--owner")
 	in("", "chown", "-R", "switchbridge:switchbridge", "/var/lib/switchbridge")
-	if out := in("", "runuser", "-u", "switchbridge", "--", "switchbridge", "user", "list"); !strings.Contains(out, "alice") {
-		t.Errorf("user list as the service's user: %q", out)
+	if out := in("", "runuser", "-u", "switchbridge", "--", "switchbridge", "user", "list"); !strings.Contains(out, "alice") || !strings.Contains(out, "true") {
+		t.Errorf("user list as the service's user (alice, an owner): %q", out)
 	}
 
 	// An admin command without sudo says what to do.

@@ -86,6 +86,87 @@ func TestUsersAppsInstallations(t *testing.T) {
 	})
 }
 
+// TestOwner: a user is no owner until SetOwner makes them one, each
+// read says so, and the change is the platform's alone: nothing in the
+// change log hubs follow, no new access generation (no token's grant
+// changes).
+func TestOwner(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
+		ctx := context.Background()
+		db := mustOpen(t, t.TempDir())
+		u, _, _ := seed(t, db)
+		if u.Owner {
+			t.Error("a user created is an owner")
+		}
+		bob, err := db.CreateUser(ctx, "bob", []byte("x"), []int64{1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, err := db.ChangeSeq(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gen, err := db.AccessGeneration(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners := func() map[string]bool {
+			t.Helper()
+			users, err := db.Users(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := map[string]bool{}
+			for _, u := range users {
+				out[u.Name] = u.Owner
+			}
+			return out
+		}
+
+		if err := db.SetOwner(ctx, "alice", true); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := db.UserByName(ctx, "alice"); err != nil || !got.Owner {
+			t.Errorf("UserByName after SetOwner on = %+v, %v", got, err)
+		}
+		if got, err := db.UserByID(ctx, u.ID); err != nil || !got.Owner {
+			t.Errorf("UserByID after SetOwner on = %+v, %v", got, err)
+		}
+		if got, err := db.UserByID(ctx, bob.ID); err != nil || got.Owner {
+			t.Errorf("bob = %+v, %v (only alice was made an owner)", got, err)
+		}
+		if o := owners(); !o["alice"] || o["bob"] {
+			t.Errorf("Users' owners = %v", o)
+		}
+		if err := db.SetOwner(ctx, "alice", true); err != nil {
+			t.Errorf("SetOwner on an owner (no change): %v", err)
+		}
+		if err := db.SetOwner(ctx, "alice", false); err != nil {
+			t.Fatal(err)
+		}
+		if o := owners(); o["alice"] || o["bob"] {
+			t.Errorf("Users' owners after SetOwner off = %v", o)
+		}
+		if err := db.SetOwner(ctx, "nobody", true); bridge.ErrorCode(err) != bridge.ENOTFOUND {
+			t.Errorf("SetOwner on a missing user: %v", err)
+		}
+
+		if now, err := db.ChangeSeq(ctx); err != nil || now != seq {
+			t.Errorf("change log at %d after SetOwner, was %d (%v): hubs are not told of owners", now, seq, err)
+		}
+		if now, err := db.AccessGeneration(ctx); err != nil || now != gen {
+			t.Errorf("access generation %d after SetOwner, was %d (%v)", now, gen, err)
+		}
+		// A user who is an owner is deleted as any other.
+		if err := db.SetOwner(ctx, "bob", true); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.DeleteUser(ctx, "bob"); err != nil {
+			t.Errorf("deleting an owner: %v", err)
+		}
+	})
+}
+
 func TestRedeemCode(t *testing.T) {
 	storetest.ForEachDialect(t, func(t *testing.T) {
 		ctx := context.Background()

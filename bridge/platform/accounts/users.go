@@ -64,8 +64,8 @@ func (db *Store) UserByID(ctx context.Context, id int64) (*bridge.User, error) {
 func (db *Store) user(ctx context.Context, where string, arg any) (*bridge.User, error) {
 	u := &bridge.User{}
 	var created int64
-	err := db.db.QueryRowContext(ctx, `SELECT id, name, password_hash, created_at FROM users `+where, arg).
-		Scan(&u.ID, &u.Name, &u.PasswordHash, &created)
+	err := db.db.QueryRowContext(ctx, `SELECT id, name, password_hash, created_at, owner FROM users `+where, arg).
+		Scan(&u.ID, &u.Name, &u.PasswordHash, &created, &u.Owner)
 	if errors.Is(err, sql.ErrNoRows) {
 		if name, ok := arg.(string); ok {
 			return nil, bridge.Errorf(bridge.ENOTFOUND, "no user %q", name)
@@ -143,6 +143,20 @@ func (db *Store) Users(ctx context.Context) ([]*bridge.User, error) {
 // SetPassword replaces a user's password hash; ENOTFOUND for no such user.
 func (db *Store) SetPassword(ctx context.Context, name string, passwordHash []byte) error {
 	res, err := db.db.ExecContext(ctx, `UPDATE users SET password_hash = ? WHERE name = ?`, passwordHash, name)
+	if err != nil {
+		return err
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return bridge.Errorf(bridge.ENOTFOUND, "no user %q", name)
+	}
+	return nil
+}
+
+// SetOwner makes a user an owner, who may use the console, or takes that
+// away (migration 0027); ENOTFOUND for no such user. The flag is the
+// platform's alone: no hub is told of it.
+func (db *Store) SetOwner(ctx context.Context, name string, owner bool) error {
+	res, err := db.db.ExecContext(ctx, `UPDATE users SET owner = ? WHERE name = ?`, owner, name)
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,8 @@ type Store interface {
 	UserByName(ctx context.Context, name string) (*bridge.User, error)
 	UserByID(ctx context.Context, id int64) (*bridge.User, error)
 	SetPassword(ctx context.Context, name string, passwordHash []byte) error
+	// SetOwner makes a user an owner, who may use the console, or not.
+	SetOwner(ctx context.Context, name string, owner bool) error
 	DeleteUser(ctx context.Context, name string) error
 	AddUserLocation(ctx context.Context, name string, loc int64) error
 	// RemoveUserLocation returns how many installations it uninstalled.
@@ -119,8 +121,9 @@ func (s *Service) CheckLocations(ids []int64) error {
 	return nil
 }
 
-// AddUser adds a user who may install apps into locations.
-func (s *Service) AddUser(ctx context.Context, name, password string, locations []int64) (*bridge.User, error) {
+// AddUser adds a user who may install apps into locations and, with
+// owner, use the console too.
+func (s *Service) AddUser(ctx context.Context, name, password string, locations []int64, owner bool) (*bridge.User, error) {
 	if err := CheckUserName(name); err != nil {
 		return nil, err
 	}
@@ -134,7 +137,23 @@ func (s *Service) AddUser(ctx context.Context, name, password string, locations 
 	if err != nil {
 		return nil, err
 	}
-	return s.Store.CreateUser(ctx, name, hash, locations)
+	u, err := s.Store.CreateUser(ctx, name, hash, locations)
+	if err != nil || !owner {
+		return u, err
+	}
+	// A second write: should it fail, the user is there without the role,
+	// which SetOwner gives again.
+	if err := s.Store.SetOwner(ctx, name, true); err != nil {
+		return nil, fmt.Errorf("user %q added, but not made an owner (user owner %s on): %w", name, name, err)
+	}
+	u.Owner = true
+	return u, nil
+}
+
+// SetOwner lets a user use the console, or only install apps; ENOTFOUND
+// for no such user.
+func (s *Service) SetOwner(ctx context.Context, name string, owner bool) error {
+	return s.Store.SetOwner(ctx, name, owner)
 }
 
 // SetPassword sets a user's password; their login sessions end.

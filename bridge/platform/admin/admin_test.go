@@ -47,28 +47,28 @@ func wantCode(t *testing.T, what string, err error, code string) {
 func TestUsers(t *testing.T) {
 	ctx := context.Background()
 	s, db := newService(t)
-	_, err := s.AddUser(ctx, "has space", "pw-pw", []int64{1})
+	_, err := s.AddUser(ctx, "has space", "pw-pw", []int64{1}, false)
 	wantCode(t, "a name with a space", err, bridge.EINVALID)
-	_, err = s.AddUser(ctx, "alice", "pw", []int64{1})
+	_, err = s.AddUser(ctx, "alice", "pw", []int64{1}, false)
 	wantCode(t, "a short password", err, bridge.EINVALID)
-	_, err = s.AddUser(ctx, "alice", strings.Repeat("p", 73), []int64{1})
+	_, err = s.AddUser(ctx, "alice", strings.Repeat("p", 73), []int64{1}, false)
 	wantCode(t, "a password bcrypt would cut", err, bridge.EINVALID)
-	_, err = s.AddUser(ctx, "alice", "pw-alice", []int64{9})
+	_, err = s.AddUser(ctx, "alice", "pw-alice", []int64{9}, false)
 	wantCode(t, "an unknown location", err, bridge.ENOTFOUND)
-	_, err = s.AddUser(ctx, "alice", "pw-alice", nil)
+	_, err = s.AddUser(ctx, "alice", "pw-alice", nil, false)
 	wantCode(t, "no location", err, bridge.EINVALID)
 	if _, err := db.UserByName(ctx, "alice"); bridge.ErrorCode(err) != bridge.ENOTFOUND {
 		t.Fatalf("a refused user was stored: %v", err)
 	}
 
-	u, err := s.AddUser(ctx, "alice", "pw-alice", []int64{1})
+	u, err := s.AddUser(ctx, "alice", "pw-alice", []int64{1}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bcrypt.CompareHashAndPassword(u.PasswordHash, []byte("pw-alice")) != nil {
 		t.Error("the stored hash is not of the password")
 	}
-	_, err = s.AddUser(ctx, "alice", "pw-alice", []int64{1})
+	_, err = s.AddUser(ctx, "alice", "pw-alice", []int64{1}, false)
 	wantCode(t, "a second alice", err, bridge.ECONFLICT)
 
 	if err := s.SetPassword(ctx, "alice", "new-pw"); err != nil {
@@ -100,10 +100,55 @@ func TestUsers(t *testing.T) {
 	wantCode(t, "deleting alice again", err, bridge.ENOTFOUND)
 }
 
+// TestOwners: a user added with owner is one, stored so; SetOwner gives
+// and takes the role; a user added without it is none; a refused add
+// makes no owner; an unknown user is ENOTFOUND.
+func TestOwners(t *testing.T) {
+	ctx := context.Background()
+	s, db := newService(t)
+	isOwner := func(name string) bool {
+		t.Helper()
+		u, err := db.UserByName(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u.Owner
+	}
+	ann, err := s.AddUser(ctx, "ann", "pw-ann", []int64{1}, true)
+	if err != nil || !ann.Owner {
+		t.Fatalf("AddUser with owner = %+v, %v", ann, err)
+	}
+	if !isOwner("ann") {
+		t.Error("ann added as an owner is not one in the store")
+	}
+	bob, err := s.AddUser(ctx, "bob", "pw-bob", []int64{2}, false)
+	if err != nil || bob.Owner || isOwner("bob") {
+		t.Errorf("bob added without owner = %+v, %v", bob, err)
+	}
+	_, err = s.AddUser(ctx, "ann", "pw-ann", []int64{1}, true)
+	wantCode(t, "a second ann as an owner", err, bridge.ECONFLICT)
+	_, err = s.AddUser(ctx, "carol", "pw", []int64{1}, true)
+	wantCode(t, "an owner with a short password", err, bridge.EINVALID)
+
+	if err := s.SetOwner(ctx, "bob", true); err != nil || !isOwner("bob") {
+		t.Errorf("SetOwner(bob, true) = %v; owner %v", err, isOwner("bob"))
+	}
+	if err := s.SetOwner(ctx, "ann", false); err != nil || isOwner("ann") {
+		t.Errorf("SetOwner(ann, false) = %v; owner %v", err, isOwner("ann"))
+	}
+	if err := s.SetOwner(ctx, "ann", false); err != nil {
+		t.Errorf("SetOwner(ann, false) again, no change: %v", err)
+	}
+	wantCode(t, "SetOwner of nobody", s.SetOwner(ctx, "nobody", true), bridge.ENOTFOUND)
+	if !isOwner("bob") {
+		t.Error("taking ann's role took bob's")
+	}
+}
+
 func TestApps(t *testing.T) {
 	ctx := context.Background()
 	s, db := newService(t)
-	if _, err := s.AddUser(ctx, "dev", "pw-dev", []int64{1}); err != nil {
+	if _, err := s.AddUser(ctx, "dev", "pw-dev", []int64{1}, false); err != nil {
 		t.Fatal(err)
 	}
 	spec := admin.AppSpec{Name: "Svc", RedirectURIs: []string{"https://svc.example/cb"}, Owner: "dev"}
@@ -184,7 +229,7 @@ func TestAudit(t *testing.T) {
 	ctx := context.Background()
 	s, db := newService(t)
 	s.AuditLog = hubstore.New(db.DB()) // a single box's log
-	alice, err := s.AddUser(ctx, "alice", "pw-alice", []int64{1})
+	alice, err := s.AddUser(ctx, "alice", "pw-alice", []int64{1}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
