@@ -1,9 +1,11 @@
 package main
 
-// The user commands: add, list, passwd, owner, delete and locations. Deleting a
-// user or removing them from a location moves the store's access
-// generation in the same transaction, so a running hub stops honouring
-// their tokens at its next request, without a restart or a signal.
+// The user commands: add, list, passwd, owner, delete and locations.
+// Deleting a user or removing them from a location moves the store's
+// access generation in the same transaction, so a running hub stops
+// honouring their tokens at its next request, without a restart or a
+// signal. Making a user an owner or not moves nothing: no token's grant
+// changes.
 
 import (
 	"bufio"
