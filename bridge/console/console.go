@@ -203,14 +203,22 @@ func (c *Console) Register(mux *http.ServeMux) {
 	}
 }
 
-// logout ends the owner's login and shows the login form's page.
+// logout ends the owner's login and says so: a page, not the login form
+// at once, since a hub's console would sign an owner still logged in at
+// the platform straight back in.
 func (c *Console) logout(q *Request) {
 	if err := c.opts.Gate.Logout(q.W, q.R, q.V); err != nil {
 		c.Failed(q.W, q.R, err)
 		return
 	}
 	c.Log(q, "logout", q.V.User.Name, nil)
-	http.Redirect(q.W, q.R, Path, http.StatusSeeOther)
+	var buf bytes.Buffer
+	if err := templates()["loggedout"].ExecuteTemplate(&buf, "layout", View{Title: "Logged out"}); err != nil {
+		c.Failed(q.W, q.R, err)
+		return
+	}
+	q.W.Header().Set("Content-Type", "text/html; charset=utf-8")
+	q.W.Write(buf.Bytes())
 }
 
 // AddMenu adds an entry to the menu, for the page at Path+key.

@@ -38,6 +38,16 @@ func healthItems(ctx context.Context, d *Daemon) []console.HealthItem {
 		}
 		items = append(items, console.HealthItem{Name: "Switches", Value: fmt.Sprintf("%d, %d of them unavailable", all, down), Problem: down > 0})
 	}
+	if l := d.Link; l != nil {
+		it := console.HealthItem{Name: "Platform link", Value: "linked to " + d.Config.Platform.URL + ", replica " + l.ReplicaAge().Round(time.Second).String() + " old"}
+		if !l.Up() {
+			it.Value, it.Problem = "not linked to "+d.Config.Platform.URL, true
+			if why := l.Refused(); why != "" {
+				it.Value += ": " + why
+			}
+		}
+		items = append(items, it)
+	}
 	if d.Platform != nil {
 		if hubs, err := d.Accounts.Hubs(ctx); err == nil && len(hubs) > 0 {
 			online := 0

@@ -52,6 +52,7 @@ func (d *Daemon) openRole(mux *http.ServeMux) error {
 	for _, pat := range []string{"/oauth/", "/api/apps/endpoints", "/api/smartapps/endpoints"} {
 		mux.HandleFunc(pat, pointer)
 	}
+	d.openHubConsole(mux, p.URL, p.HubID)
 	return nil
 }
 
