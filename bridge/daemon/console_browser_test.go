@@ -404,3 +404,16 @@ func TestBrowserConsoleUsers(t *testing.T) {
 		}
 	})
 }
+
+// TestBrowserConsoleInTheDemo: the demo's user is an owner, so the demo
+// daemon (the README's first command) shows the console with its login.
+func TestBrowserConsoleInTheDemo(t *testing.T) {
+	exe := findBrowser(t)
+	d := startBrowserTestHub(t)
+	browser := startBrowserFor(t, exe, consoleTestTimeout)
+	p := &consolePage{page: newPage(t, browser), base: strings.TrimRight(d.PublicURL(), "/")}
+	p.openConsole("/console/", "demo", "demo-secret")
+	if got := p.text("main h1"); got != "Overview" {
+		p.fatalf("the demo's console shows %q, want its Overview", got)
+	}
+}

@@ -24,9 +24,9 @@ func (d *Daemon) handleRoot(w http.ResponseWriter, r *http.Request) {
 // DemoClientID is the client id of the demo app.
 const DemoClientID = "switchbridge-demo"
 
-// setUpDemo makes sure the demo user (member of every location) and the
-// published demo app exist, gives the app a fresh secret that only this
-// process knows, and mounts the demo client.
+// setUpDemo makes sure the demo user (member of every location, an owner)
+// and the published demo app exist, gives the app a fresh secret that
+// only this process knows, and mounts the demo client.
 func (d *Daemon) setUpDemo(ctx context.Context, mux *http.ServeMux) error {
 	demo := d.Config.Demo
 	hash, err := bcrypt.GenerateFromPassword([]byte(demo.Password), bcrypt.DefaultCost)
@@ -48,6 +48,10 @@ func (d *Daemon) setUpDemo(ctx context.Context, mux *http.ServeMux) error {
 			return err
 		}
 	default:
+		return err
+	}
+	// The demo user is an owner, so the demo shows the console too.
+	if err := d.Accounts.SetOwner(ctx, demo.User, true); err != nil {
 		return err
 	}
 	redirect := d.publicURL + democlient.CallbackPath

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -62,7 +63,8 @@ func serve(c *invocation) error {
 		"metrics_listen", metricsAddr, "switches", len(d.Switchboard.Switches()))
 	logOut.Flush()
 	if d.DemoURL != "" {
-		fmt.Fprintf(c.stdout, "\nswitchbridge demo hub is running. Open %s and log in as %s / %s.\n\n", d.DemoURL, cfg.Demo.User, cfg.Demo.Password)
+		fmt.Fprintf(c.stdout, "\nswitchbridge demo hub is running. Open %s and log in as %s / %s.\nThe owner's console is at %s/console/ (same login).\n\n",
+			d.DemoURL, cfg.Demo.User, cfg.Demo.Password, strings.TrimRight(d.PublicURL(), "/"))
 	}
 	// Listeners are bound and drivers open: tell systemd (a no-op outside it).
 	if _, err := sdnotify.SdNotify(false, sdnotify.SdNotifyReady); err != nil {
