@@ -136,6 +136,15 @@ func BenchmarkCPUPerCommand(b *testing.B) {
 // installation's endpoint and token.
 func benchInstallation(b *testing.B, dir, broker, sw, listen string) (cfg, endpoint, token string) {
 	b.Helper()
+	return benchInstallationBy(b, "", dir, broker, sw, listen)
+}
+
+// benchInstallationBy is benchInstallation with the admin commands run by
+// the switchbridge binary exe ("" for this code, in process): a
+// revision's database must be made by that revision, since a binary
+// refuses a schema newer than its own.
+func benchInstallationBy(b *testing.B, exe, dir, broker, sw, listen string) (cfg, endpoint, token string) {
+	b.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		b.Fatal(err)
 	}
@@ -147,7 +156,16 @@ func benchInstallation(b *testing.B, dir, broker, sw, listen string) (cfg, endpo
 	}
 	admin := func(stdin string, args ...string) string {
 		var out, errb bytes.Buffer
-		if code := run(context.Background(), append(args, "--config", cfg), strings.NewReader(stdin), &out, &errb, nil); code != 0 {
+		args = append(args, "--config", cfg)
+		if exe != "" {
+			c := exec.Command(exe, args...)
+			c.Stdin, c.Stdout, c.Stderr = strings.NewReader(stdin), &out, &errb
+			if err := c.Run(); err != nil {
+				b.Fatalf("%s %v: %v: %s", exe, args, err, errb.String())
+			}
+			return out.String()
+		}
+		if code := run(context.Background(), args, strings.NewReader(stdin), &out, &errb, nil); code != 0 {
 			b.Fatalf("%v: %s", args, errb.String())
 		}
 		return out.String()

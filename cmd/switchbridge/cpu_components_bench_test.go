@@ -189,13 +189,29 @@ func BenchmarkCPUComponents(b *testing.B) {
 		specs = append(specs, spec)
 	}
 	broker := mqtttest.StartMosquitto(b)
+	// The sides of this code draw their slots from one pool, anew every
+	// run; a baseline's database must be made by its own binary (each
+	// refuses a schema newer than its own), so a baseline keeps slots its
+	// binary prepared, one per run, drawn from in turn.
 	var slots []slot
-	for i := range len(specs) - 1 {
-		id := fmt.Sprintf("hub%d", i)
+	own := map[string][]slot{} // a baseline's slots
+	made := 0
+	newSlot := func(exe string) slot {
+		id := fmt.Sprintf("hub%d", made)
+		made++
 		_, _, sws := mqtttest.Fleet(b, broker.URL, id, 1)
 		sl := slot{listen: fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(b)), own: fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(b))}
-		sl.cfg, sl.endpoint, sl.token = benchInstallation(b, filepath.Join(dir, id), broker.URL, sws[0], sl.listen)
-		slots = append(slots, sl)
+		sl.cfg, sl.endpoint, sl.token = benchInstallationBy(b, exe, filepath.Join(dir, id), broker.URL, sws[0], sl.listen)
+		return sl
+	}
+	for _, spec := range specs[1:] {
+		if exe, baseline := baselines[spec.name]; baseline {
+			for range 2 {
+				own[spec.name] = append(own[spec.name], newSlot(exe))
+			}
+			continue
+		}
+		slots = append(slots, newSlot(""))
 	}
 
 	type side struct {
@@ -211,6 +227,7 @@ func BenchmarkCPUComponents(b *testing.B) {
 	start := func(run int) []*side {
 		sides := make([]*side, len(specs))
 		draw := rand.Perm(len(slots))
+		next := 0
 		// In an order drawn anew too: nothing about a side stays the same
 		// from run to run but what it runs.
 		for _, i := range rand.Perm(len(specs)) {
@@ -220,8 +237,11 @@ func BenchmarkCPUComponents(b *testing.B) {
 				profile = filepath.Join(*componentsProfile, spec.name+".pprof")
 			}
 			var sl slot
-			if i > 0 {
-				sl = slots[draw[i-1]]
+			if bs, baseline := own[spec.name]; baseline {
+				sl = bs[run%len(bs)]
+			} else if i > 0 {
+				sl = slots[draw[next]]
+				next++
 			}
 			cmd, addr, endpoint, token := spec.run(sl, profile)
 			logFile, err := os.Create(filepath.Join(dir, fmt.Sprintf("run%d-side%d.log", run, i))) // as to the journal: written, not discarded
