@@ -1,0 +1,177 @@
+package hubconsole_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchbridge/switchbridge/bridge/hub/hubconsole"
+	"github.com/switchbridge/switchbridge/bridge/link"
+)
+
+// gateRig is a hub's console gate whose platform vouches for the codes
+// in good, each once, as the platform's redemption would.
+type gateRig struct {
+	g    *hubconsole.Gate
+	mux  *http.ServeMux
+	now  time.Time
+	good map[string]link.ConsoleOwner
+	asks int
+}
+
+func newGateRig(t *testing.T) *gateRig {
+	r := &gateRig{now: time.Unix(1_800_000_000, 0), good: map[string]link.ConsoleOwner{}}
+	r.g = hubconsole.New(hubconsole.Options{PlatformURL: "http://platform.test", HubID: "hub-1", PublicURL: "http://hub.test",
+		Redeem: func(_ context.Context, code string) (link.ConsoleOwner, error) {
+			r.asks++
+			o, ok := r.good[code]
+			if !ok {
+				return o, errors.New("refused")
+			}
+			return o, nil
+		},
+		Now: func() time.Time { return r.now }})
+	r.mux = http.NewServeMux()
+	r.g.Register(r.mux)
+	return r
+}
+
+// startSignIn has the gate send a browser to the platform, and returns
+// the browser's state cookie and the state the platform is to send back.
+func (r *gateRig) startSignIn(t *testing.T, next string) (*http.Cookie, string) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	r.g.Login(w, httptest.NewRequest("GET", "http://hub.test"+next, nil), next, nil, "")
+	loc, err := url.Parse(w.Header().Get("Location"))
+	if err != nil || w.Code != http.StatusSeeOther || loc.Host != "platform.test" || loc.Path != "/console/signin" {
+		t.Fatalf("Login answered %d to %q, want 303 to the platform's /console/signin", w.Code, w.Header().Get("Location"))
+	}
+	if q := loc.Query(); q.Get("hub") != "hub-1" || q.Get("reauth") != "" {
+		t.Fatalf("the sign-in asks %v", q)
+	}
+	cs := w.Result().Cookies()
+	if len(cs) != 1 || !cs[0].HttpOnly || cs[0].SameSite != http.SameSiteLaxMode {
+		t.Fatalf("state cookie %+v", cs)
+	}
+	return cs[0], loc.Query().Get("state")
+}
+
+func (r *gateRig) callback(state string, code, next string, cookies ...*http.Cookie) *httptest.ResponseRecorder {
+	q := url.Values{"code": {code}, "state": {state}, "next": {next}}
+	req := httptest.NewRequest("GET", "http://hub.test"+hubconsole.CallbackPath+"?"+q.Encode(), nil)
+	for _, c := range cookies {
+		req.AddCookie(c)
+	}
+	w := httptest.NewRecorder()
+	r.mux.ServeHTTP(w, req)
+	return w
+}
+
+func sessionCookie(t *testing.T, w *httptest.ResponseRecorder) *http.Cookie {
+	t.Helper()
+	for _, c := range w.Result().Cookies() {
+		if c.Name == "switchbridge_hub_console" && c.MaxAge > 0 {
+			return c
+		}
+	}
+	t.Fatalf("no session cookie in %v", w.Header()["Set-Cookie"])
+	return nil
+}
+
+func TestSignIn(t *testing.T) {
+	r := newGateRig(t)
+	r.good["code-1"] = link.ConsoleOwner{ID: 7, Name: "olga", PasswordAt: r.now.Add(-time.Minute).UnixMilli()}
+	state, sent := r.startSignIn(t, "/console/switches")
+
+	// Without the browser's state cookie, or with another state: refused,
+	// and the platform is not even asked.
+	if w := r.callback(sent, "code-1", "/console/"); w.Code != http.StatusForbidden {
+		t.Errorf("no state cookie: %d, want 403", w.Code)
+	}
+	if w := r.callback("forged", "code-1", "/console/", state); w.Code != http.StatusForbidden {
+		t.Errorf("another state: %d, want 403", w.Code)
+	}
+	if r.asks != 0 {
+		t.Errorf("the platform was asked %d times for sign-ins refused at the hub", r.asks)
+	}
+
+	w := r.callback(sent, "code-1", "//evil.test/console/", state)
+	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/" {
+		t.Fatalf("sign-in answered %d to %q, want 303 to /console/ (next was another host)", w.Code, w.Header().Get("Location"))
+	}
+	sess := sessionCookie(t, w)
+	req := httptest.NewRequest("GET", "http://hub.test/console/", nil)
+	req.AddCookie(sess)
+	v, err := r.g.Visitor(req)
+	if err != nil || v == nil || v.User.Name != "olga" || !v.User.Owner || v.CSRF == "" || !v.PasswordAt.Equal(r.now.Add(-time.Minute)) {
+		t.Fatalf("visitor %+v, %v; want olga, an owner, with a CSRF token and when she typed her password", v, err)
+	}
+
+	// The same code again, even with a fresh state: taken.
+	state2, sent2 := r.startSignIn(t, "/console/")
+	if w := r.callback(sent2, "code-1", "/console/", state2); w.Code != http.StatusForbidden {
+		t.Errorf("a code used twice: %d, want 403", w.Code)
+	}
+	// A code the platform does not vouch for.
+	state3, sent3 := r.startSignIn(t, "/console/")
+	if w := r.callback(sent3, "unknown", "/console/", state3); w.Code != http.StatusForbidden {
+		t.Errorf("a code the platform refused: %d, want 403", w.Code)
+	}
+
+	// The session ends after its lifetime.
+	r.now = r.now.Add(hubconsole.SessionLifetime)
+	if v, _ := r.g.Visitor(req); v != nil {
+		t.Errorf("a session older than %s still lets %s in", hubconsole.SessionLifetime, v.User.Name)
+	}
+}
+
+func TestReauthAsksThePlatform(t *testing.T) {
+	r := newGateRig(t)
+	r.good["c"] = link.ConsoleOwner{ID: 7, Name: "olga", PasswordAt: r.now.UnixMilli()}
+	state, sent := r.startSignIn(t, "/console/")
+	req := httptest.NewRequest("GET", "http://hub.test/console/", nil)
+	req.AddCookie(sessionCookie(t, r.callback(sent, "c", "/console/", state)))
+	v, _ := r.g.Visitor(req)
+	w := httptest.NewRecorder()
+	r.g.Login(w, req, "/console/devices", v, "")
+	loc, _ := url.Parse(w.Header().Get("Location"))
+	if loc == nil || loc.Query().Get("reauth") != "1" || loc.Query().Get("next") != "/console/devices" {
+		t.Errorf("asking for the password again sends the browser to %q, want the platform with reauth=1 and next", w.Header().Get("Location"))
+	}
+}
+
+func TestLogoutAndNotices(t *testing.T) {
+	r := newGateRig(t)
+	r.good["c"] = link.ConsoleOwner{ID: 7, Name: "olga"}
+	state, sent := r.startSignIn(t, "/console/")
+	sess := sessionCookie(t, r.callback(sent, "c", "/console/", state))
+	req := httptest.NewRequest("POST", "http://hub.test/console/logout", nil)
+	req.AddCookie(sess)
+	if err := r.g.Logout(httptest.NewRecorder(), req, nil); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := r.g.Visitor(req); v != nil {
+		t.Error("the session outlived its logout")
+	}
+
+	w := httptest.NewRecorder()
+	r.g.SetNotice(w, req, "Switched on the lamp.", true)
+	flash := w.Result().Cookies()[0]
+	read := httptest.NewRequest("GET", "http://hub.test/console/", nil)
+	read.AddCookie(flash)
+	if msg, notice := r.g.TakeNotice(httptest.NewRecorder(), read); msg != "Switched on the lamp." || !notice {
+		t.Errorf("notice read back as %q, %v", msg, notice)
+	}
+	forged := *flash
+	forged.Value = "nU2lnbiBoZXJl." + strings.Repeat("A", 43)
+	read = httptest.NewRequest("GET", "http://hub.test/console/", nil)
+	read.AddCookie(&forged)
+	if msg, _ := r.g.TakeNotice(httptest.NewRecorder(), read); msg != "" {
+		t.Errorf("a message the hub did not sign is shown: %q", msg)
+	}
+}
