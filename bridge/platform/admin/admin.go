@@ -273,6 +273,21 @@ func CheckLifetime(d time.Duration) error {
 	return nil
 }
 
+// ParseLifetime reads an access-token lifetime as an owner types it: a
+// Go duration such as 90s, 1h or 2160h, a whole number of seconds of at
+// least one; "" or "default" is 0, the platform's oauth.token_lifetime.
+func ParseLifetime(v string) (time.Duration, error) {
+	v = strings.TrimSpace(v)
+	if v == "" || v == "default" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d == 0 || CheckLifetime(d) != nil {
+		return 0, bridge.Errorf(bridge.EINVALID, "%q is not a lifetime: a whole number of seconds, at least 1s (examples: 90s, 1h, 2160h)", v)
+	}
+	return d, nil
+}
+
 // SetAppAccessTokenLifetime sets the lifetime of the app's access tokens
 // issued from now on; 0 returns to the platform's default.
 func (s *Service) SetAppAccessTokenLifetime(ctx context.Context, clientID string, d time.Duration) error {

@@ -273,3 +273,77 @@ func TestAudit(t *testing.T) {
 		t.Errorf("Audit of the hub's installation: %v, want it to name the hub", err)
 	}
 }
+
+// TestParseLifetime: a lifetime as an owner types it, the rule
+// CheckLifetime's; blank or "default" is the platform's.
+func TestParseLifetime(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 0, " ": 0, "default": 0, "90s": 90 * time.Second, " 1h ": time.Hour, "2160h": 2160 * time.Hour} {
+		if d, err := admin.ParseLifetime(in); err != nil || d != want {
+			t.Errorf("ParseLifetime(%q) = %v, %v; want %v", in, d, err, want)
+		}
+	}
+	for _, bad := range []string{"0", "0s", "1.5s", "500ms", "-1h", "an hour", "1"} {
+		_, err := admin.ParseLifetime(bad)
+		wantCode(t, "lifetime "+bad, err, bridge.EINVALID)
+		if err != nil && !strings.Contains(err.Error(), "examples: 90s") {
+			t.Errorf("ParseLifetime(%q): %v, want the examples", bad, err)
+		}
+	}
+}
+
+// TestHubStates: a hub never heard from, one whose link is up and
+// whose replica is behind, one that called long ago and had a second
+// process refused a day and more ago.
+func TestHubStates(t *testing.T) {
+	ctx := context.Background()
+	s, db := newService(t)
+	now := time.Now()
+	never, _, err := s.AddHub(ctx, "never", "https://never.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, _, err := s.AddHub(ctx, "up", "https://up.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down, _, err := s.AddHub(ctx, "down", "https://down.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetInventory(ctx, up.ID, "1.2.3", []bridge.RemoteLocation{{ID: 7, Name: "Barn"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	seq, err := db.ChangeSeq(ctx)
+	if err != nil || seq == 0 {
+		t.Fatalf("ChangeSeq = %d, %v: want the new location's change", seq, err)
+	}
+	if err := db.TouchHub(ctx, up.ID, 0, now.Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.TouchHub(ctx, down.ID, seq, now.Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetHubConflict(ctx, up.ID, "a second process", now.Add(-time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetHubConflict(ctx, down.ID, "a second process", now.Add(-25*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	states, err := s.HubStates(ctx, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]admin.HubState{}
+	for _, st := range states {
+		got[st.ID] = st
+	}
+	if st := got[never.ID]; st.Link != "never" || st.Lag != seq || st.ConflictRecent {
+		t.Errorf("the hub never heard from: %s, lag %d, conflict %v; want never, lag %d", st.Link, st.Lag, st.ConflictRecent, seq)
+	}
+	if st := got[up.ID]; st.Link != "up" || st.Lag != seq || !st.ConflictRecent || st.Version != "1.2.3" || len(st.Locations) != 1 {
+		t.Errorf("the hub that called a second ago: %+v; want up, lag %d, a recent conflict, version 1.2.3, location 7", st, seq)
+	}
+	if st := got[down.ID]; st.Link != "down" || st.Lag != 0 || st.ConflictRecent {
+		t.Errorf("the hub that called an hour ago: %s, lag %d, conflict %v; want down, lag 0, no recent conflict", st.Link, st.Lag, st.ConflictRecent)
+	}
+}

@@ -47,5 +47,8 @@ var templates = sync.OnceValue(func() map[string]*template.Template { return con
 // Register adds the pages to mux and their entries to the console's menu.
 func (p *Pages) Register(mux *http.ServeMux) {
 	p.registerUsers(mux)
+	p.registerApps(mux)
+	p.registerInstallations(mux)
+	p.registerHubs(mux)
 	p.registerSignIn(mux)
 }
