@@ -77,11 +77,11 @@ func (l *lifetimeFlag) Set(v string) error {
 }
 
 func parseLifetime(v string) (time.Duration, error) {
-	d, err := time.ParseDuration(v)
-	if err != nil || d == 0 || admin.CheckLifetime(d) != nil {
-		return 0, fmt.Errorf("%q is not a lifetime: a whole number of seconds, at least 1s (examples: 90s, 1h, 2160h)", v)
+	d, err := admin.ParseLifetime(v)
+	if err == nil && d == 0 { // "default" or blank: not a lifetime here
+		err = fmt.Errorf("%q is not a lifetime: a whole number of seconds, at least 1s (examples: 90s, 1h, 2160h)", v)
 	}
-	return d, nil
+	return d, err
 }
 
 func appSetPublished(published bool) func(*invocation) error {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge/platform/admin"
-	"github.com/switchbridge/switchbridge/bridge/platform/linkserver"
 )
 
 func hubAdd(fs *flag.FlagSet) func(*invocation) error {
@@ -62,44 +61,33 @@ type hubListEntry struct {
 	// acknowledged cursor.
 	Lag int64 `json:"replica_lag"`
 	// Conflict is why the platform last refused a second process with
-	// this hub's credentials, within conflictShown, and when.
+	// this hub's credentials, within admin.ConflictShown, and when.
 	Conflict   string `json:"conflict,omitempty"`
 	ConflictAt string `json:"conflict_at,omitempty"`
 }
-
-// conflictShown is how long hub list shows a refused second process.
-const conflictShown = 24 * time.Hour
 
 func hubList(fs *flag.FlagSet) func(*invocation) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(c *invocation) error { return c.hubList(*asJSON) }
 }
 
+// hubList lists the hubs as the admin service sees them (the console's
+// hubs page shows the same).
 func (c *invocation) hubList(asJSON bool) error {
-	ctx, db := c.ctx, c.store
-	hubs, err := db.Hubs(ctx)
+	states, err := c.admin.HubStates(c.ctx, time.Now())
 	if err != nil {
 		return err
 	}
-	seq, err := db.ChangeSeq(ctx)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	out := make([]hubListEntry, 0, len(hubs))
-	for _, h := range hubs {
-		e := hubListEntry{ID: h.ID, Name: h.Name, BaseURL: h.BaseURL, Link: "never", Version: h.Version, Locations: []int64{}, Lag: max(seq-h.Cursor, 0)}
+	out := make([]hubListEntry, 0, len(states))
+	for _, h := range states {
+		e := hubListEntry{ID: h.ID, Name: h.Name, BaseURL: h.BaseURL, Link: h.Link, Version: h.Version, Locations: []int64{}, Lag: h.Lag}
 		if !h.LastSeen.IsZero() {
-			e.Link = "down"
-			if now.Sub(h.LastSeen) < linkserver.OnlineWithin {
-				e.Link = "up"
-			}
 			e.LastSeen = h.LastSeen.UTC().Format(time.RFC3339)
 		}
 		for _, l := range h.Locations {
 			e.Locations = append(e.Locations, l.ID)
 		}
-		if h.Conflict != "" && now.Sub(h.ConflictAt) < conflictShown {
+		if h.ConflictRecent {
 			e.Conflict, e.ConflictAt = h.Conflict, h.ConflictAt.UTC().Format(time.RFC3339)
 		}
 		out = append(out, e)
