@@ -8,7 +8,24 @@ import (
 	"net/http"
 
 	"github.com/switchbridge/switchbridge/bridge/console"
+	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
+	"github.com/switchbridge/switchbridge/bridge/platform/accounts"
 	"github.com/switchbridge/switchbridge/bridge/platform/adminpages"
+)
+
+// consoleRecords are what the console's hub pages read and change: the
+// hub's records (webhooks, the audit log) and the platform's that name
+// the installations, apps and users in them, which a single box keeps
+// side by side.
+type consoleRecords struct {
+	*hubRecords
+	*platformRecords
+}
+
+// hubRecords and platformRecords name the two for consoleRecords' fields.
+type (
+	hubRecords      = hubstore.Store
+	platformRecords = accounts.Store
 )
 
 // openConsole builds the console over the platform's login and admin
@@ -21,7 +38,7 @@ func (d *Daemon) openConsole(mux *http.ServeMux) {
 	if len(d.Hub.Switchboard.Locations()) > 0 {
 		o.Hub = &console.Hub{
 			Switchboard: d.Hub.Switchboard, Feed: d.Hub.Feed, Limit: d.Hub.API.Limit,
-			Records: d.HubStore, Devices: d.HubStore,
+			Records: consoleRecords{d.HubStore, d.Accounts}, Devices: d.HubStore,
 		}
 	}
 	c := console.New(o)
