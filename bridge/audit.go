@@ -33,14 +33,36 @@ const (
 	OutcomeNotSent = "not_sent"
 )
 
-// AuditFilter selects audit records: of one installation, of one switch,
-// at or after Since; each when set. Limit bounds how many (the newest);
-// none when 0.
+// AuditFilter selects audit records: of one installation, of one app (its
+// client id), of one switch, at or after Since; each when set. Limit
+// bounds how many (the newest); none when 0.
 type AuditFilter struct {
 	InstallationID string
+	ClientID       string
 	SwitchID       string
 	Since          time.Time
 	Limit          int
+}
+
+// outcomeText are the outcomes in words.
+var outcomeText = map[string]string{
+	OutcomeOK:       "done",
+	OutcomeNotSent:  "not sent (refused for another switch)",
+	FailSeeOnly:     "refused: it may only see this switch",
+	FailUnsupported: "refused: the switch cannot do this",
+	FailRateLimited: "refused: switched too often",
+	FailTimeout:     "no answer from the device",
+	FailUnavailable: "the device was offline",
+	FailError:       "the device failed",
+}
+
+// OutcomeText is how a page words an audit record's outcome; an outcome
+// it does not know, as it is.
+func OutcomeText(outcome string) string {
+	if t, ok := outcomeText[outcome]; ok {
+		return t
+	}
+	return outcome
 }
 
 // Audit log bounds when the config does not set them (audit.max_age,

@@ -149,3 +149,23 @@ func TestAuditStoreFailure(t *testing.T) {
 		t.Errorf("a confirmed, not stored: %v, want unavailable", err)
 	}
 }
+
+// TestOutcomeText: every outcome a record can have is put in words, each
+// its own; one the words do not know is shown as it is.
+func TestOutcomeText(t *testing.T) {
+	seen := map[string]string{}
+	for _, o := range []string{bridge.OutcomeOK, bridge.OutcomeNotSent, bridge.FailSeeOnly, bridge.FailUnsupported,
+		bridge.FailRateLimited, bridge.FailTimeout, bridge.FailUnavailable, bridge.FailError} {
+		text := bridge.OutcomeText(o)
+		if text == o || text == "" {
+			t.Errorf("outcome %q has no words: %q", o, text)
+		}
+		if other, ok := seen[text]; ok {
+			t.Errorf("outcomes %q and %q read alike: %q", o, other, text)
+		}
+		seen[text] = o
+	}
+	if got := bridge.OutcomeText("new_reason"); got != "new_reason" {
+		t.Errorf("an unknown outcome reads %q", got)
+	}
+}

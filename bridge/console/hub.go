@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
 )
@@ -24,9 +25,28 @@ type Hub struct {
 	Devices Devices
 }
 
-// Records are the hub's records the console reads and changes.
+// Records are the hub's records the console reads and changes (its
+// webhooks and audit log), and what names the installations, apps and
+// users in them: on a single box the hub's records beside the
+// platform's.
 type Records interface {
 	Audit(ctx context.Context, f bridge.AuditFilter) ([]bridge.AuditRecord, error)
+	// Webhooks are an installation's webhooks; every installation's when
+	// installationID is "".
+	Webhooks(ctx context.Context, installationID string) ([]*bridge.Webhook, error)
+	// DisableWebhook stops deliveries to a webhook and empties its
+	// outbox, as the webhook service does to a receiver that is gone.
+	DisableWebhook(ctx context.Context, id, reason string) error
+	// EnableWebhook delivers to a disabled webhook again; ENOTFOUND for
+	// none, ECONFLICT for one not disabled.
+	EnableWebhook(ctx context.Context, id string) error
+	// Installation is ENOTFOUND for one that is gone.
+	Installation(ctx context.Context, id string) (*bridge.Installation, error)
+	// GrantLive reports whether anyone holds a live token of an
+	// installation's grant: its webhooks are suspended otherwise.
+	GrantLive(ctx context.Context, installationID string, now time.Time) (bool, error)
+	App(ctx context.Context, clientID string) (*bridge.App, error)
+	UserByID(ctx context.Context, id int64) (*bridge.User, error)
 }
 
 // Devices are the devices a hub discovered and their adoption.
@@ -35,4 +55,7 @@ type Devices interface {
 }
 
 // registerHub adds the hub's pages.
-func (c *Console) registerHub(mux *http.ServeMux) {}
+func (c *Console) registerHub(mux *http.ServeMux) {
+	c.registerWebhooks(mux)
+	c.registerAudit(mux)
+}

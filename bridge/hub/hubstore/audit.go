@@ -22,6 +22,9 @@ func (s *Store) Audit(ctx context.Context, f bridge.AuditFilter) ([]bridge.Audit
 	if f.InstallationID != "" {
 		where, args = append(where, "installation_id = ?"), append(args, f.InstallationID)
 	}
+	if f.ClientID != "" {
+		where, args = append(where, "client_id = ?"), append(args, f.ClientID)
+	}
 	if f.SwitchID != "" {
 		where, args = append(where, "switch_id = ?"), append(args, f.SwitchID)
 	}

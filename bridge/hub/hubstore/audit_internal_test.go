@@ -77,6 +77,8 @@ func TestAuditRidesTheJournal(t *testing.T) {
 		want string
 	}{
 		{bridge.AuditFilter{InstallationID: "inst-1"}, "r1"},
+		{bridge.AuditFilter{ClientID: "app-2"}, recs[1].RequestID},
+		{bridge.AuditFilter{ClientID: "app-1", SwitchID: "kitchen"}, "r1"},
 		{bridge.AuditFilter{SwitchID: "hall"}, recs[1].RequestID},
 		{bridge.AuditFilter{Since: at.Add(time.Second)}, recs[1].RequestID},
 	} {
@@ -132,6 +134,50 @@ func TestAuditBounds(t *testing.T) {
 		}
 		if got, _ := db.Audit(ctx, bridge.AuditFilter{Limit: 2}); len(got) != 2 || got[0].RequestID != "a" {
 			t.Errorf("Limit 2: %+v, want the two newest", got)
+		}
+	})
+}
+
+// TestAuditByApp: the app filter selects one client id's records, exactly
+// (no prefix, no case folding), with the other filters and the limit,
+// newest first. On both dialects.
+func TestAuditByApp(t *testing.T) {
+	storetest.ForEachDialect(t, func(t *testing.T) {
+		ctx := context.Background()
+		db := New(storetest.Open(t, t.TempDir()))
+		at := time.UnixMilli(1_800_000_000_000)
+		var recs []bridge.AuditRecord
+		for i, c := range []string{"app-a", "app-b", "app-a", "APP-A", "app-a", "app"} {
+			sw := "kitchen"
+			if i == 4 {
+				sw = "hall"
+			}
+			recs = append(recs, bridge.AuditRecord{At: at.Add(time.Duration(i) * time.Second), InstallationID: "inst-" + c, ClientID: c,
+				SwitchID: sw, Command: "on", Outcome: "ok", RequestID: fmt.Sprint("r", i)})
+		}
+		if err := db.FoldJournalAudited(ctx, nil, recs, store.JournalMark{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			f    bridge.AuditFilter
+			want string
+		}{
+			{bridge.AuditFilter{ClientID: "app-a"}, "r4 r2 r0"},
+			{bridge.AuditFilter{ClientID: "app"}, "r5"},
+			{bridge.AuditFilter{ClientID: "app-a", SwitchID: "kitchen"}, "r2 r0"},
+			{bridge.AuditFilter{ClientID: "app-a", Limit: 1}, "r4"},
+			{bridge.AuditFilter{ClientID: "app-a", Since: at.Add(2 * time.Second)}, "r4 r2"},
+			{bridge.AuditFilter{ClientID: "app-b", InstallationID: "inst-app-a"}, ""},
+			{bridge.AuditFilter{ClientID: "none"}, ""},
+		} {
+			got, err := db.Audit(ctx, c.f)
+			var ids []string
+			for _, r := range got {
+				ids = append(ids, r.RequestID)
+			}
+			if err != nil || strings.Join(ids, " ") != c.want {
+				t.Errorf("audit %+v = %q, %v; want %q", c.f, ids, err, c.want)
+			}
 		}
 	})
 }

@@ -261,6 +261,25 @@ func (s *Store) DisableWebhook(ctx context.Context, id, reason string) error {
 	return s.db.Note(tx.Commit())
 }
 
+// EnableWebhook lets a disabled webhook be delivered to again, as an
+// owner asks: its reason and its failures are forgotten, so it has
+// webhook.MaxFailing again before it is disabled for failing. Nothing
+// that happened while it was disabled is sent. ENOTFOUND when there is
+// no such webhook, ECONFLICT when it is not disabled.
+func (s *Store) EnableWebhook(ctx context.Context, id string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE webhooks SET disabled_reason = '', failing_since = 0 WHERE id = ? AND disabled_reason <> ''`, id)
+	if err != nil {
+		return s.db.Note(err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n > 0 {
+		return s.db.Note(err)
+	}
+	if _, err := s.Webhook(ctx, id); err != nil {
+		return err
+	}
+	return bridge.Errorf(bridge.ECONFLICT, "webhook %s is not disabled", id)
+}
+
 // DropWebhookDeliveries empties the outbox of an installation's webhooks
 // and returns how many deliveries it dropped: its grant has no live token,
 // and what waited is not sent once it has one again.

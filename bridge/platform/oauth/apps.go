@@ -68,18 +68,6 @@ type HubRecords interface {
 	Audit(ctx context.Context, f bridge.AuditFilter) ([]bridge.AuditRecord, error)
 }
 
-// outcomeText is how the page words an audit record's outcome.
-var outcomeText = map[string]string{
-	bridge.OutcomeOK:       "done",
-	bridge.OutcomeNotSent:  "not sent (refused for another switch)",
-	bridge.FailSeeOnly:     "refused: it may only see this switch",
-	bridge.FailUnsupported: "refused: the switch cannot do this",
-	bridge.FailRateLimited: "refused: switched too often",
-	bridge.FailTimeout:     "no answer from the device",
-	bridge.FailUnavailable: "the device was offline",
-	bridge.FailError:       "the device failed",
-}
-
 // webhookView is one of an installation's webhooks as the page shows it.
 type webhookView struct {
 	URL, Status string
@@ -206,12 +194,8 @@ func (s *Server) addActions(ctx context.Context, v *connectedView, in *bridge.In
 		return err
 	}
 	for _, r := range recs {
-		out, ok := outcomeText[r.Outcome]
-		if !ok {
-			out = r.Outcome
-		}
 		v.Actions = append(v.Actions, actionView{At: r.At.Local().Format(actionTime), Switch: s.switchNames(ctx, in.LocationID, []string{r.SwitchID}),
-			Command: string(r.Command), Outcome: out, OK: r.Outcome == bridge.OutcomeOK})
+			Command: string(r.Command), Outcome: bridge.OutcomeText(r.Outcome), OK: r.Outcome == bridge.OutcomeOK})
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/wire"
@@ -13,6 +14,26 @@ import (
 
 //go:embed pages/*.html
 var pageFiles embed.FS
+
+// pagesCSS is the pages' stylesheet (StylesheetPath).
+//
+//go:embed pages/pages.css
+var pagesCSS []byte
+
+// StylesheetPath is where the pages' stylesheet is served: a file, not a
+// <style> element, so that their Content-Security-Policy allows no inline
+// style.
+const StylesheetPath = "/oauth/pages.css"
+
+// serveStylesheet answers with the pages' stylesheet, with the pages'
+// headers but for caching: a browser may keep it, and asks again before
+// it uses it (a new release changes it).
+func serveStylesheet(w http.ResponseWriter, r *http.Request) {
+	pageHeaders(w)
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	http.ServeContent(w, r, "pages.css", time.Time{}, bytes.NewReader(pagesCSS))
+}
 
 // pages is parsed at the first page served, not at start: a hub whose
 // users never open a login page (one of a platform's, or one only apps

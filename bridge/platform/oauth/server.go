@@ -116,6 +116,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	mux.HandleFunc("POST /oauth/authorize", s.handleConsent)
 	mux.HandleFunc("POST /oauth/login", s.handleLogin)
 	mux.HandleFunc("POST /oauth/logout", s.handleLogout)
+	mux.HandleFunc("GET "+StylesheetPath, serveStylesheet)
 	mux.HandleFunc("/oauth/token", s.handleToken)
 	mux.HandleFunc("/oauth/revoke", s.handleRevoke)
 	mux.HandleFunc("GET "+MetadataPath, s.handleMetadata)
