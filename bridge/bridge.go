@@ -120,6 +120,9 @@ type Switch struct {
 	// may be commanded, in place of its driver's default (a zero
 	// ChangeLimit: no cap). Nil leaves the driver's default; see Limit.
 	MaxChanges *ChangeLimit
+	// Confirm asks the owner's console to ask before it switches the
+	// switch: a relay whose switching matters (a pump, a heater).
+	Confirm bool
 }
 
 // Location is a grouping of switches, as configured.

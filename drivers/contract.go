@@ -34,6 +34,8 @@ type Spec struct {
 	// MaxChanges is the switch's max_changes, for the hub; nil when the
 	// config leaves it to the device's default.
 	MaxChanges *bridge.ChangeLimit
+	// Confirm is the switch's confirm, for the hub's console.
+	Confirm bool
 }
 
 // Env is what the daemon gives a driver.

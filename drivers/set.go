@@ -88,7 +88,7 @@ func Build(cfg *config.Config, reg Registry, env Env) (*Set, error) {
 			if d == nil {
 				continue
 			}
-			spec := Spec{ID: s.ID, Name: s.Name, LocationID: l.ID, Options: s.Options, Line: s.Line, MaxChanges: maxChanges(s.MaxChanges)}
+			spec := Spec{ID: s.ID, Name: s.Name, LocationID: l.ID, Options: s.Options, Line: s.Line, MaxChanges: maxChanges(s.MaxChanges), Confirm: s.Confirm}
 			if err := d.Add(spec); err != nil {
 				var sub *config.Problems
 				if errors.As(err, &sub) {
@@ -267,7 +267,7 @@ func (s *Set) OpenReplacing(ctx context.Context, old *Set) ([]*bridge.Switch, er
 				s.Close()
 				return nil, fmt.Errorf("driver %s returned no device for switch %q", name, spec.ID)
 			}
-			out = append(out, &bridge.Switch{ID: spec.ID, Name: spec.Name, Driver: name, LocationID: spec.LocationID, Device: dev, MaxChanges: spec.MaxChanges})
+			out = append(out, &bridge.Switch{ID: spec.ID, Name: spec.Name, Driver: name, LocationID: spec.LocationID, Device: dev, MaxChanges: spec.MaxChanges, Confirm: spec.Confirm})
 		}
 	}
 	return out, nil

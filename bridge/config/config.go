@@ -7,6 +7,7 @@ package config
 // writes them; load.go reads them, validate.go checks them.
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"reflect"
@@ -205,15 +206,18 @@ type Switch struct {
 	// MaxChanges caps how often the switch's device may be commanded; nil
 	// leaves it to the driver (a GPIO relay has a cap, other devices none).
 	MaxChanges *ChangeLimit
-	Options    *yaml.Node // a mapping node with the driver's own keys
-	Line       int
+	// Confirm makes the owner's console ask before it switches the
+	// switch (a pump, a heater, a door): confirm: true.
+	Confirm bool
+	Options *yaml.Node // a mapping node with the driver's own keys
+	Line    int
 }
 
 // SwitchKeys lists the keys every switch has, whatever its driver, sorted:
 // UnmarshalYAML keeps them out of Options, so a driver (or an MQTT
 // profile) must not take one of them for a key of its own, which would
 // never reach it.
-func SwitchKeys() []string { return []string{"driver", "id", "max_changes", "name"} }
+func SwitchKeys() []string { return []string{"confirm", "driver", "id", "max_changes", "name"} }
 
 // UnmarshalYAML splits the common keys from the driver's own
 // (SwitchKeys).
@@ -223,11 +227,20 @@ func (s *Switch) UnmarshalYAML(n *yaml.Node) error {
 	}
 	s.Line = n.Line
 	s.Options = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line, Column: n.Column}
-	var limitErr error
+	var limitErr, confirmErr error
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		var dst *string
 		switch k.Value {
+		case "confirm":
+			// true or false, as YAML writes them: a "yes" or "on" here
+			// is a typo, not a wish.
+			if v.Kind != yaml.ScalarNode {
+				confirmErr = typeError(v, "confirm must be true or false")
+			} else if v.ShortTag() != "!!bool" || v.Decode(&s.Confirm) != nil {
+				confirmErr = typeError(v, fmt.Sprintf("confirm must be true or false, not %q", v.Value))
+			}
+			continue
 		case "max_changes":
 			s.MaxChanges = new(ChangeLimit)
 			// Its problems are reported once the common keys are read:
@@ -249,7 +262,21 @@ func (s *Switch) UnmarshalYAML(n *yaml.Node) error {
 		}
 		*dst = v.Value
 	}
-	return limitErr
+	// One *yaml.TypeError for both: decoding goes on past it, and
+	// every problem keeps its line.
+	var te yaml.TypeError
+	for _, err := range []error{limitErr, confirmErr} {
+		var e *yaml.TypeError
+		if errors.As(err, &e) {
+			te.Errors = append(te.Errors, e.Errors...)
+		} else if err != nil {
+			return err
+		}
+	}
+	if len(te.Errors) > 0 {
+		return &te
+	}
+	return nil
 }
 
 // Duration is a time.Duration written as "5s", "10m" or "2160h".

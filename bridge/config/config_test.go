@@ -41,6 +41,10 @@ func TestBadConfigs(t *testing.T) {
 			`:8: a platform on PostgreSQL has no switches of its own`,
 		},
 		"storage-empty.bad.yaml": {`:2: storage.postgres needs dsn_file`},
+		"confirm.bad.yaml": {
+			`:5: confirm must be true or false, not "yes"`,
+			`:6: confirm must be true or false`,
+		},
 		"url-userinfo.bad.yaml": {
 			`:2: server.public_url "https://…@hub.example.net" must be an absolute http(s) URL without user`,
 			`:5: platform.url "http://…@platform.example.net:8080" must be the platform's public URL`,

@@ -18,8 +18,11 @@ func TestSwitchKeys(t *testing.T) {
 	b.WriteString("locations: [{id: 1, name: Home, switches: [{")
 	for _, k := range keys {
 		v := "x"
-		if k == "max_changes" {
+		switch k {
+		case "max_changes":
 			v = "off"
+		case "confirm":
+			v = "true"
 		}
 		b.WriteString(k + ": " + v + ", ")
 	}
@@ -27,6 +30,9 @@ func TestSwitchKeys(t *testing.T) {
 	cfg, err := config.Load("x.yaml", config.Text(b.String()))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !cfg.Locations[0].Switches[0].Confirm {
+		t.Error("confirm: true did not make the switch one to confirm")
 	}
 	opts := cfg.Locations[0].Switches[0].Options
 	if len(opts.Content) != 2 || opts.Content[0].Value != "own" {

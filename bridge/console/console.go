@@ -118,6 +118,7 @@ type Console struct {
 	logger *slog.Logger
 	origin string // scheme://host[:port] of PublicURL
 	menu   []MenuItem
+	live   liveStreams // the switches page's event streams
 }
 
 // MenuItem is an entry of the console's menu.

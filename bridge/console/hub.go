@@ -51,11 +51,58 @@ type Records interface {
 
 // Devices are the devices a hub discovered and their adoption.
 type Devices interface {
+	// DiscoveredDevices lists the devices, each with the configured
+	// switch that uses it (UsedBy).
 	DiscoveredDevices(ctx context.Context) ([]bridge.DiscoveredDevice, error)
+	// Adopt adds a discovered device's switch to the config file, as
+	// switchbridge devices adopt does, and has the hub serve it.
+	Adopt(ctx context.Context, r AdoptRequest) (*Adopted, error)
 }
 
-// registerHub adds the hub's pages.
+// AdoptRequest is an adoption the owner asks for: a discovered device,
+// the location its switch goes into, and the switch's id and name (""
+// for the ones the device's entry proposes).
+type AdoptRequest struct {
+	Device   string
+	Location int64
+	ID, Name string
+}
+
+// Adopted is what an adoption did.
+type Adopted struct {
+	SwitchID string
+	// File is the config file the switch was added to; Backup the
+	// previous file.
+	File, Backup string
+	// Login is the embedded broker's login the device logs in with, ""
+	// for none (another broker's); Password is set when the adoption
+	// made that login: a secret, shown once.
+	Login, Password string
+	// ClientID is the client id the device announced itself with, now
+	// Login's; Unbound, when set, says why it could not be bound.
+	ClientID string
+	Unbound  error
+	// NotServed, when set, says why the hub does not serve the new
+	// switch yet: its reload failed.
+	NotServed error
+}
+
+// ConsoleInstallation is the installation the audit log and the feed name
+// for a command an owner sent at the console (bridge.Sender): no app's
+// installation has that id.
+const ConsoleInstallation = "console"
+
+// registerHub adds the hub's pages: its switches, live and switched from
+// the page, the devices it discovered, adopted from the page, its
+// webhooks and its audit log.
 func (c *Console) registerHub(mux *http.ServeMux) {
+	c.AddMenu("switches", "Switches")
+	c.AddMenu("devices", "Devices")
+	c.Handle(mux, "GET "+Path+"switches", c.switches)
+	c.Handle(mux, "POST "+Path+"switches/{id}/{command}", c.command)
+	c.Handle(mux, "GET "+Path+"events", c.events)
+	c.Handle(mux, "GET "+Path+"devices", c.devices)
+	c.Handle(mux, "POST "+Path+"devices/adopt", c.adopt)
 	c.registerWebhooks(mux)
 	c.registerAudit(mux)
 }

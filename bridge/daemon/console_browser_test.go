@@ -74,6 +74,12 @@ func startConsoleHub(t *testing.T, configText string) *consoleHub {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return startConsoleHubWith(t, cfg)
+}
+
+// startConsoleHubWith is startConsoleHub for a config already loaded.
+func startConsoleHubWith(t *testing.T, cfg *config.Config) *consoleHub {
+	t.Helper()
 	logtest.NoteSecret(ownerPassword)
 	logtest.NoteSecret(otherPassword)
 	logs := logtest.Watched(t, "the console test's hub")

@@ -23,6 +23,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/bridge/console"
 	"github.com/switchbridge/switchbridge/bridge/hub"
 	"github.com/switchbridge/switchbridge/bridge/hub/api"
 	"github.com/switchbridge/switchbridge/bridge/hub/hubstore"
@@ -65,6 +66,7 @@ type Daemon struct {
 	DemoURL string
 
 	logger    *slog.Logger
+	reg       drivers.Registry
 	recent    *recentlog.Ring // the log's last warnings and errors
 	started   time.Time
 	ln        *limitListener
@@ -72,6 +74,10 @@ type Daemon struct {
 	handler   http.Handler
 	publicURL string
 	certs     *certs.Loader // nil without server.tls
+	// console is the owner's console, on a hub of a platform too.
+	console *console.Console
+	// reloadMu makes reloads one at a time: SIGHUP's and the console's.
+	reloadMu sync.Mutex
 
 	metricsLn     net.Listener
 	metricsServer *http.Server
@@ -94,7 +100,7 @@ func Open(ctx context.Context, cfg *config.Config, reg drivers.Registry, logger 
 	// The last warnings stay in memory for the console's overview.
 	recent := recentlog.NewRing(slog.LevelWarn)
 	logger = slog.New(recent.Wrap(logger.Handler()))
-	d := &Daemon{Config: cfg, logger: logger, recent: recent, started: time.Now()}
+	d := &Daemon{Config: cfg, logger: logger, reg: reg, recent: recent, started: time.Now()}
 	defer func() {
 		if err != nil {
 			d.Close()
@@ -200,6 +206,9 @@ func (d *Daemon) buildServers(mux *http.ServeMux) {
 	// Shutdown waits for requests to end; event streams do not by
 	// themselves.
 	d.server.RegisterOnShutdown(d.API.CloseStreams)
+	if d.console != nil {
+		d.server.RegisterOnShutdown(d.console.CloseStreams)
+	}
 	if d.certs != nil {
 		d.server.TLSConfig = d.certs.TLSConfig()
 	}

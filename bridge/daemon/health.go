@@ -38,6 +38,7 @@ func healthItems(ctx context.Context, d *Daemon) []console.HealthItem {
 		}
 		items = append(items, console.HealthItem{Name: "Switches", Value: fmt.Sprintf("%d, %d of them unavailable", all, down), Problem: down > 0})
 	}
+	items = append(items, mqttHealth(d)...)
 	if l := d.Link; l != nil {
 		it := console.HealthItem{Name: "Platform link", Value: "linked to " + d.Config.Platform.URL + ", replica " + l.ReplicaAge().Round(time.Second).String() + " old"}
 		if !l.Up() {
@@ -67,4 +68,39 @@ func healthItems(ctx context.Context, d *Daemon) []console.HealthItem {
 		items = append(items, console.HealthItem{Name: r.Level.String() + " " + r.Time.Local().Format("2 Jan 15:04:05"), Value: r.Text, Problem: true})
 	}
 	return items
+}
+
+// mqttHealth is the MQTT driver's lines, read back from its metrics (the
+// driver exports them; nothing else in the daemon knows a driver): its
+// connection to the broker and, when the broker is the embedded one, the
+// clients connected to it. None without an MQTT switch.
+func mqttHealth(d *Daemon) []console.HealthItem {
+	mfs, err := d.Metrics.Registry().Gather()
+	if err != nil && len(mfs) == 0 {
+		return nil
+	}
+	var items, clients []console.HealthItem
+	for _, mf := range mfs {
+		switch mf.GetName() {
+		case "switchbridge_mqtt_connected":
+			for _, m := range mf.GetMetric() {
+				broker := ""
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "broker" {
+						broker = l.GetValue()
+					}
+				}
+				it := console.HealthItem{Name: "MQTT broker", Value: "connected to " + broker}
+				if m.GetGauge().GetValue() != 1 {
+					it.Value, it.Problem = "not connected to "+broker+": the MQTT switches are unavailable until the hub reconnects", true
+				}
+				items = append(items, it)
+			}
+		case "switchbridge_mqtt_broker_clients":
+			for _, m := range mf.GetMetric() {
+				clients = append(clients, console.HealthItem{Name: "Embedded broker", Value: fmt.Sprintf("%d clients connected (plugs, bridges, devices onboarding)", int(m.GetGauge().GetValue()))})
+			}
+		}
+	}
+	return append(items, clients...)
 }

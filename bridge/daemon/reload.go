@@ -16,6 +16,9 @@ import (
 // that need a restart (server, data_dir, oauth, log, audit, demo,
 // platform.url and platform.hub_id) are left as they were, with a warning when they changed.
 func (d *Daemon) Reload(ctx context.Context, cfg *config.Config) error {
+	// SIGHUP's and the console's (after an adoption) may come at once.
+	d.reloadMu.Lock()
+	defer d.reloadMu.Unlock()
 	for name, changed := range map[string]bool{
 		"server":   cfg.Server != d.Config.Server,
 		"data_dir": cfg.DataDir != d.Config.DataDir,

@@ -9,7 +9,7 @@ import (
 	"syscall"
 
 	"github.com/switchbridge/switchbridge/bridge/config"
-	"github.com/switchbridge/switchbridge/bridge/infra/certs"
+	"github.com/switchbridge/switchbridge/bridge/hub/adopt"
 	"github.com/switchbridge/switchbridge/drivers"
 	"github.com/switchbridge/switchbridge/drivers/builtin"
 )
@@ -39,45 +39,23 @@ func checkConfig(c *invocation) error {
 }
 
 // checkProblems checks the config at path as check-config does, every
-// problem listed at once; opts may give its text (config.Text), which
-// devices adopt checks before it writes it.
+// problem listed at once: the checks devices adopt makes too
+// (adopt.CheckFile), then the ports; opts may give its text
+// (config.Text), which devices adopt checks before it writes it.
 //
 // The ports a running daemon of this config's database holds come back
 // as warnings (taken), with the rest of what check-config warns of left
 // to it.
 func checkProblems(path string, opts ...config.Option) (cfg *config.Config, set *drivers.Set, taken []config.Problem, err error) {
-	ps := &config.Problems{}
-	cfg, err = config.Load(path, append([]config.Option{config.ForServe(), config.AllProblems(ps)}, opts...)...)
+	cfg, set, err = adopt.CheckFile(path, builtin.Registry(), opts...)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	// The drivers' own keys are checked even when the rest has problems, so
-	// one run lists everything there is to fix.
-	if cfg != nil {
-		var derr error
-		set, derr = drivers.Build(cfg, builtin.Registry(), drivers.Env{})
-		ps.Merge(derr, 0)
-		if set != nil {
-			// The drivers' own listeners, checked as serve checks them.
-			ps.Merge(set.CheckListens(cfg.File), 0)
-		}
-		// The files serve would refuse to start with, checked here with
-		// the rights check-config runs with (run it as the service user).
-		if t := cfg.Server.TLS; t.CertFile != "" && t.KeyFile != "" {
-			if _, err := certs.Load(t.CertFile, t.KeyFile); err != nil {
-				ps.List = append(ps.List, config.Problem{Line: cfg.TLSLine, Msg: "server.tls: " + err.Error()})
-			}
-		}
-	}
-	if cfg != nil && len(ps.List) == 0 {
-		// Only a config without other problems: a listener a typo made
-		// unusable is reported once, as that typo.
-		var errs []config.Problem
-		errs, taken = portsInUse(cfg, set, runningHub(cfg))
-		ps.List = append(ps.List, errs...)
-	}
-	if err := ps.Err(); err != nil {
-		return nil, nil, nil, err
+	// Only a config without other problems: a listener a typo made
+	// unusable is reported once, as that typo.
+	errs, taken := portsInUse(cfg, set, runningHub(cfg))
+	if len(errs) > 0 {
+		return nil, nil, nil, (&config.Problems{File: path, List: errs}).Err()
 	}
 	return cfg, set, taken, nil
 }

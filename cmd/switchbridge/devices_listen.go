@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/config"
+	"github.com/switchbridge/switchbridge/bridge/hub/adopt"
 	"github.com/switchbridge/switchbridge/drivers/mqtt"
 )
 
@@ -54,7 +55,7 @@ func devicesListen(fs *flag.FlagSet) func(*invocation) error {
 		if *open < time.Minute || *open > mqtt.MaxOnboarding {
 			return fmt.Errorf("--for %s: give between 1m and %s", *open, mqtt.MaxOnboarding)
 		}
-		password := newPassword()
+		password := adopt.NewPassword()
 		until := now.Add(*open)
 		if err := c.store.OpenMQTTOnboarding(c.ctx, mqtt.OnboardingHash(password), now, until); err != nil {
 			return err

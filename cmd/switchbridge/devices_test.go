@@ -145,7 +145,7 @@ func TestDevicesAdopt(t *testing.T) {
 		{"unknown device", []string{"tasmota-FFFFFFFFFFFF", "--location", "1"}, `no discovered device has the id "tasmota-FFFFFFFFFFFF": switchbridge devices lists them`},
 		{"device in use", []string{hallDevice.ID, "--location", "1"}, `device tasmota-A4CF12000002 is already switch "hall" of ` + cfg},
 		{"no such location", []string{kitchenDevice.ID, "--location", "9"}, "location 9 is not in " + cfg + " (its locations: 1 (Home), 2 (Shed))"},
-		{"switch id taken", []string{kitchenDevice.ID, "--location", "1", "--id", "lamp"}, `switch id "lamp" is taken (location 1): give another with --id`},
+		{"switch id taken", []string{kitchenDevice.ID, "--location", "1", "--id", "lamp"}, `switch id "lamp" is taken (location 1): give the new switch another id`},
 		{"config would not pass", []string{brokenDevice.ID, "--location", "1"}, "the config would not pass check-config with the device adopted, so it was left as it was"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

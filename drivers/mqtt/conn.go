@@ -119,6 +119,7 @@ func (d *driver) connect(ctx context.Context) error {
 			return err
 		}
 		d.broker = b
+		d.obs.brokerRunning(b, true)
 		d.url = "tcp://" + b.dialAddr
 		o.SetUsername(b.hubUser)
 		o.SetPassword(b.hubPassword)

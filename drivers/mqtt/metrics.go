@@ -4,6 +4,7 @@ import (
 	"net/url"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -23,17 +24,21 @@ type observer interface {
 	reconnect()                       // each reconnection attempt
 	message(direction string)         // dirIn per message received, dirOut per publish
 	brokerRefusal(reason string)      // the embedded broker refused something (a refused* reason)
+	// brokerRunning is told when the embedded broker b starts (true) and
+	// stops (false).
+	brokerRunning(b *embeddedBroker, running bool)
 }
 
 // metrics are the driver's Prometheus metrics. Registered through
 // drivers.Env.Metrics, which prefixes switchbridge_mqtt_, they are exported
-// as switchbridge_mqtt_connected, _reconnects_total, _messages_total and
-// _broker_refusals_total.
+// as switchbridge_mqtt_connected, _reconnects_total, _messages_total,
+// _broker_refusals_total and _broker_clients.
 type metrics struct {
 	up         *prometheus.GaugeVec
 	reconnects prometheus.Counter
 	messages   *prometheus.CounterVec
 	refusals   *prometheus.CounterVec
+	clients    *brokerClients
 	// in and out are messages' two series, looked up once: a command
 	// counts three messages (its publish and the plug's two reports), and
 	// a lookup in the vector hashes the label and takes its lock.
@@ -74,6 +79,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "broker_refusals_total",
 		Help: "What the embedded MQTT broker refused to a client or connection beyond its bounds, by reason.",
 	}, []string{"reason"})); err != nil {
+		return nil, err
+	}
+	if m.clients, err = drivers.RegisterCollector(reg, &brokerClients{desc: prometheus.NewDesc("broker_clients",
+		"Clients connected to the embedded MQTT broker (plugs, bridges, onboarding devices; not the hub's own); no series while no embedded broker runs.",
+		nil, nil)}); err != nil {
 		return nil, err
 	}
 	// Both directions from the start: a rate over a series that appears
@@ -120,6 +130,35 @@ func (m *metrics) message(direction string) {
 func (m *metrics) brokerRefusal(reason string) {
 	if slices.Contains(refusalReasons, reason) {
 		m.refusals.WithLabelValues(reason).Inc()
+	}
+}
+
+// brokerRunning notes the embedded broker the clients are counted of:
+// the one that started last, until it stops.
+func (m *metrics) brokerRunning(b *embeddedBroker, running bool) {
+	if running {
+		m.clients.b.Store(b)
+	} else {
+		m.clients.b.CompareAndSwap(b, nil)
+	}
+}
+
+// brokerClients exports the embedded broker's connected clients, counted
+// when scraped: the broker counts them itself, and a gauge kept beside
+// it could only drift from its count.
+type brokerClients struct {
+	desc *prometheus.Desc
+	// b is the running broker, nil when none runs. One for every driver
+	// (a reload builds the driver again on the collector the previous
+	// one registered), so the broker of the driver that opened last.
+	b atomic.Pointer[embeddedBroker]
+}
+
+func (c *brokerClients) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *brokerClients) Collect(ch chan<- prometheus.Metric) {
+	if b := c.b.Load(); b != nil {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(b.hook.pluggedIn(false)))
 	}
 }
 

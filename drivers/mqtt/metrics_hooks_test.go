@@ -1,13 +1,18 @@
 package mqtt
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/switchbridge/switchbridge/drivers"
+	"github.com/switchbridge/switchbridge/drivers/mqtt/mqtttest"
 )
 
 // newWithMetrics is New on reg the way drivers.Build scopes it.
@@ -107,5 +112,51 @@ switchbridge_mqtt_messages_total{direction="out"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "switchbridge_mqtt_messages_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestBrokerClientsMetric: switchbridge_mqtt_broker_clients counts the
+// embedded broker's clients, the hub's own not among them, while the
+// broker runs, and has no series once it stopped.
+func TestBrokerClientsMetric(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	addr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
+	d := newWithMetrics(t, reg, "broker: embedded\nlisten: "+addr)
+	if err := d.Add(drivers.Spec{ID: "esp", Name: "ESP", LocationID: 1, Options: mustNode(t, "{profile: esphome, prefix: node, object_id: relay}")}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := d.Open(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	clients := func(n int) string {
+		return fmt.Sprintf(`
+# HELP switchbridge_mqtt_broker_clients Clients connected to the embedded MQTT broker (plugs, bridges, onboarding devices; not the hub's own); no series while no embedded broker runs.
+# TYPE switchbridge_mqtt_broker_clients gauge
+switchbridge_mqtt_broker_clients %d
+`, n)
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(clients(0)), "switchbridge_mqtt_broker_clients"); err != nil {
+		t.Errorf("with the hub's own client alone: %v", err)
+	}
+	c := paho.NewClient(paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID("esp-node"))
+	if tok := c.Connect(); !tok.WaitTimeout(3*time.Second) || tok.Error() != nil {
+		t.Fatalf("a plug could not connect: %v", tok.Error())
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(clients(1)), "switchbridge_mqtt_broker_clients"); err != nil {
+		t.Errorf("with a plug connected: %v", err)
+	}
+	c.Disconnect(0)
+	eventually(t, 3*time.Second, "the plug's leaving counted", func() bool {
+		return testutil.GatherAndCompare(reg, strings.NewReader(clients(0)), "switchbridge_mqtt_broker_clients") == nil
+	})
+	d.Close()
+	if n, err := testutil.GatherAndCount(reg, "switchbridge_mqtt_broker_clients"); err != nil || n != 0 {
+		t.Errorf("after the broker stopped: %d series (%v), want none", n, err)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
 	}
 }

@@ -150,6 +150,7 @@ func (d *driver) Close() error {
 		d.obs.connected(d.url, false)
 	}
 	if d.broker != nil {
+		d.obs.brokerRunning(d.broker, false)
 		d.broker.close()
 	}
 	if d.disc != nil {

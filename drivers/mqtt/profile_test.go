@@ -36,7 +36,7 @@ func TestProfileKeys(t *testing.T) {
 	bad := append(slices.Clone(profiles), profile{"clash", func() firmware { return new(clashFirmware) }}, profiles[0])
 	err := checkProfiles(bad)
 	for _, want := range []string{
-		`mqtt profile clash: its key "name" is a switch's own key (driver, id, max_changes, name, profile are the switch's): give the option another name`,
+		`mqtt profile clash: its key "name" is a switch's own key (confirm, driver, id, max_changes, name, profile are the switch's): give the option another name`,
 		`mqtt profile ` + profiles[0].name + ` is registered twice`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
