@@ -142,6 +142,14 @@ func TestBrowserConsoleOfAHub(t *testing.T) {
 		if callback == "" {
 			t.Fatal("saw no sign-in callback")
 		}
+		// The hub's own pages: its switches, switched from the console.
+		step(t, ctx, "open the hub's switches", chromedp.Navigate(b.url+"/console/switches"), chromedp.WaitVisible(chromedp.CSS(`tr[data-switch="barn-light"]`)))
+		if _, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(`form[action="/console/switches/barn-light/on"] button`))); err != nil {
+			t.Fatalf("switch the barn light on: %v", err)
+		}
+		if body := eval(t, ctx, `document.body.innerText`); !strings.Contains(body, "Barn light") || !strings.Contains(eval(t, ctx, `document.querySelector('tr[data-switch="barn-light"] [data-field="value"]').innerText`), "on") {
+			t.Errorf("after switching on at the hub's console:\n%s", body)
+		}
 		// The link again, in the same browser: taken already.
 		resp, err := chromedp.RunResponse(ctx, chromedp.Navigate(callback))
 		if err != nil || resp.Status != http.StatusForbidden {
@@ -158,7 +166,10 @@ func TestBrowserConsoleOfAHub(t *testing.T) {
 		}
 
 		step(t, ctx, "back to the hub's console", chromedp.Navigate(b.url+"/console/"), chromedp.WaitVisible(chromedp.CSS(`form[action="/console/logout"]`)))
-		step(t, ctx, "log out at the hub", chromedp.Click(chromedp.CSS(`form[action="/console/logout"] button`)), chromedp.WaitVisible(chromedp.CSS("main h1")))
+		// Waits for the page the logout leads to.
+		if _, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(`form[action="/console/logout"] button`))); err != nil {
+			t.Fatalf("log out at the hub: %v", err)
+		}
 		if got := eval(t, ctx, `document.querySelector("main h1").innerText`); got != "Logged out" {
 			t.Errorf("logging out shows %q, want the Logged out page", got)
 		}
