@@ -156,6 +156,27 @@ func TestBrowserConsoleApps(t *testing.T) {
 		t.Errorf("PUT /switches/kitchen/off, kitchen switchable again: %d %s", r.StatusCode, r.Body)
 	}
 
+	// Change the switches it grants: hall no longer, garage's light is
+	// not offered (another location); the token sees only kitchen then.
+	if n := p.count(row + ` input[id^="grant-"][value="garage-light"]`); n != 0 {
+		p.fatalf("the change form offers a switch of another location")
+	}
+	p.do("untick hall", chromedp.Click(chromedp.CSS(row+` input[id^="grant-"][value="hall"]`)))
+	notice, problem = p.submit("change the installation's switches", row+` form[action="/console/installations/switches"] button`)
+	if problem != "" || !strings.Contains(notice, "Changed the switches") {
+		p.fatalf("changing the switches: notice %q, error %q", notice, problem)
+	}
+	if stored, err := h.Accounts.Installation(ctx, in); err != nil || !slices.Equal(stored.SwitchIDs, []string{"kitchen"}) {
+		t.Fatalf("the stored installation after the change: %v, %v; want kitchen alone", stored, err)
+	}
+	if r := api.Call(t, http.MethodGet, g.URI+"/switches", g.Token.AccessToken); r.StatusCode != http.StatusOK || strings.Contains(string(r.Body), "Hall") {
+		t.Errorf("GET /switches after hall was taken away: %d %s", r.StatusCode, r.Body)
+	}
+	p.do("untick every switch", chromedp.Click(chromedp.CSS(row+` input[id^="grant-"][value="kitchen"]`)))
+	if _, problem = p.submit("grant no switch", row+` form[action="/console/installations/switches"] button`); !strings.Contains(problem, "at least one switch") {
+		p.fatalf("a change to no switch: the page says %q, want the consent page's rule", problem)
+	}
+
 	// The filter: by user, and a user who is not there said so.
 	p.openConsole("/console/installations?user=nico", "olivia", ownerPassword)
 	if n := p.count("tr[data-installation]"); n != 0 {

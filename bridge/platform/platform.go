@@ -74,13 +74,13 @@ func New(o Options) *Platform {
 	// hold beside this process's own.
 	dir := linkserver.NewDirectory(o.Store, o.Own)
 	p.Directory = dir
-	p.Admin = &admin.Service{Store: o.Store, Locations: dir, AuditLog: o.HubRecords}
 	p.OAuth = oauth.New(o.Store, o.Own, o.Logger.With("component", "oauth"), oauth.Options{
 		PublicURL: o.PublicURL, TrustedProxies: o.Config.Server.TrustedProxies.List(),
 		Observe: o.Metrics.ObserveOAuth, Used: p.usage.Touch, Hubs: dir, Locations: dir,
 		TokenLifetime: o.Config.OAuth.TokenLifetime.Std(), CodeLifetime: o.Config.OAuth.CodeLifetime.Std(),
 		HubRecords: o.HubRecords,
 	})
+	p.Admin = &admin.Service{Store: o.Store, Locations: dir, AuditLog: o.HubRecords, Installer: p.OAuth.Issuer}
 	p.Links = linkserver.NewPlatform(o.Store, o.Logger.With("component", "link"), linkserver.Options{
 		TrustedProxies: o.Config.Server.TrustedProxies.List(),
 		Own:            func(id int64) bool { _, ok := o.Own.Location(id); return ok },

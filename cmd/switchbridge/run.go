@@ -343,7 +343,7 @@ func (c *invocation) open() error {
 	platform, hub := accounts.New(db), hubstore.New(db)
 	c.cfg, c.store = cfg, stores{platform, hub, db}
 	c.locations = linkserver.NewDirectory(platform, own)
-	c.admin = &admin.Service{Store: platform, Locations: c.locations, AuditLog: hub}
+	c.admin = &admin.Service{Store: platform, Locations: c.locations, AuditLog: hub, Installer: oauth.NewIssuer(platform, c.locations)}
 	return nil
 }
 

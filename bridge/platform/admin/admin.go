@@ -9,6 +9,7 @@ package admin
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"encoding/hex"
 	"fmt"
 	"net/url"
@@ -79,6 +80,44 @@ type Service struct {
 	PasswordCost int
 	// AuditLog is the daemon's own audit log, for Audit.
 	AuditLog AuditLog
+	// Installer applies the install rules (the platform's
+	// oauth.Issuer), for ChangeSwitches.
+	Installer Installer
+}
+
+// Installer records an installation under the install rules of the
+// consent page (oauth.Issuer).
+type Installer interface {
+	Install(ctx context.Context, r oauth.InstallRequest) (*bridge.Installation, error)
+}
+
+// ChangeSwitches changes the switches an installation grants, and which
+// of them are see-only, under the consent page's rules (the switches in
+// its location, the app still installable by its user): what its user
+// does on the connected apps page, done by an owner. Tokens issued keep
+// working with the new grant.
+func (s *Service) ChangeSwitches(ctx context.Context, installationID string, switchIDs, seeOnly []string) (*bridge.Installation, error) {
+	if s.Installer == nil {
+		return nil, bridge.Errorf(bridge.ENOTIMPLEMENTED, "changing an installation's switches is not available here")
+	}
+	in, err := s.Store.Installation(ctx, installationID)
+	if err != nil {
+		return nil, err
+	}
+	app, err := s.Store.App(ctx, in.ClientID)
+	if err != nil {
+		return nil, err
+	}
+	u, err := s.Store.UserByID(ctx, in.UserID)
+	if err != nil {
+		return nil, err
+	}
+	out, err := s.Installer.Install(ctx, oauth.InstallRequest{App: app, User: u, LocationID: in.LocationID, SwitchIDs: switchIDs, SeeOnly: seeOnly})
+	var ie *oauth.InstallError
+	if errors.As(err, &ie) {
+		return nil, bridge.Errorf(bridge.EINVALID, "%s", ie.Error())
+	}
+	return out, err
 }
 
 // Password limits: bcrypt reads at most 72 bytes, and a password shorter

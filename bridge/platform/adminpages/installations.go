@@ -11,6 +11,7 @@ package adminpages
 import (
 	"net/http"
 	"net/url"
+	"slices"
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/console"
@@ -21,6 +22,7 @@ func (p *Pages) registerInstallations(mux *http.ServeMux) {
 	p.c.Handle(mux, "GET "+console.Path+"installations", p.installations)
 	p.c.Handle(mux, "POST "+console.Path+"installations/revoke", p.revokeInstallation)
 	p.c.Handle(mux, "POST "+console.Path+"installations/see-only", p.setSeeOnly)
+	p.c.Handle(mux, "POST "+console.Path+"installations/switches", p.changeSwitches)
 }
 
 // grantedSwitch is one switch of an installation.
@@ -33,6 +35,15 @@ type installationRow struct {
 	*bridge.Installation
 	App, User, Location string
 	Switches            []grantedSwitch
+	// Choices are the switches of the installation's location, for the
+	// form that changes which it grants.
+	Choices []switchChoice
+}
+
+// switchChoice is a switch the change form offers.
+type switchChoice struct {
+	ID, Name         string
+	Granted, SeeOnly bool
 }
 
 type installationsView struct {
@@ -115,6 +126,7 @@ func (p *Pages) installations(q *console.Request) {
 		for _, id := range in.SwitchIDs {
 			r.Switches = append(r.Switches, grantedSwitch{ID: id, SeeOnly: bridge.IsSeeOnly(in.SeeOnly, id)})
 		}
+		r.Choices = p.switchChoices(in)
 		v.Installations = append(v.Installations, r)
 	}
 	view := p.c.View(q, "Installations", "installations", v)
@@ -149,4 +161,32 @@ func (p *Pages) setSeeOnly(q *console.Request) {
 		msg = "Installation " + id + ": switch " + sw + " is see-only; commands to it are refused."
 	}
 	p.c.Done(q, installationsBack(q.Form), "installation_see_only", id+" "+sw, err, msg)
+}
+
+// switchChoices are the switches of in's location, those it grants
+// checked; none when the location is gone.
+func (p *Pages) switchChoices(in *bridge.Installation) []switchChoice {
+	loc, ok := p.opts.Admin.Locations.Location(in.LocationID)
+	if !ok {
+		return nil
+	}
+	var out []switchChoice
+	for _, id := range loc.Switches {
+		name := id
+		if p.opts.Own != nil {
+			if sw, ok := p.opts.Own.Switch(id); ok && sw.LocationID == in.LocationID {
+				name = sw.Name
+			}
+		}
+		out = append(out, switchChoice{ID: id, Name: name, Granted: slices.Contains(in.SwitchIDs, id), SeeOnly: bridge.IsSeeOnly(in.SeeOnly, id)})
+	}
+	return out
+}
+
+// changeSwitches changes which switches an installation grants, as its
+// user could on the connected apps page (admin.Service.ChangeSwitches).
+func (p *Pages) changeSwitches(q *console.Request) {
+	id := q.Form.Get("id")
+	_, err := p.opts.Admin.ChangeSwitches(q.Ctx(), id, q.Form["switch"], q.Form["see_only"])
+	p.c.Done(q, installationsBack(q.Form), "installation_switches", id, err, "Changed the switches installation "+id+" grants.")
 }
