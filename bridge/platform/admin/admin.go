@@ -9,8 +9,8 @@ package admin
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
