@@ -123,6 +123,12 @@ func (c *Console) command(q *Request) {
 		c.Done(q, back, action, id, bridge.Errorf(bridge.ENOTFOUND, "there is no switch %q (any more): the page shows the switches there are now", id), "")
 		return
 	}
+	if sw.Confirm && q.Form.Get("confirmed") != "yes" {
+		// Asked by the page's script; with scripts off, on a page here.
+		c.Render(q, http.StatusOK, templates()["confirm"], c.View(q, "Switch "+sw.Name+" "+string(cmd)+"?", "switches",
+			confirmView{Action: Path + "switches/" + id + "/" + string(cmd), Question: fmt.Sprintf("Switch %s %s?", sw.Name, cmd), Yes: fmt.Sprintf("Yes, switch %s %s", sw.Name, cmd), Back: back}))
+		return
+	}
 	if h.Limit != nil {
 		if err := h.Limit("console:" + strconv.FormatInt(q.V.User.ID, 10)); err != nil {
 			c.Done(q, back, action, id, err, "")
@@ -141,4 +147,10 @@ func newRequestID() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// confirmView is the page that asks before a switch marked confirm: true
+// is switched, when the page's script did not ask.
+type confirmView struct {
+	Action, Question, Yes, Back string
 }

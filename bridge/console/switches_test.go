@@ -68,13 +68,29 @@ func TestCommand(t *testing.T) {
 	c := New(Options{Gate: gate, PublicURL: "http://hub.test", Hub: &Hub{Switchboard: sb, Limit: limit}})
 	mux := http.NewServeMux()
 	c.Register(mux)
-	post := func(path string) int {
-		req, _ := http.NewRequest(http.MethodPost, "http://hub.test"+path, strings.NewReader(url.Values{"csrf": {"token"}}.Encode()))
+	send := func(path string, confirmed bool) *httptest.ResponseRecorder {
+		f := url.Values{"csrf": {"token"}}
+		if confirmed {
+			f.Set("confirmed", "yes")
+		}
+		req, _ := http.NewRequest(http.MethodPost, "http://hub.test"+path, strings.NewReader(f.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("Origin", "http://hub.test")
 		w := httptest.NewRecorder()
 		mux.ServeHTTP(w, req)
-		return w.Code
+		return w
+	}
+	post := func(path string) int { return send(path, true).Code }
+
+	// The pump asks first (confirm: true): the page's script asks and
+	// says so in the form; without it, the hub asks on a page of its own
+	// and switches nothing yet.
+	if w := send("/console/switches/pump/on", false); w.Code != http.StatusOK || !strings.Contains(w.Body.String(), "Switch Pump on?") ||
+		!strings.Contains(w.Body.String(), `name="confirmed" value="yes"`) || r.State().Value != bridge.Off {
+		t.Fatalf("an unconfirmed command to a confirm: true switch: %d, pump %s, page:\n%s", w.Code, r.State().Value, w.Body)
+	}
+	if len(audit) != 0 || len(keys) != 0 {
+		t.Errorf("asking counted against the limit (%q) or reached the audit log (%+v)", keys, audit)
 	}
 
 	if got := post("/console/switches/pump/on"); got != http.StatusSeeOther {

@@ -7,8 +7,21 @@
 document.addEventListener("submit", function (e) {
   var form = e.target;
   var question = form.getAttribute("data-confirm");
-  if (question && !window.confirm(question)) {
+  if (!question) {
+    return;
+  }
+  if (!window.confirm(question)) {
     e.preventDefault();
+    return;
+  }
+  // Asked and answered here: the hub need not ask again on a page of its
+  // own (which it does when scripts are off).
+  if (!form.querySelector('input[name="confirmed"]')) {
+    var yes = document.createElement("input");
+    yes.type = "hidden";
+    yes.name = "confirmed";
+    yes.value = "yes";
+    form.appendChild(yes);
   }
 }, true);
 
