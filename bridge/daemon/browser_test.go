@@ -306,18 +306,24 @@ func startBrowserTestHub(t *testing.T) *daemon.Daemon {
 	// Scanned for the tests' secrets (the demo user's password among them)
 	// once the Cleanup below stopped the hub.
 	logtest.NoteSecret("demo-secret")
-	logs := logtest.Watched(t, "the browser test's hub")
+	d, _ := serveForBrowser(t, cfg, "the browser test's hub")
+	if d.DemoURL == "" {
+		t.Fatal("the hub has no demo client URL although the config has a demo section")
+	}
+	return d
+}
+
+// serveForBrowser opens and serves a daemon of cfg until the test ends,
+// its log (named name) watched for secrets and shown when the test fails.
+func serveForBrowser(t *testing.T, cfg *config.Config, name string) (*daemon.Daemon, *logtest.Buffer) {
+	t.Helper()
+	logs := logtest.Watched(t, name)
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
 	d, err := daemon.Open(ctx, cfg, builtin.Registry(), logger)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
-	}
-	if d.DemoURL == "" {
-		cancel()
-		d.Close()
-		t.Fatal("the hub has no demo client URL although the config has a demo section")
 	}
 	served := make(chan error, 1)
 	go func() { served <- d.Serve(ctx) }()
@@ -330,10 +336,10 @@ func startBrowserTestHub(t *testing.T) *daemon.Daemon {
 			t.Errorf("Close: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("hub log:\n%s", logs.String())
+			t.Logf("%s's log:\n%s", name, logs.String())
 		}
 	})
-	return d
+	return d, logs
 }
 
 // startBrowser starts one headless browser for the test, bounded by

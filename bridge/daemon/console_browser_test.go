@@ -9,7 +9,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,7 +24,6 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/config"
 	"github.com/switchbridge/switchbridge/bridge/daemon"
 	"github.com/switchbridge/switchbridge/bridge/infra/logtest"
-	"github.com/switchbridge/switchbridge/drivers/builtin"
 )
 
 // The owner's console (bridge/platform/console) in a real headless
@@ -82,28 +80,7 @@ func startConsoleHubWith(t *testing.T, cfg *config.Config) *consoleHub {
 	t.Helper()
 	logtest.NoteSecret(ownerPassword)
 	logtest.NoteSecret(otherPassword)
-	logs := logtest.Watched(t, "the console test's hub")
-	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := daemon.Open(ctx, cfg, builtin.Registry(), logger)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- d.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		if err := d.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("hub log:\n%s", logs.String())
-		}
-	})
+	d, logs := serveForBrowser(t, cfg, "the console test's hub")
 	a := d.Platform.Admin
 	a.PasswordCost = 4 // bcrypt.MinCost: the tests log in many times
 	if _, err := a.AddUser(context.Background(), "olivia", ownerPassword, []int64{1, 2}, true); err != nil {

@@ -9,8 +9,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -26,25 +24,7 @@ import (
 // platform; a sign-in link is good once, and only in the browser that
 // started it; logging out at the hub ends the hub's console login.
 func TestBrowserConsoleOfAHub(t *testing.T) {
-	if e := os.Getenv("SWITCHBRIDGE_TEST_EMULATED"); e != "" {
-		t.Skipf("the browser test does not run under %s", e)
-	}
-	if testing.Short() {
-		t.Skip("-short: starts a browser (make test runs it)")
-	}
-	exe := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe = p
-			break
-		}
-	}
-	if exe == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no headless browser on PATH (CI=true: the browser test must run in CI)")
-		}
-		t.Skip("no headless browser on PATH; install one, e.g. apt-get install chromium")
-	}
+	exe := browserExe(t)
 
 	m := startPlatform(t)
 	b := m.addHub("barn", `  - id: 20
@@ -63,21 +43,7 @@ func TestBrowserConsoleOfAHub(t *testing.T) {
 		}
 	}
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost"),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-dev-shm-usage", true))
-	defer cancelAlloc()
-	browser, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	browser, cancelTimeout := context.WithTimeout(browser, 2*time.Minute)
-	defer cancelTimeout()
-	if err := chromedp.Do(browser); err != nil { // starts the browser
-		t.Fatal(err)
-	}
+	browser := newBrowser(t, exe, 2*time.Minute)
 
 	// tab is a fresh cookie jar, like a private window.
 	tab := func() context.Context {

@@ -27,25 +27,7 @@ import (
 // one and authorizes; the third-party client exchanges the code with
 // x/oauth2, discovery sends it to hub B, and the switch works there.
 func TestBrowserConsentForAHub(t *testing.T) {
-	if e := os.Getenv("SWITCHBRIDGE_TEST_EMULATED"); e != "" {
-		t.Skipf("the browser test does not run under %s", e)
-	}
-	if testing.Short() {
-		t.Skip("-short: starts a browser (make test runs it)")
-	}
-	exe := ""
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			exe = p
-			break
-		}
-	}
-	if exe == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no headless browser on PATH (CI=true: the browser test must run in CI)")
-		}
-		t.Skip("no headless browser on PATH; install one, e.g. apt-get install chromium")
-	}
+	exe := browserExe(t)
 
 	m := startPlatform(t)
 	b := m.addHub("barn", `  - id: 20
@@ -77,18 +59,7 @@ func TestBrowserConsentForAHub(t *testing.T) {
 	ph := &daemontest.Harness{URL: m.platform.url, Client: &http.Client{Timeout: 30 * time.Second}}
 	cfg := ph.OAuthConfig(daemontest.App{ClientID: raw["client_id"], Secret: raw["client_secret"], RedirectURIs: []string{redirect}})
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
-		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("no-proxy-server", true),
-		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost"),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-dev-shm-usage", true))
-	defer cancelAlloc()
-	ctx, cancel := chromedp.NewContext(alloc)
-	defer cancel()
-	ctx, cancelTimeout := context.WithTimeout(ctx, 60*time.Second)
-	defer cancelTimeout()
+	ctx := newBrowser(t, exe, 60*time.Second)
 	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
 		if err := chromedp.Do(ctx, actions...); err != nil {
@@ -139,4 +110,46 @@ func TestBrowserConsentForAHub(t *testing.T) {
 	if c, body := call(t, "GET", eps[0].URI+"/switches", tok.AccessToken); c != 200 || !strings.Contains(body, `"Barn light","value":"on"`) || strings.Contains(body, "bell") {
 		t.Errorf("GET at hub B: %d %s", c, body)
 	}
+}
+
+// browserExe is the headless browser the browser tests drive; they skip
+// without one, except under CI=true, and under emulation and -short.
+func browserExe(t *testing.T) string {
+	t.Helper()
+	if e := os.Getenv("SWITCHBRIDGE_TEST_EMULATED"); e != "" {
+		t.Skipf("the browser test does not run under %s", e)
+	}
+	if testing.Short() {
+		t.Skip("-short: starts a browser (make test runs it)")
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no headless browser on PATH (CI=true: the browser test must run in CI)")
+	}
+	t.Skip("no headless browser on PATH; install one, e.g. apt-get install chromium")
+	return ""
+}
+
+// newBrowser starts exe headless, loopback only, for at most timeout;
+// it ends with the test.
+func newBrowser(t *testing.T, exe string, timeout time.Duration) context.Context {
+	t.Helper()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("no-proxy-server", true),
+		chromedp.Flag("host-resolver-rules", "MAP * ~NOTFOUND, EXCLUDE 127.0.0.1, EXCLUDE localhost"),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-dev-shm-usage", true))
+	ctx, cancel := chromedp.NewContext(alloc)
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil { // starts the browser
+		t.Fatal(err)
+	}
+	return ctx
 }

@@ -89,26 +89,37 @@ func ended(w rateWindow, lim RateLimit, now time.Time) bool {
 // until the window ends, rounded up, as Retry-After is. Beyond the limit it
 // returns the ETOOMANY to answer with.
 func (h *Handler) limitRate(w http.ResponseWriter, installationID string) error {
-	lim := *h.opts.RateLimit
+	lim, st, err := h.take(installationID, "an installation may make %d requests per %s")
 	if !lim.on() {
 		return nil
+	}
+	hd := w.Header()
+	hd[limitHeader] = []string{strconv.Itoa(lim.Requests)}
+	hd[remainingHeader] = []string{strconv.Itoa(st.remaining)}
+	hd[resetHeader] = []string{strconv.FormatInt(seconds(st.reset), 10)}
+	return err
+}
+
+// take counts one request of key against the limit; err is the ETOOMANY
+// beyond it, its message saying the limit as what (a format of the
+// requests and the window).
+func (h *Handler) take(key, what string) (RateLimit, rateState, error) {
+	lim := *h.opts.RateLimit
+	if !lim.on() {
+		return lim, rateState{allowed: true}, nil
 	}
 	now := time.Now
 	if h.opts.Now != nil {
 		now = h.opts.Now
 	}
-	st := h.limiter.take(installationID, lim, now())
-	reset := seconds(st.reset)
-	hd := w.Header()
-	hd[limitHeader] = []string{strconv.Itoa(lim.Requests)}
-	hd[remainingHeader] = []string{strconv.Itoa(st.remaining)}
-	hd[resetHeader] = []string{strconv.FormatInt(reset, 10)}
+	st := h.limiter.take(key, lim, now())
 	if st.allowed {
-		return nil
+		return lim, st, nil
 	}
-	return &bridge.Error{
+	reset := seconds(st.reset)
+	return lim, st, &bridge.Error{
 		Code:       bridge.ETOOMANY,
-		Message:    fmt.Sprintf("rate limit exceeded: an installation may make %d requests per %s; try again in %d s", lim.Requests, lim.Per, reset),
+		Message:    fmt.Sprintf("rate limit exceeded: "+what+"; try again in %d s", lim.Requests, lim.Per, reset),
 		RetryAfter: time.Duration(reset) * time.Second,
 	}
 }
@@ -135,22 +146,6 @@ func seconds(d time.Duration) int64 {
 // no faster than an app may. Beyond the limit it returns the ETOOMANY to
 // show.
 func (h *Handler) Limit(key string) error {
-	lim := *h.opts.RateLimit
-	if !lim.on() {
-		return nil
-	}
-	now := time.Now
-	if h.opts.Now != nil {
-		now = h.opts.Now
-	}
-	st := h.limiter.take(key, lim, now())
-	if st.allowed {
-		return nil
-	}
-	reset := seconds(st.reset)
-	return &bridge.Error{
-		Code:       bridge.ETOOMANY,
-		Message:    fmt.Sprintf("rate limit exceeded: at most %d commands per %s; try again in %d s", lim.Requests, lim.Per, reset),
-		RetryAfter: time.Duration(reset) * time.Second,
-	}
+	_, _, err := h.take(key, "at most %d commands per %s")
+	return err
 }
