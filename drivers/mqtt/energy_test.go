@@ -148,6 +148,10 @@ func energySuite(t *testing.T, url, section string) {
 	defer set2.Close()
 	devs = devs2
 	waitEnergy("plugs", 0.0111+0.00005, func() { plug.Meter(0, 10, 3) }) // 3 Wmin: below the stored 6
+	// pow's subscription is up once a message at the counter it had at
+	// shutdown shows its stored total (the first may reach the broker
+	// before the reopened driver subscribed, as waitEnergy resends for).
+	waitEnergy("pow", 10.004, func() { pow.Sensor(150, 230, 0.652, 5000.001) })
 	// One message: pow's total passes the ceiling written at shutdown, and
 	// is shown held there until a record with a reserve is written (at
 	// once: nothing of pow was written since the driver opened); the
