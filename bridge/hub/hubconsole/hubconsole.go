@@ -20,6 +20,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -73,7 +74,11 @@ type Gate struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session // by the hash of the cookie
-	taken    map[string]time.Time
+	// taken are the codes the platform vouched for, until they expire;
+	// pending those being asked about now (at most maxPending): a
+	// stranger's made-up codes take no memory past their question.
+	taken   map[string]time.Time
+	pending map[string]bool
 }
 
 type session struct {
@@ -92,7 +97,7 @@ func New(o Options) *Gate {
 	}
 	u, err := url.Parse(o.PublicURL)
 	g := &Gate{opts: o, secure: err == nil && u.Scheme == "https", key: make([]byte, 32),
-		sessions: map[string]*session{}, taken: map[string]time.Time{}}
+		sessions: map[string]*session{}, taken: map[string]time.Time{}, pending: map[string]bool{}}
 	rand.Read(g.key)
 	return g
 }
@@ -191,11 +196,21 @@ func (g *Gate) callback(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "This sign-in was not started in this browser, or took too long. Open the console again.", http.StatusForbidden)
 		return
 	}
-	if !g.take(code) {
+	if !strings.Contains(code, ".") {
+		http.Error(w, "This sign-in link is not one the platform made. Open the console again.", http.StatusForbidden)
+		return
+	}
+	switch g.reserve(code) {
+	case errTaken:
 		http.Error(w, "This sign-in link was used already. Open the console again.", http.StatusForbidden)
+		return
+	case errBusy:
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "Too many sign-ins at once. Try again in a few seconds.", http.StatusServiceUnavailable)
 		return
 	}
 	owner, err := g.opts.Redeem(r.Context(), code)
+	g.settle(code, err == nil)
 	if err != nil {
 		g.opts.Logger.Warn("console sign-in: the platform did not vouch for the code", "err", err)
 		http.Error(w, "The platform did not confirm this sign-in; open the console again. (The hub's log has the reason.)", http.StatusForbidden)
@@ -220,9 +235,18 @@ func (g *Gate) callback(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, console.SafeNext(q.Get("next")), http.StatusSeeOther)
 }
 
-// take marks code as taken, reporting false when it was already; codes
-// are kept for as long as the platform's last.
-func (g *Gate) take(code string) bool {
+// maxPending bounds the sign-ins asked about at once: each is a call to
+// the platform.
+const maxPending = 8
+
+var (
+	errTaken = errors.New("taken")
+	errBusy  = errors.New("busy")
+)
+
+// reserve marks code as being asked about: errTaken when it was used or
+// is being asked about already, errBusy past maxPending at once.
+func (g *Gate) reserve(code string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.opts.Now()
@@ -232,11 +256,27 @@ func (g *Gate) take(code string) bool {
 		}
 	}
 	h := hashOf(code)
-	if _, ok := g.taken[h]; ok {
-		return false
+	if _, ok := g.taken[h]; ok || g.pending[h] {
+		return errTaken
 	}
-	g.taken[h] = now.Add(2 * time.Minute)
-	return true
+	if len(g.pending) >= maxPending {
+		return errBusy
+	}
+	g.pending[h] = true
+	return nil
+}
+
+// settle ends code's question: a code the platform vouched for is kept
+// as taken for as long as codes last (so it signs in once); a refused
+// one is forgotten.
+func (g *Gate) settle(code string, vouched bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	h := hashOf(code)
+	delete(g.pending, h)
+	if vouched {
+		g.taken[h] = g.opts.Now().Add(2 * time.Minute)
+	}
 }
 
 // Logout ends the session at this hub.

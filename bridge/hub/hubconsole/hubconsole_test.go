@@ -3,6 +3,7 @@ package hubconsole_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -85,22 +86,22 @@ func sessionCookie(t *testing.T, w *httptest.ResponseRecorder) *http.Cookie {
 
 func TestSignIn(t *testing.T) {
 	r := newGateRig(t)
-	r.good["code-1"] = link.ConsoleOwner{ID: 7, Name: "olga", PasswordAt: r.now.Add(-time.Minute).UnixMilli()}
+	r.good["code.1"] = link.ConsoleOwner{ID: 7, Name: "olga", PasswordAt: r.now.Add(-time.Minute).UnixMilli()}
 	state, sent := r.startSignIn(t, "/console/switches")
 
 	// Without the browser's state cookie, or with another state: refused,
 	// and the platform is not even asked.
-	if w := r.callback(sent, "code-1", "/console/"); w.Code != http.StatusForbidden {
+	if w := r.callback(sent, "code.1", "/console/"); w.Code != http.StatusForbidden {
 		t.Errorf("no state cookie: %d, want 403", w.Code)
 	}
-	if w := r.callback("forged", "code-1", "/console/", state); w.Code != http.StatusForbidden {
+	if w := r.callback("forged", "code.1", "/console/", state); w.Code != http.StatusForbidden {
 		t.Errorf("another state: %d, want 403", w.Code)
 	}
 	if r.asks != 0 {
 		t.Errorf("the platform was asked %d times for sign-ins refused at the hub", r.asks)
 	}
 
-	w := r.callback(sent, "code-1", "//evil.test/console/", state)
+	w := r.callback(sent, "code.1", "//evil.test/console/", state)
 	if w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/console/" {
 		t.Fatalf("sign-in answered %d to %q, want 303 to /console/ (next was another host)", w.Code, w.Header().Get("Location"))
 	}
@@ -114,12 +115,12 @@ func TestSignIn(t *testing.T) {
 
 	// The same code again, even with a fresh state: taken.
 	state2, sent2 := r.startSignIn(t, "/console/")
-	if w := r.callback(sent2, "code-1", "/console/", state2); w.Code != http.StatusForbidden {
+	if w := r.callback(sent2, "code.1", "/console/", state2); w.Code != http.StatusForbidden {
 		t.Errorf("a code used twice: %d, want 403", w.Code)
 	}
 	// A code the platform does not vouch for.
 	state3, sent3 := r.startSignIn(t, "/console/")
-	if w := r.callback(sent3, "unknown", "/console/", state3); w.Code != http.StatusForbidden {
+	if w := r.callback(sent3, "unknown.code", "/console/", state3); w.Code != http.StatusForbidden {
 		t.Errorf("a code the platform refused: %d, want 403", w.Code)
 	}
 
@@ -132,10 +133,10 @@ func TestSignIn(t *testing.T) {
 
 func TestReauthAsksThePlatform(t *testing.T) {
 	r := newGateRig(t)
-	r.good["c"] = link.ConsoleOwner{ID: 7, Name: "olga", PasswordAt: r.now.UnixMilli()}
+	r.good["c.1"] = link.ConsoleOwner{ID: 7, Name: "olga", PasswordAt: r.now.UnixMilli()}
 	state, sent := r.startSignIn(t, "/console/")
 	req := httptest.NewRequest("GET", "http://hub.test/console/", nil)
-	req.AddCookie(sessionCookie(t, r.callback(sent, "c", "/console/", state)))
+	req.AddCookie(sessionCookie(t, r.callback(sent, "c.1", "/console/", state)))
 	v, _ := r.g.Visitor(req)
 	w := httptest.NewRecorder()
 	r.g.Login(w, req, "/console/devices", v, "")
@@ -147,9 +148,9 @@ func TestReauthAsksThePlatform(t *testing.T) {
 
 func TestLogoutAndNotices(t *testing.T) {
 	r := newGateRig(t)
-	r.good["c"] = link.ConsoleOwner{ID: 7, Name: "olga"}
+	r.good["c.1"] = link.ConsoleOwner{ID: 7, Name: "olga"}
 	state, sent := r.startSignIn(t, "/console/")
-	sess := sessionCookie(t, r.callback(sent, "c", "/console/", state))
+	sess := sessionCookie(t, r.callback(sent, "c.1", "/console/", state))
 	req := httptest.NewRequest("POST", "http://hub.test/console/logout", nil)
 	req.AddCookie(sess)
 	if err := r.g.Logout(httptest.NewRecorder(), req, nil); err != nil {
@@ -173,5 +174,50 @@ func TestLogoutAndNotices(t *testing.T) {
 	read.AddCookie(&forged)
 	if msg, _ := r.g.TakeNotice(httptest.NewRecorder(), read); msg != "" {
 		t.Errorf("a message the hub did not sign is shown: %q", msg)
+	}
+}
+
+// TestMadeUpCodesAreBounded: a stranger with a state of their own sends
+// made-up codes: each is asked about at most maxPending at once (the
+// rest get 503 at once, with no call to the platform), and a refused code
+// is forgotten, so no number of them fills the hub's memory; one without
+// a code's shape is refused before any question.
+func TestMadeUpCodesAreBounded(t *testing.T) {
+	r := newGateRig(t)
+	release := make(chan struct{})
+	asked := make(chan struct{}, 100)
+	r.g = hubconsole.New(hubconsole.Options{PlatformURL: "http://platform.test", HubID: "hub-1", PublicURL: "http://hub.test",
+		Redeem: func(context.Context, string) (link.ConsoleOwner, error) {
+			asked <- struct{}{}
+			<-release
+			return link.ConsoleOwner{}, errors.New("refused")
+		}})
+	r.mux = http.NewServeMux()
+	r.g.Register(r.mux)
+	state, sent := r.startSignIn(t, "/console/")
+	if w := r.callback(sent, "no-shape", "/console/", state); w.Code != http.StatusForbidden || len(asked) != 0 {
+		t.Fatalf("a code without a code's shape: %d, %d questions", w.Code, len(asked))
+	}
+	done := make(chan int, 8)
+	for i := range 8 {
+		go func() { done <- r.callback(sent, fmt.Sprintf("made.up%d", i), "/console/", state).Code }()
+	}
+	for range 8 {
+		<-asked // all eight are being asked about
+	}
+	if w := r.callback(sent, "made.up9", "/console/", state); w.Code != http.StatusServiceUnavailable {
+		t.Errorf("a ninth sign-in at once: %d, want 503", w.Code)
+	}
+	close(release)
+	for range 8 {
+		if c := <-done; c != http.StatusForbidden {
+			t.Errorf("a made-up code: %d, want 403", c)
+		}
+	}
+	// Forgotten: the same made-up code is asked about again, not
+	// remembered as taken.
+	go func() { <-asked }()
+	if w := r.callback(sent, "made.up0", "/console/", state); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "did not confirm") {
+		t.Errorf("a refused code sent again: %d %q, want the platform asked again", w.Code, w.Body.String())
 	}
 }
