@@ -76,8 +76,27 @@ func (c *stuckClient) SubscribeMultiple(map[string]byte, paho.MessageHandler) pa
 
 // heardFrom delivers the broker's retained copy of the plug's state, as
 // a broker does after the driver subscribes: the driver holds a command
-// for a plug it has not heard from.
-func heardFrom(fake *stuckClient) {
+// for a plug it has not heard from. A broker sends retained copies only
+// after its SUBACK, so this waits for the driver's start-up query, which
+// it publishes once it has come through its connect handling: delivered
+// before that, the copy would be followed by the connect's own update,
+// which a real broker never lets happen, and which counts as the plug's
+// next message for a command's resend.
+func heardFrom(t *testing.T, fake *stuckClient) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second) // a bound, not a measure: the query comes at once
+	for {
+		fake.mu.Lock()
+		n := len(fake.pubs)
+		fake.mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the driver never sent its start-up query")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	fake.opts.DefaultPublishHandler(nil, fakeMessage{topic: "stat/p/POWER", payload: []byte("OFF"), retained: true})
 }
 
@@ -109,7 +128,7 @@ func openOnStuckClient(t *testing.T, fake *stuckClient, notify ...func(string, b
 func TestTokenThatNeverCompletes(t *testing.T) {
 	fake := &stuckClient{}
 	d, dev := openOnStuckClient(t, fake)
-	heardFrom(fake)
+	heardFrom(t, fake)
 	defer d.Close()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -144,7 +163,7 @@ func TestTokenThatNeverCompletes(t *testing.T) {
 func TestPublishThatBlocks(t *testing.T) {
 	fake := &stuckClient{}
 	d, dev := openOnStuckClient(t, fake)
-	heardFrom(fake)
+	heardFrom(t, fake)
 	release := make(chan struct{})
 	fake.mu.Lock()
 	fake.block = release
@@ -172,7 +191,7 @@ func TestPublishThatBlocks(t *testing.T) {
 func TestCommandGivenUpIsNeverSentLate(t *testing.T) {
 	fake := &stuckClient{}
 	d, dev := openOnStuckClient(t, fake)
-	heardFrom(fake)
+	heardFrom(t, fake)
 	release := make(chan struct{})
 	fake.mu.Lock()
 	fake.block = release
