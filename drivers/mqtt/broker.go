@@ -61,6 +61,7 @@ type embeddedBroker struct {
 	log         *slog.Logger
 	listener    *guardedListener
 	hook        *authHook
+	fence       *retainFence
 	// panics counts the client connections dropped because mochi panicked
 	// on what they sent.
 	panics atomic.Int64
@@ -157,9 +158,14 @@ func startEmbedded(o embeddedOptions, log *slog.Logger) (*embeddedBroker, error)
 		hook.bound = newMemoryClientIDs()
 	}
 	b.hook = hook
-	if err := b.srv.AddHook(hook, nil); err != nil {
-		ln.Close()
-		return nil, err
+	// The fence's publish side before the auth hook, its will side after
+	// it (broker_fence.go).
+	b.fence = newRetainFence(fenceWait)
+	for _, h := range []mochi.Hook{&fenceHook{f: b.fence}, hook, &fenceWillHook{f: b.fence}} {
+		if err := b.srv.AddHook(h, nil); err != nil {
+			ln.Close()
+			return nil, err
+		}
 	}
 	gl := newGuardedListener(ln, handshakeSlots(o.set.MaxClients), refused, blog)
 	b.listener = gl
