@@ -140,6 +140,7 @@ func TestUnitShape(t *testing.T) {
 		"NoNewPrivileges":       "yes",
 		"CapabilityBoundingSet": "",
 		"ProtectSystem":         "strict",
+		"ReadWritePaths":        "/etc/switchbridge",
 		"UMask":                 "0077",
 		"ExecStart":             installedBin + " serve --config /etc/switchbridge/config.yaml",
 	} {

@@ -526,6 +526,11 @@ func TestInstallUpgradeRemovePurge(t *testing.T) {
 	if out := in("", "stat", "-c", "%a %U:%G", config); strings.TrimSpace(out) != "640 root:switchbridge" {
 		t.Errorf("%s is %s, want 640 root:switchbridge", config, out)
 	}
+	// The service may replace its config (the console's Adopt: a new
+	// file renamed over it); no one else but root may.
+	if out := in("", "stat", "-c", "%a %U:%G", "/etc/switchbridge"); strings.TrimSpace(out) != "770 root:switchbridge" {
+		t.Errorf("/etc/switchbridge is %s, want 770 root:switchbridge", out)
+	}
 	if out := in("", "systemctl", "is-enabled", "switchbridge"); strings.TrimSpace(out) != "enabled" {
 		t.Errorf("systemctl is-enabled: %q", out)
 	}

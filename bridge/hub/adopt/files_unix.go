@@ -7,9 +7,12 @@ import (
 	"syscall"
 )
 
-// chownLike gives f the owner and group of fi's file, when they differ
-// from f's: root running adopt must leave the config the service's group
-// can read.
+// chownLike gives f the owner and group of fi's file, where they differ
+// from f's and this process may: root running adopt leaves the config
+// root:switchbridge, as the package installs it. Only root may give a
+// file away, so the service (the console's Adopt, in a directory its
+// group may write) keeps the new file as its own, with the config's
+// group, which it belongs to.
 func chownLike(f *os.File, fi os.FileInfo) error {
 	want, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
@@ -19,8 +22,16 @@ func chownLike(f *os.File, fi os.FileInfo) error {
 	if err != nil {
 		return err
 	}
-	if h, ok := have.Sys().(*syscall.Stat_t); ok && h.Uid == want.Uid && h.Gid == want.Gid {
+	h, ok := have.Sys().(*syscall.Stat_t)
+	if !ok {
 		return nil
 	}
-	return f.Chown(int(want.Uid), int(want.Gid))
+	uid := int(want.Uid)
+	if os.Geteuid() != 0 {
+		uid = -1
+	}
+	if h.Gid == want.Gid && (uid == -1 || h.Uid == want.Uid) {
+		return nil
+	}
+	return f.Chown(uid, int(want.Gid))
 }
