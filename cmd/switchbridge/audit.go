@@ -24,12 +24,13 @@ const defaultAuditLimit = 100
 func auditList(fs *flag.FlagSet) func(*invocation) error {
 	installation := fs.String("installation", "", "only this installation's commands, by `ID`")
 	switchID := fs.String("switch", "", "only the commands to this switch, by `ID`")
+	app := fs.String("app", "", "only the commands of this app's installations, by its client `ID`")
 	var since sinceFlag
 	fs.Var(&since, "since", "only the commands of the last `DURATION` (such as 30m, 24h, 168h)")
 	limit := fs.Int("limit", defaultAuditLimit, "print at most the `N` newest records; 0 prints all")
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(c *invocation) error {
-		f := bridge.AuditFilter{InstallationID: *installation, SwitchID: *switchID, Limit: *limit}
+		f := bridge.AuditFilter{InstallationID: *installation, ClientID: *app, SwitchID: *switchID, Limit: *limit}
 		if since > 0 {
 			f.Since = time.Now().Add(-time.Duration(since))
 		}
@@ -146,6 +147,9 @@ func auditScope(f bridge.AuditFilter) string {
 	var parts []string
 	if f.InstallationID != "" {
 		parts = append(parts, "installation "+f.InstallationID)
+	}
+	if f.ClientID != "" {
+		parts = append(parts, "app "+f.ClientID)
 	}
 	if f.SwitchID != "" {
 		parts = append(parts, "switch "+f.SwitchID)

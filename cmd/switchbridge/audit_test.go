@@ -150,6 +150,7 @@ func TestAuditCommand(t *testing.T) {
 		{[]string{"--switch", "lamp"}, []string{ridLamp}},
 		{[]string{"--installation", installation, "--since", "1h"}, []string{ridFan, ridLamp}},
 		{[]string{"--limit", "1"}, []string{ridFan}},
+		{[]string{"--app", app.ID, "--switch", "fan"}, []string{ridFan}},
 	} {
 		r := runCLI(t, "", append([]string{"audit", "--config", cfg}, c.args...)...)
 		var got []string
@@ -165,6 +166,9 @@ func TestAuditCommand(t *testing.T) {
 	}
 	if r := runCLI(t, "", "audit", "--installation", "nope", "--config", cfg); r.code != 0 || strings.TrimSpace(r.stdout) != "no commands recorded for installation nope" {
 		t.Errorf("audit of an unknown installation: %+v", r)
+	}
+	if r := runCLI(t, "", "audit", "--app", "another-app", "--config", cfg); r.code != 0 || strings.TrimSpace(r.stdout) != "no commands recorded for app another-app" {
+		t.Errorf("audit of another app: %+v", r)
 	}
 	if r := runCLI(t, "", "audit", "--since", "yesterday", "--config", cfg); r.code != 2 || !strings.Contains(r.stderr, "not a duration of the past") {
 		t.Errorf("audit --since yesterday: %+v", r)

@@ -21,6 +21,11 @@ const (
 // is its metrics; a test puts its own in to learn when the client connects.
 type observer interface {
 	connected(broker string, up bool) // on connect (true) and on loss (false)
+	// gone is told when the driver closes: a hub without MQTT switches
+	// any more (a reload took them all away, or it stops) has no broker
+	// to be connected to, so the series goes, unless a newer driver
+	// reported since.
+	gone()
 	reconnect()                       // each reconnection attempt
 	message(direction string)         // dirIn per message received, dirOut per publish
 	brokerRefusal(reason string)      // the embedded broker refused something (a refused* reason)
@@ -48,8 +53,12 @@ type metrics struct {
 // connectedMu makes connected's reset-and-set one step. It is one for all
 // drivers because a reload builds a driver again on the gauge the previous
 // one registered, and the two may report at once while one closes and the
-// other opens.
-var connectedMu sync.Mutex
+// other opens. connectedBy is the metrics of the driver that set the gauge
+// last: only that one's gone takes the series away.
+var (
+	connectedMu sync.Mutex
+	connectedBy *metrics
+)
 
 // newMetrics registers the driver's metrics on reg, or takes the ones a
 // driver built before it (an earlier config, before a reload) registered
@@ -109,6 +118,16 @@ func (m *metrics) connected(broker string, up bool) {
 	defer connectedMu.Unlock()
 	m.up.Reset()
 	m.up.WithLabelValues(b).Set(v)
+	connectedBy = m
+}
+
+func (m *metrics) gone() {
+	connectedMu.Lock()
+	defer connectedMu.Unlock()
+	if connectedBy == m {
+		m.up.Reset()
+		connectedBy = nil
+	}
 }
 
 // reconnect records one attempt to reconnect after a lost connection.

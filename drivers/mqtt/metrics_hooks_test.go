@@ -113,6 +113,27 @@ switchbridge_mqtt_messages_total{direction="out"} 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "switchbridge_mqtt_messages_total"); err != nil {
 		t.Error(err)
 	}
+
+	// The connection's series belongs to the driver that reported last:
+	// the one a reload replaced closes without taking it away; the last
+	// one's close (no MQTT switch any more) does, so a hub without a
+	// broker shows none rather than a stale "not connected".
+	connected := func(want string) {
+		t.Helper()
+		if want != "" {
+			want = "# HELP switchbridge_mqtt_connected Whether the hub is connected to its MQTT broker (1) or not (0).\n" +
+				"# TYPE switchbridge_mqtt_connected gauge\n" + want + "\n"
+		}
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "switchbridge_mqtt_connected"); err != nil {
+			t.Error(err)
+		}
+	}
+	first.obs.connected("tcp://127.0.0.1:9", true)
+	second.obs.connected("tcp://127.0.0.1:10", true)
+	first.obs.gone()
+	connected(`switchbridge_mqtt_connected{broker="tcp://127.0.0.1:10"} 1`)
+	second.obs.gone()
+	connected("")
 }
 
 // TestBrokerClientsMetric: switchbridge_mqtt_broker_clients counts the

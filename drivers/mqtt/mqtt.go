@@ -147,7 +147,7 @@ func (d *driver) Close() error {
 	d.notifyMu.Unlock()
 	if d.c != nil {
 		d.c.Disconnect(disconnectQuiesce)
-		d.obs.connected(d.url, false)
+		d.obs.gone()
 	}
 	if d.broker != nil {
 		d.obs.brokerRunning(d.broker, false)
