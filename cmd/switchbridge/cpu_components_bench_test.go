@@ -54,6 +54,7 @@ var hubVariants = []struct{ name, without string }{
 	{"log-unwritten", "writing the log lines (formatted by the text handler into io.Discard, not handed to the log buffer)"},
 	{"no-access", "the access check (the token's grant is read once and then served without the access generation, the grant cache or the usage note)"},
 	{"no-journal", "the journal append before the 204 (Switchboard.Persist nil)"},
+	{"no-audit", "the audit records (Switchboard.Persist given the values alone: neither journaled nor folded into the database)"},
 	{"no-metrics", "the metrics (no Metrics.Instrument around the mux, Switchboard.Observe nil)"},
 	{"no-ratelimit", "the rate limit (api.RateLimit zero: no count, no X-RateLimit headers)"},
 	{"no-feed", "the change feed's part in a command (Switchboard.Feed nil, the API without a feed)"},
@@ -707,6 +708,11 @@ func serveHubVariant(ctx context.Context, cfgPath, variant, listen, profile stri
 	switch variant {
 	case "no-journal":
 		so.Persist = nil
+	case "no-audit":
+		persist := so.Persist
+		so.Persist = func(v bridge.Value, confirmedAt map[string]time.Time, _ []bridge.AuditRecord) error {
+			return persist(v, confirmedAt, nil)
+		}
 	case "no-metrics":
 		so.Observe = nil
 	case "no-feed":

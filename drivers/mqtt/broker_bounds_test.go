@@ -48,6 +48,12 @@ func mqttConnectWill(clientID, user, pass, willTopic string, will []byte, retain
 // the topics of what it is sent.
 func watch(t *testing.T, addr, filter string) <-chan string {
 	t.Helper()
+	return watchWhere(t, addr, filter, func(paho.Message) bool { return true })
+}
+
+// watchWhere is watch for the messages keep takes.
+func watchWhere(t *testing.T, addr, filter string, keep func(paho.Message) bool) <-chan string {
+	t.Helper()
 	c, err := pahoConnect(addr, "watcher-"+filter, "plug", "s3cret")
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +61,9 @@ func watch(t *testing.T, addr, filter string) <-chan string {
 	t.Cleanup(func() { c.Disconnect(0) })
 	got := make(chan string, 64)
 	tok := c.Subscribe(filter, 0, func(_ paho.Client, m paho.Message) {
+		if !keep(m) {
+			return
+		}
 		select {
 		case got <- m.Topic():
 		default:

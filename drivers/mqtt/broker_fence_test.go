@@ -79,7 +79,7 @@ func TestEmbeddedBrokerRetainedFence(t *testing.T) {
 	// cleared those of 147 and 149: the others were never kept. What a new
 	// subscription is sent as retained is exactly that. (A message it is
 	// sent live is one whose delivery was still under way.)
-	got := watchRetained(t, addr, "fence/+/state")
+	got := watchWhere(t, addr, "fence/+/state", paho.Message.Retained)
 	var want []string
 	for i := rounds - topics; i < rounds; i++ {
 		if i%2 == 0 {
@@ -110,31 +110,6 @@ func TestEmbeddedBrokerRetainedFence(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-// watchRetained is watch for the retained messages a new subscription is
-// sent; it leaves out those sent live.
-func watchRetained(t *testing.T, addr, filter string) <-chan string {
-	t.Helper()
-	c, err := pahoConnect(addr, "watcher-"+filter, "plug", "s3cret")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Disconnect(0) })
-	got := make(chan string, 64)
-	tok := c.Subscribe(filter, 0, func(_ paho.Client, m paho.Message) {
-		if !m.Retained() {
-			return
-		}
-		select {
-		case got <- m.Topic():
-		default:
-		}
-	})
-	if !tok.WaitTimeout(3*time.Second) || tok.Error() != nil {
-		t.Fatalf("subscribe %s: %v", filter, tok.Error())
-	}
-	return got
 }
 
 // TestRetainFenceWaits: each side waits for the other to leave, and no

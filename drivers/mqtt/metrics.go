@@ -26,9 +26,9 @@ type observer interface {
 	// to be connected to, so the series goes, unless a newer driver
 	// reported since.
 	gone()
-	reconnect()                       // each reconnection attempt
-	message(direction string)         // dirIn per message received, dirOut per publish
-	brokerRefusal(reason string)      // the embedded broker refused something (a refused* reason)
+	reconnect()                  // each reconnection attempt
+	message(direction string)    // dirIn per message received, dirOut per publish
+	brokerRefusal(reason string) // the embedded broker refused something (a refused* reason)
 	// brokerRunning is told when the embedded broker b starts (true) and
 	// stops (false).
 	brokerRunning(b *embeddedBroker, running bool)
