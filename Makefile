@@ -39,9 +39,18 @@ BENCH_REQUESTS ?= 200
 BENCH_N ?= 1,10,100
 HUB_LINKS ?= 1000
 
-.PHONY: check test lint unit fuzz cross qemu deb dist package clean bench bench-components
+.PHONY: check test beside-unit lint unit fuzz cross qemu deb dist package clean bench bench-components
 
-test: lint unit fuzz cross qemu deb
+# The race-built unit tests mostly wait on processes, sockets and timers
+# (about 1.5 of the two cores, measured), and the rest (fuzzing, the Pi
+# builds, the emulated tests, the packages) mostly on builds and qemu: so
+# the two run side by side after lint, each target's output printed
+# whole when it ends.
+test: lint
+	$(MAKE) --no-print-directory -j2 -Otarget unit beside-unit
+
+beside-unit:
+	$(MAKE) --no-print-directory fuzz cross qemu deb
 
 # -short skips each test that takes seconds for what make test proves
 # (PostgreSQL, the browser, the packages, a daemon started many times, a
@@ -64,23 +73,27 @@ lint:
 # their seed corpus here. The browser test is left out of the race build
 # (chromedp races internally) and runs on its own, and so does the broker's
 # subscription flood once more, where its resident size is measured (the
-# race detector's shadow memory is never given back).
+# race detector's shadow memory is never given back). Four test binaries
+# at once (-p 4): each mostly waits, and two left a core idle.
 unit:
-	$(GO) test -race -count=1 -timeout 8m $$($(GO) list ./... | grep -v '/systemd/deb$$')
+	$(GO) test -race -count=1 -p 4 -timeout 8m $$($(GO) list ./... | grep -v '/systemd/deb$$')
 	$(GO) test -count=1 -run '^TestBrowser|^TestDaemonBrokerSubscriptionFlood$$' ./bridge/daemon ./cmd/switchbridge
 
 # Each fuzz target runs briefly with coverage guidance, from its seed
 # corpus: the inputs earlier runs kept in the build cache make the baseline
 # grow until gathering it alone outlasts FUZZTIME, which go test reports
-# as a failure (context deadline exceeded).
+# as a failure (context deadline exceeded). One worker each (-parallel
+# 1): make test runs this beside the unit tests, which need the other
+# core.
+FUZZFLAGS = -fuzztime $(FUZZTIME) -parallel 1
 fuzz:
 	$(GO) clean -fuzzcache
-	$(GO) test -run '^$$' -fuzz '^FuzzRouterMatch$$' -fuzztime $(FUZZTIME) ./bridge/hub/api
-	$(GO) test -run '^$$' -fuzz '^FuzzParseAuthorizeRequest$$' -fuzztime $(FUZZTIME) ./bridge/platform/oauth
-	$(GO) test -run '^$$' -fuzz '^FuzzParsers$$' -fuzztime $(FUZZTIME) ./drivers/mqtt
-	$(GO) test -run '^$$' -fuzz '^FuzzEmbeddedBroker$$' -fuzztime $(FUZZTIME) ./drivers/mqtt
-	$(GO) test -run '^$$' -fuzz '^FuzzAnnouncements$$' -fuzztime $(FUZZTIME) ./drivers/mqtt
-	$(GO) test -run '^$$' -fuzz '^FuzzDaemonBroker$$' -fuzztime $(FUZZTIME) ./bridge/daemon
+	$(GO) test -run '^$$' -fuzz '^FuzzRouterMatch$$' $(FUZZFLAGS) ./bridge/hub/api
+	$(GO) test -run '^$$' -fuzz '^FuzzParseAuthorizeRequest$$' $(FUZZFLAGS) ./bridge/platform/oauth
+	$(GO) test -run '^$$' -fuzz '^FuzzParsers$$' $(FUZZFLAGS) ./drivers/mqtt
+	$(GO) test -run '^$$' -fuzz '^FuzzEmbeddedBroker$$' $(FUZZFLAGS) ./drivers/mqtt
+	$(GO) test -run '^$$' -fuzz '^FuzzAnnouncements$$' $(FUZZFLAGS) ./drivers/mqtt
+	$(GO) test -run '^$$' -fuzz '^FuzzDaemonBroker$$' $(FUZZFLAGS) ./bridge/daemon
 
 # The cross-compiled targets must build, and the Pi binaries must run:
 # the ARMv6 build serves the demo under qemu-user on the Pi Zero's core

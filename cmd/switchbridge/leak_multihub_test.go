@@ -25,6 +25,7 @@ import (
 // installation API from its replica. The answers of the two hubs must be
 // the same, byte for byte but for what two processes cannot share.
 func TestNoLeakBeyondTheGrantAtAHub(t *testing.T) {
+	t.Parallel() // long: beside the package's other long tests, once the short ones are done
 	if testing.Short() {
 		t.Skip("-short: two platforms and two hubs, each a process, simulated plugs and a flood of 1100 changes (seconds)")
 	}

@@ -229,6 +229,7 @@ func status(t *testing.T, method, u, token string) int {
 // hubs (B also with an MQTT plug on a test Mosquitto), a third-party
 // client authorizing at the platform into a location of hub B.
 func TestPlatformWithTwoHubs(t *testing.T) {
+	t.Parallel() // long: beside the package's other long tests, once the short ones are done
 	broker := mqtttest.StartMosquitto(t)
 	plug := mqtttest.NewTasmota(t, broker.URL, mqtttest.TasmotaOptions{Topic: "barnplug"})
 	m := startPlatform(t)

@@ -545,6 +545,7 @@ func (p *pgPlatform) refreshedOut(f *family) error {
 // token again, or the same refresh token at both processes at once; one
 // spend only succeeds, and the grant is revoked everywhere.
 func TestPlatformProcessesConcurrentRefreshes(t *testing.T) {
+	t.Parallel() // long: beside the package's other long tests, once the short ones are done
 	p := startPGPlatform(t, pgtest.DSN(t))
 	barn := p.addHub("barn", barnLocation, "")
 	barn.start(t)
@@ -764,6 +765,7 @@ func replicaIsThePlatforms(t *testing.T, pdb *store.DB, h *node, dataDir string)
 // answers at its hub as its record says: the change log skipped nothing
 // that committed late.
 func TestPlatformChangeLogOrderUnderConcurrentWriters(t *testing.T) {
+	t.Parallel() // long: beside the package's other long tests, once the short ones are done
 	p := startPGPlatform(t, pgtest.DSN(t))
 	house, barn := p.startHubs()
 	p.addUser("alice", "10", "20")
