@@ -18,9 +18,9 @@ import (
 // simulator and keeps the plug away for a second after the hub is back, as
 // a plug reconnecting on its own schedule is. A command sent the moment the
 // hub's connection is back used to be published before the plug had
-// subscribed again, lost, and answered only at its confirmation deadline
-// (3 s); now it waits for the plug's first message and is confirmed within
-// 0.5 s of the plug's return.
+// subscribed again, lost, and answered only at its confirmation deadline;
+// now it waits for the plug's first message and is confirmed as the plug
+// returns (a few milliseconds on an idle machine; the run logs it).
 //
 // "announces first" does the same with firmware that announces itself
 // (online) before it subscribes to its commands, and sends nothing else on
@@ -28,6 +28,11 @@ import (
 // again at the plug's next message, its answer to the hub's re-ask a
 // second later. Only firmware the hub can ask is in it: one that can be
 // neither asked nor heard again has no next message.
+//
+// The deadline is 10 s and a command must be confirmed within half of it
+// after the plug's return: far from the deadline it tells apart, and
+// generous for a loaded machine, where the plug's reconnect alone (its
+// client's retries, its subscription) took 2 s under the whole suite.
 func TestCommandWhilePlugReconnects(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts the broker twice per profile")
@@ -36,14 +41,14 @@ func TestCommandWhilePlugReconnects(t *testing.T) {
 	for _, p := range profiles {
 		t.Run(p.name, func(t *testing.T) {
 			t.Parallel()
-			commandWhilePlugReconnects(t, p.name, 0, 500*time.Millisecond)
+			commandWhilePlugReconnects(t, p.name, 0)
 		})
 		if slices.Contains([]string{"tasmota", "shelly-gen1", "shelly-rpc", "zigbee2mqtt"}, p.name) {
 			t.Run(p.name+" announces first", func(t *testing.T) {
 				t.Parallel()
 				// Confirmed at the re-ask, a second after the return
 				// (requeryAfter), well within confirm_timeout.
-				commandWhilePlugReconnects(t, p.name, 100*time.Millisecond, requeryAfter[0]+time.Second)
+				commandWhilePlugReconnects(t, p.name, 100*time.Millisecond)
 			})
 		}
 	}
@@ -51,13 +56,16 @@ func TestCommandWhilePlugReconnects(t *testing.T) {
 
 // commandWhilePlugReconnects is one run of TestCommandWhilePlugReconnects:
 // the plug subscribes late (after announcing) when late > 0, and the
-// command must be confirmed within bound of the plug's return.
-func commandWhilePlugReconnects(t *testing.T, profile string, late, bound time.Duration) {
-	const away = time.Second // the plug returns this long after the hub
+// command must be confirmed within half its deadline of the plug's return.
+func commandWhilePlugReconnects(t *testing.T, profile string, late time.Duration) {
+	const (
+		away     = time.Second // the plug returns this long after the hub
+		deadline = 10 * time.Second
+	)
 	b := mqtttest.StartMosquitto(t)
 	sim := simulators[profile]
 	dev, opts := sim.start(t, b.URL), sim.keys
-	h := startHub(t, hubConfig("broker: "+b.URL+"\nclient_id: held-"+profile+"\nconfirm_timeout: 3s",
+	h := startHub(t, hubConfig("broker: "+b.URL+"\nclient_id: held-"+profile+"\nconfirm_timeout: "+deadline.String(),
 		"id: plug, name: Plug, profile: "+profile+", "+opts))
 	expect(t, h, "the plug's state at start-up", true, bridge.Off)
 
@@ -71,7 +79,7 @@ func commandWhilePlugReconnects(t *testing.T, profile string, late, bound time.D
 	b.Start()
 	expect(t, h, "the hub's connection back", true, bridge.Off)
 
-	confirmedOnReturn(t, h, dev, bound, func(done <-chan error) {
+	confirmedOnReturn(t, h, dev, deadline/2, func(done <-chan error) {
 		time.Sleep(away)
 		select {
 		case err := <-done:
@@ -126,14 +134,15 @@ func TestHeldCommandNeverSentLate(t *testing.T) {
 // persistence, the broker hands the hub the plug's retained "online" from
 // before the outage while the plug is not back yet. The hub, hearing it,
 // sends a command at once, which is lost; the plug's own "online" when it
-// returns makes the hub send it again, so it is confirmed within 0.5 s of
-// the plug's return rather than failing at its deadline.
+// returns makes the hub send it again, so it is confirmed as the plug
+// returns rather than failing at its deadline (10 s; confirmed within half
+// of it, as in TestCommandWhilePlugReconnects).
 func TestCommandAfterStaleOnline(t *testing.T) {
 	t.Parallel()
-	const bound = 500 * time.Millisecond
+	const deadline = 10 * time.Second
 	b := mqtttest.StartMosquitto(t)
 	dev := mqtttest.NewTasmota(t, b.URL, mqtttest.TasmotaOptions{Topic: "stale"})
-	h := startHub(t, hubConfig("broker: "+b.URL+"\nclient_id: held-stale\nconfirm_timeout: 3s",
+	h := startHub(t, hubConfig("broker: "+b.URL+"\nclient_id: held-stale\nconfirm_timeout: "+deadline.String(),
 		"id: plug, name: Plug, profile: tasmota, topic: stale"))
 	expect(t, h, "the plug's state at start-up", true, bridge.Off)
 
@@ -161,7 +170,7 @@ func TestCommandAfterStaleOnline(t *testing.T) {
 		return dv.heard
 	})
 
-	confirmedOnReturn(t, h, dev, bound, func(<-chan error) { time.Sleep(time.Second) })
+	confirmedOnReturn(t, h, dev, deadline/2, func(<-chan error) { time.Sleep(time.Second) })
 }
 
 // confirmedOnReturn sends a command to the hub's plug, runs away (which
