@@ -210,6 +210,8 @@ func (b *embeddedBroker) recovered(c net.Conn, v any) {
 			continue
 		}
 		cl.Stop(fmt.Errorf("panic decoding a packet: %v", v))
+		// Nor did its way out of the retained-message fence come.
+		b.fence.leave(cl)
 		b.srv.UnsubscribeClient(cl)
 		cl.ClearInflights()
 		if cur, ok := b.srv.Clients.Get(cl.ID); ok && cur == cl {
