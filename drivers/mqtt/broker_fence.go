@@ -35,16 +35,21 @@ type retainFence struct {
 	wait time.Duration
 
 	mu      sync.Mutex
-	scans   int                   // subscriptions between SUBACK and their scan's end
-	writes  int                   // retained messages being stored
-	held    map[*mochi.Client]int // per client: > 0 scans, < 0 writes
-	changed chan struct{}         // closed, and replaced, at every exit
+	scans   int // subscriptions between SUBACK and their scan's end
+	writes  int // retained messages being stored
+	held    map[*mochi.Client]*fenceHeld
+	changed chan struct{} // closed, and replaced, at every exit
 
 	forced atomic.Int64 // entries that went ahead at the bound
 }
 
+// fenceHeld is what one client holds of the fence. A client's packets
+// come one at a time, but its will can be sent from another goroutine
+// (a session taken over) while it still holds a scan.
+type fenceHeld struct{ scans, writes int }
+
 func newRetainFence(wait time.Duration) *retainFence {
-	return &retainFence{wait: wait, held: map[*mochi.Client]int{}, changed: make(chan struct{})}
+	return &retainFence{wait: wait, held: map[*mochi.Client]*fenceHeld{}, changed: make(chan struct{})}
 }
 
 // enter takes the fence for cl, as a writer or as a scan, once the other
@@ -59,12 +64,17 @@ func (f *retainFence) enter(cl *mochi.Client, write bool) {
 			clear = f.scans == 0
 		}
 		if clear || forced {
+			h := f.held[cl]
+			if h == nil {
+				h = &fenceHeld{}
+				f.held[cl] = h
+			}
 			if write {
 				f.writes++
-				f.held[cl]--
+				h.writes++
 			} else {
 				f.scans++
-				f.held[cl]++
+				h.scans++
 			}
 			f.mu.Unlock()
 			if timer != nil {
@@ -92,16 +102,13 @@ func (f *retainFence) enter(cl *mochi.Client, write bool) {
 func (f *retainFence) leave(cl *mochi.Client) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	n, ok := f.held[cl]
+	h, ok := f.held[cl]
 	if !ok {
 		return
 	}
 	delete(f.held, cl)
-	if n > 0 {
-		f.scans -= n
-	} else {
-		f.writes += n
-	}
+	f.scans -= h.scans
+	f.writes -= h.writes
 	close(f.changed)
 	f.changed = make(chan struct{})
 }

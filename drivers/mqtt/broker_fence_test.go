@@ -165,4 +165,13 @@ func TestRetainFenceWaits(t *testing.T) {
 	if len(f.held) != 0 || f.scans != 0 || f.writes != 0 {
 		t.Errorf("left: %d held, %d scans, %d writes", len(f.held), f.scans, f.writes)
 	}
+
+	// One client holding a scan and, past the bound, a write (its will,
+	// sent as its session is taken over): its leave gives back both.
+	f.enter(reader, false)
+	f.enter(reader, true)
+	f.leave(reader)
+	if len(f.held) != 0 || f.scans != 0 || f.writes != 0 {
+		t.Errorf("after one client's scan and write: %d held, %d scans, %d writes", len(f.held), f.scans, f.writes)
+	}
 }
