@@ -43,9 +43,11 @@ type retainFence struct {
 	forced atomic.Int64 // entries that went ahead at the bound
 }
 
-// fenceHeld is what one client holds of the fence. A client's packets
-// come one at a time, but its will can be sent from another goroutine
-// (a session taken over) while it still holds a scan.
+// fenceHeld is what one client holds of the fence. A client's packets,
+// and then its will, come one at a time in its own goroutine; scans and
+// writes are counted apart all the same, so that no order of its hooks
+// (a way out that never came, before an entry past the bound) can leave
+// the fence's counts wrong.
 type fenceHeld struct{ scans, writes int }
 
 func newRetainFence(wait time.Duration) *retainFence {

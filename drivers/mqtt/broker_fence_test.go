@@ -166,8 +166,8 @@ func TestRetainFenceWaits(t *testing.T) {
 		t.Errorf("left: %d held, %d scans, %d writes", len(f.held), f.scans, f.writes)
 	}
 
-	// One client holding a scan and, past the bound, a write (its will,
-	// sent as its session is taken over): its leave gives back both.
+	// One client holding a scan and, past the bound, a write: its leave
+	// gives back both.
 	f.enter(reader, false)
 	f.enter(reader, true)
 	f.leave(reader)
