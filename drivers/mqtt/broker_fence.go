@@ -1,10 +1,11 @@
 // The embedded broker's retained-message fence: mochi v2.7.9 writes a
 // topic's retained path (TopicsIndex.RetainMessage) under its index lock
 // but reads it, when it sends a new wildcard subscription the retained
-// messages that match (scanMessages), without that lock. Two plugs, one
-// subscribing to cmnd/plug/# as it connects while the other retains its
-// state, make that a data race: harmless while the string stays the
-// same, a torn read when a topic first gets or loses its retained
+// messages that match (scanMessages), without that lock. A client
+// subscribing with a wildcard (the hub's tele/+/LWT, a plug's own
+// cmnd/<topic>/#) while another stores a retained message on a topic the
+// filter matches makes that a data race: harmless while the string stays
+// the same, a torn read when a topic first gets or loses its retained
 // message. The fence keeps the two apart from the outside, through
 // mochi's hooks, until mochi locks the read itself.
 
