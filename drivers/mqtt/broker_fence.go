@@ -2,11 +2,11 @@
 // topic's retained path (TopicsIndex.RetainMessage) under its index lock
 // but reads it, when it sends a new wildcard subscription the retained
 // messages that match (scanMessages), without that lock. A client
-// subscribing with a wildcard (the hub's tele/+/LWT, a plug's own
-// cmnd/<topic>/#) while another stores a retained message on a topic the
-// filter matches makes that a data race: harmless while the string stays
-// the same, a torn read when a topic first gets or loses its retained
-// message. The fence keeps the two apart from the outside, through
+// subscribing with a wildcard (the hub's discovery filters, such as
+// shellies/+/online, or a plug's own cmnd/<topic>/#) while another stores
+// a retained message on a topic the filter matches makes that a data
+// race: harmless while the string stays the same, a torn read when a
+// topic first gets or loses its retained message. The fence keeps the two apart from the outside, through
 // mochi's hooks, until mochi locks the read itself.
 
 package mqtt
