@@ -133,9 +133,11 @@ func TestUnitShape(t *testing.T) {
 		"Group":                  "switchbridge",
 		"StateDirectory":         "switchbridge",
 		"ConfigurationDirectory": "switchbridge",
-		"SupplementaryGroups":    "gpio",
-		"DevicePolicy":           "closed",
-		"DeviceAllow":            "char-gpiochip rw",
+		// The package's mode for /etc/switchbridge (systemd/deb/nfpm.yaml).
+		"ConfigurationDirectoryMode": "0770",
+		"SupplementaryGroups":        "gpio",
+		"DevicePolicy":               "closed",
+		"DeviceAllow":                "char-gpiochip rw",
 		// checked separately below: DeviceAllow is set twice
 		"NoNewPrivileges":       "yes",
 		"CapabilityBoundingSet": "",
