@@ -93,6 +93,22 @@ func TestOwnerCommandsTakeAccessBackFromARunningHub(t *testing.T) {
 		}
 	}
 
+	// installation switches: the consent page's rules; bob's token, kept,
+	// reaches the new grant at once.
+	if out := cliOK(t, "", "installation", "switches", bob.InstallationID(), "--switch", "lamp", "--switch", "fan", "--see-only", "fan", "--config", cfg); !strings.Contains(out, "see-only: fan") {
+		t.Errorf("installation switches said %q", out)
+	}
+	if p := h.Call(t, http.MethodGet, bob.URI+"/switches", bob.Token.AccessToken); p.StatusCode != http.StatusOK || !strings.Contains(string(p.Body), `"lamp"`) {
+		t.Errorf("bob's switches after installation switches: %d %s", p.StatusCode, p.Body)
+	}
+	if p := h.Call(t, http.MethodPut, bob.URI+"/switches/on", bob.Token.AccessToken); p.StatusCode != http.StatusForbidden {
+		t.Errorf("a command with the see-only fan: %d %s, want 403", p.StatusCode, p.Body)
+	}
+	if r := runCLI(t, "", "installation", "switches", bob.InstallationID(), "--switch", "shed", "--config", cfg); r.code != 1 || !strings.Contains(r.stderr, "shed") {
+		t.Errorf("installation switches with a switch of another location: %+v", r)
+	}
+	wantToken(t, h, "bob's after installation switches", bob, true)
+
 	// installation delete
 	wantToken(t, h, "alice's home before installation delete", aliceHome, true)
 	cliOK(t, "", "installation", "delete", aliceHome.InstallationID(), "--config", cfg)

@@ -213,6 +213,24 @@ func installationSeeOnly(fs *flag.FlagSet) func(*invocation) error {
 	}
 }
 
+func installationSwitches(fs *flag.FlagSet) func(*invocation) error {
+	var switches, seeOnly stringList
+	fs.Var(&switches, "switch", "a switch `ID` the installation grants (repeatable): all of them, not only those added")
+	fs.Var(&seeOnly, "see-only", "one of the switches, by `ID`, that the app may see but not switch (repeatable)")
+	return func(c *invocation) error {
+		in, err := c.admin.ChangeSwitches(c.ctx, c.args[0], switches, seeOnly)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(c.stdout, "installation %s grants %s", in.ID, strings.Join(in.SwitchIDs, ", "))
+		if len(in.SeeOnly) > 0 {
+			fmt.Fprintf(c.stdout, " (see-only: %s)", strings.Join(in.SeeOnly, ", "))
+		}
+		fmt.Fprintln(c.stdout)
+		return nil
+	}
+}
+
 func installationDelete(c *invocation) error {
 	if err := c.store.Uninstall(c.ctx, c.args[0]); err != nil {
 		return err
