@@ -48,3 +48,41 @@ func BenchmarkFoldAudit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkJournalAppend is what a command's one journal write costs on
+// the request path: its values alone, or with one audit record per switch
+// (N switches).
+func BenchmarkJournalAppend(b *testing.B) {
+	for _, c := range []struct {
+		n     int
+		audit bool
+	}{{1, false}, {1, true}, {100, false}, {100, true}} {
+		b.Run(fmt.Sprintf("n=%d/audit=%t", c.n, c.audit), func(b *testing.B) {
+			j, err := store.OpenJournal(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer j.Close()
+			at := time.Now()
+			vs := make([]store.SwitchValue, c.n)
+			var recs []bridge.AuditRecord
+			for i := range vs {
+				id := fmt.Sprintf("plug-%d", i)
+				vs[i] = store.SwitchValue{SwitchID: id, Value: bridge.On, At: at}
+				if c.audit {
+					recs = append(recs, bridge.AuditRecord{At: at, InstallationID: "inst-0123456789abcdef", ClientID: "client-0123456789", UserID: 1,
+						SwitchID: id, Command: bridge.CommandOn, Outcome: bridge.OutcomeOK, Latency: 3 * time.Millisecond, RequestID: "req-0123456789abcdef"})
+				}
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if i%1000 == 999 {
+					j.Compact() // as folds do: the file stays small
+				}
+				if err := j.AppendAudited(vs, recs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

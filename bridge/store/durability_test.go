@@ -333,3 +333,70 @@ func TestBackupWhileABatchIsStored(t *testing.T) {
 		t.Errorf("the database was copied %d times, want a second copy after the journal started anew", copies)
 	}
 }
+
+// TestCompactToKeepsWhatCameAfterTheMark: a fold stores the journal up to
+// its mark while a command appends past it; compacting then keeps exactly
+// the lines past the mark, in a file of a new generation, so neither a
+// replay nor the next append loses or repeats a line. A mark the journal
+// has moved on from leaves it alone.
+func TestCompactToKeepsWhatCameAfterTheMark(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db := mustOpen(t, dir)
+	// A copy a crash left half made is not a journal: it goes at start-up.
+	next := filepath.Join(dir, store.JournalName+".next")
+	if err := os.WriteFile(next, []byte("#gen 7\n1 on x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, err := store.OpenJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { j.Close() }()
+	if _, err := os.Stat(next); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("%s left after opening the journal: %v", next, err)
+	}
+	now := time.Now()
+	j.Append([]store.SwitchValue{{SwitchID: "x", Value: bridge.On, At: now}})
+	mark := j.Mark()
+	// The fold's transaction runs; a command appends meanwhile.
+	j.Append([]store.SwitchValue{{SwitchID: "y", Value: bridge.On, At: now.Add(time.Second)}})
+	if err := db.FoldJournal(ctx, []store.SwitchValue{{SwitchID: "x", Value: bridge.On, At: now}}, mark); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.CompactTo(mark); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := store.ReadJournal(dir)
+	if err != nil || len(vs) != 1 || vs[0].SwitchID != "y" {
+		t.Fatalf("journal after compacting = %+v, %v; want y's line alone", vs, err)
+	}
+	if m := j.Mark(); m.Generation == mark.Generation {
+		t.Errorf("the kept lines are still of generation %d, whose lines the database holds up to %d", m.Generation, mark.Size)
+	}
+	st, err := os.Stat(filepath.Join(dir, store.JournalName))
+	if err != nil || st.Mode().Perm() != store.FileMode {
+		t.Errorf("journal's mode after compacting: %v, %v; want %v", st.Mode().Perm(), err, store.FileMode)
+	}
+	// Appends go on into the new file; a stale mark changes nothing.
+	j.Append([]store.SwitchValue{{SwitchID: "z", Value: bridge.Off, At: now.Add(2 * time.Second)}})
+	if err := j.CompactTo(mark); err != nil {
+		t.Fatal(err)
+	}
+	if vs, err := store.ReadJournal(dir); err != nil || len(vs) != 2 || vs[1].SwitchID != "z" {
+		t.Fatalf("journal after a later append and a stale mark = %+v, %v; want y and z", vs, err)
+	}
+	// Killed now: the restart replays y and z, not x a second time.
+	j.Close()
+	if j, err = store.OpenJournal(dir); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := j.Replay(db)
+	if err != nil || rep.Replayed != 2 || rep.Folded != 0 {
+		t.Fatalf("Replay = %+v, %v; want y and z replayed, nothing counted twice", rep, err)
+	}
+	vals, _ := db.SwitchValues(ctx)
+	if vals["x"] != bridge.On || vals["y"] != bridge.On || vals["z"] != bridge.Off {
+		t.Errorf("values after the restart = %v", vals)
+	}
+}

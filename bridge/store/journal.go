@@ -28,12 +28,13 @@ const JournalName = "switch-values.journal"
 // rather than a SQLite transaction: like the database's WAL with
 // synchronous=NORMAL it survives a crash or kill -9 of the process (the
 // data is in the kernel's page cache), not a power cut in the same instant.
-// The daemon folds the journal into the database in batches (Fold, then
-// Compact) and replays it at start-up (Replay). Only the daemon writes it:
+// The daemon folds the journal into the database in batches
+// (DB.FoldJournalAudited with a Mark, then CompactTo) and replays it at
+// start-up (Replay). Only the daemon writes it:
 // the administration commands never touch switch values, and backup only
 // reads it.
 //
-// Each generation of the file (from empty to the next Compact) starts with
+// Each generation of the file (from empty to the next compaction) starts with
 // a line "#gen N", N random. Folding records (N, bytes folded) in the
 // database in the same transaction as the values, so a replay or a backup
 // knows which lines the database already holds, even when the daemon was
@@ -63,6 +64,7 @@ const saveFold = `INSERT INTO journal_fold (id, generation, size) VALUES (1, ?, 
 // OpenJournal opens (creating) the journal in dataDir.
 func OpenJournal(dataDir string) (*Journal, error) {
 	path := filepath.Join(dataDir, JournalName)
+	os.Remove(path + journalNext)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, FileMode)
 	if err != nil {
 		return nil, ExplainDiskFull(fmt.Errorf("value journal: %w", err), dataDir)
@@ -107,7 +109,8 @@ func (j *Journal) AppendAudited(vs []SwitchValue, recs []bridge.AuditRecord) err
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	var b []byte
+	// A value's line is under 64 bytes, a record's about 250.
+	b := make([]byte, 0, 32+64*len(vs)+256*len(recs))
 	if j.size == 0 {
 		b = append(b, "#gen "...)
 		b = strconv.AppendInt(b, j.gen, 10)
@@ -122,13 +125,12 @@ func (j *Journal) AppendAudited(vs []SwitchValue, recs []bridge.AuditRecord) err
 		b = append(b, '\n')
 	}
 	for _, r := range recs {
-		js, err := json.Marshal(r)
-		if err != nil {
-			return err
-		}
 		b = strconv.AppendInt(b, unix(r.At), 10)
 		b = append(b, " audit "...)
-		b = append(b, js...)
+		var err error
+		if b, err = appendAuditJSON(b, r); err != nil {
+			return err
+		}
 		b = append(b, '\n')
 	}
 	if _, err := j.f.Write(b); err != nil {
@@ -283,6 +285,58 @@ func (j *Journal) Compact() error {
 	defer j.mu.Unlock()
 	return j.truncateLocked()
 }
+
+// CompactTo drops what the database holds of the journal once a fold
+// stored it with mark (DB.FoldJournalAudited), while appends went on
+// during the fold's transaction. When nothing was appended since the
+// mark, the file is emptied. Else the lines appended since go to a new
+// file of a new generation, renamed over the journal: at every instant
+// the file and the database's mark hold each line once (the old file's
+// lines past the mark, or the new file whole, since the mark names a
+// generation it is not). A mark of an older generation, or of an empty
+// journal, leaves it alone.
+func (j *Journal) CompactTo(mark JournalMark) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if mark.Generation != j.gen || mark.Size == 0 || mark.Size > j.size {
+		return nil
+	}
+	if mark.Size == j.size {
+		return j.truncateLocked()
+	}
+	tail := make([]byte, j.size-mark.Size)
+	if _, err := j.f.ReadAt(tail, mark.Size); err != nil {
+		return err
+	}
+	gen := newGeneration()
+	b := append(strconv.AppendInt([]byte("#gen "), gen, 10), '\n')
+	b = append(b, tail...)
+	next := j.path + journalNext
+	f, err := os.OpenFile(next, os.O_CREATE|os.O_TRUNC|os.O_RDWR|os.O_APPEND, FileMode)
+	if err != nil {
+		return err
+	}
+	err = f.Chmod(FileMode) // the mode given to OpenFile is masked by the umask
+	if err == nil {
+		_, err = f.Write(b)
+	}
+	if err == nil {
+		err = os.Rename(next, j.path)
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(next)
+		return err
+	}
+	j.f.Close()
+	j.f, j.size, j.gen = f, int64(len(b)), gen
+	return nil
+}
+
+// journalNext names, after the journal's, the file CompactTo writes before
+// renaming it over the journal; one left by a crash in between is a copy
+// of lines the journal still holds, and is removed.
+const journalNext = ".next"
 
 func (j *Journal) truncateLocked() error {
 	if err := j.f.Truncate(0); err != nil {

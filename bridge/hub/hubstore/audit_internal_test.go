@@ -265,7 +265,7 @@ func TestValueWriterAudit(t *testing.T) {
 	for i := 2; i < 5; i++ {
 		command(i, nil)
 	}
-	w.flush()
+	w.fold()
 	got, err := db.Audit(ctx, bridge.AuditFilter{})
 	if err != nil || len(got) != 5 || got[0].RequestID != "r4" || got[4].RequestID != "r2" {
 		t.Fatalf("after 5 commands of 2 records under max_rows 5: %d records %+v, %v; want the 5 newest", len(got), got, err)
@@ -304,5 +304,90 @@ func TestValueWriterAuditWithoutJournal(t *testing.T) {
 	}
 	if got, _ := db.Audit(ctx, bridge.AuditFilter{}); len(got) != 1 || got[0].RequestID != "r" {
 		t.Errorf("records after Persist with a broken journal: %+v", got)
+	}
+}
+
+// heldFold is a database whose first fold waits, inside its transaction,
+// until release is closed.
+type heldFold struct {
+	*Store
+	once             sync.Once
+	entered, release chan struct{}
+}
+
+func (h *heldFold) FoldJournalAudited(ctx context.Context, vs []store.SwitchValue, recs []bridge.AuditRecord, mark store.JournalMark) error {
+	h.once.Do(func() {
+		close(h.entered)
+		<-h.release
+	})
+	return h.Store.FoldJournalAudited(ctx, vs, recs, mark)
+}
+
+// TestCommandsDoNotWaitForAFold: a command journals its value and records
+// while a fold's transaction is still running (on an SD card it can take
+// long), and nothing is lost or stored twice: the fold empties the
+// journal of what it stored and keeps what the command appended, which
+// the next fold stores.
+func TestCommandsDoNotWaitForAFold(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	eng, err := store.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	db := New(eng)
+	j, err := store.OpenJournal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := &heldFold{Store: db, entered: make(chan struct{}), release: make(chan struct{})}
+	w := NewValueWriter(held, j, AuditBounds{}, slog.New(slog.DiscardHandler))
+	defer w.Close()
+	now := time.Now()
+	record := func(i int, v bridge.Value) []bridge.AuditRecord {
+		return []bridge.AuditRecord{{At: now.Add(time.Duration(i) * time.Millisecond), InstallationID: "inst-1", SwitchID: "a",
+			Command: bridge.Command(v), Outcome: bridge.OutcomeOK, RequestID: fmt.Sprint("r", i)}}
+	}
+	if err := w.Persist(bridge.On, map[string]time.Time{"a": now}, record(1, bridge.On)); err != nil {
+		t.Fatal(err)
+	}
+	folded := make(chan error, 1)
+	go func() { folded <- w.fold() }()
+	<-held.entered
+	persisted := make(chan error, 1)
+	go func() {
+		persisted <- w.Persist(bridge.Off, map[string]time.Time{"a": now.Add(time.Second)}, record(2, bridge.Off))
+	}()
+	select {
+	case err := <-persisted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second): // a bound for a loaded machine: the append takes microseconds
+		close(held.release)
+		t.Fatal("a command waited for the fold's transaction to end")
+	}
+	close(held.release)
+	if err := <-folded; err != nil {
+		t.Fatal(err)
+	}
+	vs, err := store.ReadJournal(dir)
+	if err != nil || len(vs) != 1 || vs[0].Value != bridge.Off {
+		t.Fatalf("journal after the fold = %+v, %v; want the second command's off alone", vs, err)
+	}
+	if got, _ := db.Audit(ctx, bridge.AuditFilter{}); len(got) != 1 || got[0].RequestID != "r1" {
+		t.Fatalf("records stored by the fold = %+v; want the first command's", got)
+	}
+	if err := w.fold(); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := db.Audit(ctx, bridge.AuditFilter{})
+	vals, _ := eng.SwitchValues(ctx)
+	if len(got) != 2 || got[0].RequestID != "r2" || vals["a"] != bridge.Off {
+		t.Fatalf("after the next fold: records %+v, a = %s; want both commands' records once and off", got, vals["a"])
+	}
+	if m := j.Mark(); m.Size != 0 {
+		t.Errorf("the journal holds %d bytes when the database holds everything", m.Size)
 	}
 }

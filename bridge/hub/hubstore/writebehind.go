@@ -16,7 +16,8 @@ import (
 // per switch is queued and written to the database in batches by one
 // goroutine. A command, which must not be answered before its values are
 // durable, appends them to the value journal instead (one write); each
-// batch written to the database empties the journal again.
+// batch written to the database drops from the journal what it stored.
+// Commands go on appending while a batch's transaction runs.
 //
 // A command's audit records ride the same way: journaled in the write of
 // its values, stored with the next batch (in its transaction), after which
@@ -27,19 +28,28 @@ type ValueWriter struct {
 	logger  *slog.Logger
 	bounds  AuditBounds
 
-	// wmu serialises journal appends and database flushes, so a flush
-	// knows everything journaled before it is in its batch.
-	wmu       sync.Mutex
-	journaled map[string]bridge.Value // queued values already in the journal; under wmu
+	// fmu serialises folds (the database writes of batches) and the audit
+	// log's pruning.
+	fmu sync.Mutex
+	// auditRows is how many records the database holds, counted once and
+	// then followed, so that the row bound costs a query only when it is
+	// passed; -1 until counted. Under fmu.
+	auditRows int64
+
+	// wmu serialises journal appends and a fold's taking of its batch, so
+	// that the batch holds everything journaled before the journal's
+	// mark taken with it. It is not held while the batch is written: a
+	// command appends to the journal while a fold's transaction runs.
+	wmu sync.Mutex
+	// journaled is the queued values already in the journal since the
+	// last batch was taken; under wmu.
+	journaled map[string]bridge.Value
 	// audit is the records not yet in the database (in the journal, or
 	// in memory alone while neither journal nor database takes them);
 	// under wmu.
 	audit []bridge.AuditRecord
-	// auditRows is how many records the database holds, counted once and
-	// then followed, so that the row bound costs a query only when it is
-	// passed; -1 until counted. Under wmu.
-	auditRows int64
-	// auditDropped is set once the log said records were dropped.
+	// auditDropped is set once the log said records were dropped; under
+	// wmu.
 	auditDropped bool
 
 	mu   sync.Mutex
@@ -140,9 +150,9 @@ func (w *ValueWriter) run() {
 		case <-w.stop:
 			t.Stop()
 		}
-		w.flush()
+		w.fold()
 	}
-	w.flush()
+	w.fold()
 }
 
 // Value is the last value reported for a switch since start-up.
@@ -173,6 +183,25 @@ func (w *ValueWriter) Persist(v bridge.Value, confirmedAt map[string]time.Time, 
 	for id, at := range confirmedAt {
 		w.Notify(id, bridge.State{Value: v, Available: true, Updated: at})
 	}
+	jerr, done := w.journalize(recs)
+	if done {
+		return nil
+	}
+	if err := w.fold(); err != nil {
+		if jerr != nil {
+			// One line: it ends up in a 503's message and a log line.
+			err = fmt.Errorf("value journal: %v; database: %v", jerr, err)
+		}
+		return w.logLost(err)
+	}
+	return nil
+}
+
+// journalize appends the queued values not yet journaled and recs to the
+// journal, done when they are there (or when there is nothing to keep).
+// Otherwise, without a journal or when it failed (the error), the records
+// wait in memory for the fold that is to store them.
+func (w *ValueWriter) journalize(recs []bridge.AuditRecord) (jerr error, done bool) {
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
 	w.mu.Lock()
@@ -184,19 +213,15 @@ func (w *ValueWriter) Persist(v bridge.Value, confirmedAt map[string]time.Time, 
 	}
 	w.mu.Unlock()
 	if len(batch) == 0 && len(recs) == 0 {
-		return nil
+		return nil, true
 	}
 	w.keepAudit(recs)
 	if w.journal == nil {
-		return w.logLost(w.flushLocked())
+		return nil, false
 	}
 	if err := w.journal.AppendAudited(batch, recs); err != nil {
 		w.logger.Warn("value journal: writing the database instead", "err", err)
-		if ferr := w.flushLocked(); ferr != nil {
-			// One line: it ends up in a 503's message and a log line.
-			return w.logLost(fmt.Errorf("value journal: %v; database: %v", err, ferr))
-		}
-		return nil
+		return err, false
 	}
 	for _, v := range batch {
 		w.journaled[v.SwitchID] = v.Value
@@ -208,7 +233,7 @@ func (w *ValueWriter) Persist(v bridge.Value, confirmedAt map[string]time.Time, 
 		w.wakeLocked()
 		w.mu.Unlock()
 	}
-	return nil
+	return nil, true
 }
 
 // keepAudit adds recs to the records waiting for the database, keeping at
@@ -230,8 +255,14 @@ func (w *ValueWriter) keepAudit(recs []bridge.AuditRecord) {
 // answers as it would have, and its records would otherwise be lost
 // without a line.
 func (w *ValueWriter) logLost(err error) error {
-	if err != nil && len(w.audit) > 0 {
-		w.logger.Warn("audit log: records not stored yet, kept in memory and retried with the next write", "records", len(w.audit), "err", err)
+	if err == nil {
+		return nil
+	}
+	w.wmu.Lock()
+	n := len(w.audit)
+	w.wmu.Unlock()
+	if n > 0 {
+		w.logger.Warn("audit log: records not stored yet, kept in memory and retried with the next write", "records", n, "err", err)
 	}
 	return err
 }
@@ -240,14 +271,15 @@ func (w *ValueWriter) logLost(err error) error {
 // records the writer does it itself, but records age while no command
 // comes, so the daemon calls this now and then.
 func (w *ValueWriter) PruneAudit() {
-	w.wmu.Lock()
-	defer w.wmu.Unlock()
+	w.fmu.Lock()
+	defer w.fmu.Unlock()
 	w.pruneAuditLocked(0)
 }
 
 // pruneAuditLocked deletes the records past the bounds, added being how
 // many the last batch stored. The age bound is one indexed delete; the
 // row bound needs the count, followed here, and a query only once passed.
+// Under fmu.
 func (w *ValueWriter) pruneAuditLocked(added int) {
 	ctx := context.Background()
 	if w.auditRows >= 0 {
@@ -272,59 +304,84 @@ func (w *ValueWriter) pruneAuditLocked(added int) {
 	}
 }
 
-func (w *ValueWriter) flush() {
-	w.wmu.Lock()
-	defer w.wmu.Unlock()
-	w.flushLocked()
+// batch is what one fold stores: the queued values, the records waiting
+// and how far the journal held them.
+type batch struct {
+	queue map[string]bridge.State
+	audit []bridge.AuditRecord
+	mark  store.JournalMark
 }
 
-func (w *ValueWriter) flushLocked() error {
-	w.mu.Lock()
-	q := w.queue
-	w.queue = map[string]bridge.State{}
-	w.mu.Unlock()
-	recs := w.audit
-	if len(q) == 0 && len(recs) == 0 {
+// fold stores what waits in the database, with how far the journal held
+// it, then drops that much of the journal. Commands go on appending to the
+// journal while the transaction runs: what they append is past the mark,
+// for the next fold (Journal.CompactTo keeps it).
+func (w *ValueWriter) fold() error {
+	w.fmu.Lock()
+	defer w.fmu.Unlock()
+	b := w.take()
+	if len(b.queue) == 0 && len(b.audit) == 0 {
 		return nil
 	}
-	batch := make([]store.SwitchValue, 0, len(q))
-	for id, st := range q {
-		batch = append(batch, toValue(id, st))
+	values := make([]store.SwitchValue, 0, len(b.queue))
+	for id, st := range b.queue {
+		values = append(values, toValue(id, st))
 	}
-	// wmu holds off appends: everything journaled so far is in this batch
-	// (or replaced by a newer value in it), and the database records so in
-	// the same transaction.
-	var mark store.JournalMark
-	if w.journal != nil {
-		mark = w.journal.Mark()
+	if err := w.db.FoldJournalAudited(context.Background(), values, b.audit, b.mark); err != nil {
+		w.logger.Warn("storing switch values; will retry", "switches", len(values), "audit_records", len(b.audit), "err", err)
+		w.putBack(b)
+		return err
 	}
-	if err := w.db.FoldJournalAudited(context.Background(), batch, recs, mark); err != nil {
-		w.logger.Warn("storing switch values; will retry", "switches", len(batch), "audit_records", len(recs), "err", err)
-		// Put back what no newer report replaced; the journal keeps what it has.
-		w.mu.Lock()
-		for id, st := range q {
-			if _, newer := w.queue[id]; !newer {
-				w.queue[id] = st
-			}
-		}
-		w.wakeLocked() // try again after the next coalescing window
-		w.mu.Unlock()
-		return err // the records stay in w.audit for that try
-	}
-	w.audit = nil
+	w.wmu.Lock()
 	w.auditDropped = false
-	// Everything journaled so far was in the queue this batch took (or was
-	// replaced by a newer value in it), so the journal is no longer needed.
+	w.wmu.Unlock()
 	if w.journal != nil {
-		if err := w.journal.Compact(); err != nil {
+		if err := w.journal.CompactTo(b.mark); err != nil {
 			w.logger.Warn("value journal: compacting", "err", err)
 		}
 	}
-	clear(w.journaled)
-	if len(recs) > 0 {
-		w.pruneAuditLocked(len(recs))
+	if len(b.audit) > 0 {
+		w.pruneAuditLocked(len(b.audit))
 	}
 	return nil
+}
+
+// take takes what the next fold stores. Under wmu, no append is half
+// done: everything journaled up to the mark is in the batch (or replaced
+// by a newer value in it).
+func (w *ValueWriter) take() batch {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	w.mu.Lock()
+	b := batch{queue: w.queue, audit: w.audit}
+	w.queue = map[string]bridge.State{}
+	w.mu.Unlock()
+	w.audit = nil
+	// What is journaled from now on is past the mark, whatever the
+	// journal held before: a value reported again must be journaled again.
+	w.journaled = map[string]bridge.Value{}
+	if w.journal != nil {
+		b.mark = w.journal.Mark()
+	}
+	return b
+}
+
+// putBack returns a batch the database did not take to what waits: its
+// values where no newer report replaced them, its records before the ones
+// kept since. The journal keeps all it had.
+func (w *ValueWriter) putBack(b batch) {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	w.audit = append(b.audit, w.audit...)
+	w.keepAudit(nil)
+	w.mu.Lock()
+	for id, st := range b.queue {
+		if _, newer := w.queue[id]; !newer {
+			w.queue[id] = st
+		}
+	}
+	w.wakeLocked() // try again after the next coalescing window
+	w.mu.Unlock()
 }
 
 // Close stores what is queued, stops the writer and closes its journal.

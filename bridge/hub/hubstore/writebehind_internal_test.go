@@ -64,7 +64,7 @@ func TestConfirmationDoesNotOverwriteANewerReport(t *testing.T) {
 	if v, _ := w.Value("x"); v != bridge.Off {
 		t.Errorf("value = %s, want the newer report (off)", v)
 	}
-	w.flush()
+	w.fold()
 	if got := sv.get("x"); got != bridge.Off {
 		t.Errorf("stored %s, want off", got)
 	}
@@ -115,7 +115,7 @@ func TestTimelessStateStoresNothing(t *testing.T) {
 	if v, _ := w.Value("x"); v != bridge.On {
 		t.Errorf("value = %s, want the reported on", v)
 	}
-	w.flush()
+	w.fold()
 	if got := sv.get("x"); got != bridge.On {
 		t.Errorf("stored %s, want on", got)
 	}
