@@ -391,3 +391,40 @@ func TestCommandsDoNotWaitForAFold(t *testing.T) {
 		t.Errorf("the journal holds %d bytes when the database holds everything", m.Size)
 	}
 }
+
+// TestFoldStoresEveryRecordOnce: a fold inserts its records several to a
+// statement; whatever their number (one, one short of a statement's
+// worth, a statement's worth, one more, several and a rest), each is
+// stored once, whole.
+func TestFoldStoresEveryRecordOnce(t *testing.T) {
+	ctx := context.Background()
+	at := time.UnixMilli(1_800_000_000_000)
+	for _, n := range []int{1, 49, 50, 51, 137} {
+		eng, err := store.Open(ctx, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		db := New(eng)
+		recs := make([]bridge.AuditRecord, n)
+		for i := range recs {
+			recs[i] = bridge.AuditRecord{At: at.Add(time.Duration(i) * time.Millisecond), InstallationID: fmt.Sprint("inst-", i%3), ClientID: fmt.Sprint("app-", i),
+				UserID: int64(i), SwitchID: fmt.Sprint("sw-", i), Command: bridge.CommandOff, Outcome: bridge.FailTimeout, Latency: time.Duration(i) * time.Millisecond,
+				RequestID: fmt.Sprint("r", i)}
+		}
+		if err := eng.FoldJournalAudited(ctx, nil, recs, store.JournalMark{Generation: 1, Size: 1}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := db.Audit(ctx, bridge.AuditFilter{})
+		eng.Close()
+		if err != nil || len(got) != n {
+			t.Fatalf("%d records folded: %d read back, %v", n, len(got), err)
+		}
+		for i, r := range got { // newest first
+			want := recs[n-1-i]
+			if !r.At.Equal(want.At) || r.InstallationID != want.InstallationID || r.ClientID != want.ClientID || r.UserID != want.UserID ||
+				r.SwitchID != want.SwitchID || r.Command != want.Command || r.Outcome != want.Outcome || r.Latency != want.Latency || r.RequestID != want.RequestID {
+				t.Fatalf("%d records folded: #%d read back as %+v, want %+v", n, i, r, want)
+			}
+		}
+	}
+}
