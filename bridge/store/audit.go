@@ -15,10 +15,12 @@ import (
 
 const insertAudit = `INSERT INTO audit_log (at, installation_id, client_id, user_id, switch_id, command, outcome, latency_ms, request_id) VALUES `
 
-// auditRowsPerInsert is how many records one INSERT carries: a fold
-// stores a coalescing window's records (hundreds on a busy hub), and one
-// statement per record spent more in the driver than in SQLite.
-const auditRowsPerInsert = 50
+// auditChunks are how many records one INSERT carries, largest first: a
+// fold stores a coalescing window's records (hundreds on a busy hub), and
+// one statement per record spent more in the driver than in SQLite. The
+// three statements are prepared once (DB.Stmt); preparing one of fifty
+// rows every fold cost more than it saved.
+var auditChunks = [...]int{50, 10, 1}
 
 // insertAuditRows is an INSERT of n records.
 func insertAuditRows(n int) string {
@@ -33,42 +35,34 @@ func insertAuditRows(n int) string {
 	return b.String()
 }
 
-var insertAuditFull = insertAuditRows(auditRowsPerInsert)
+var insertAuditChunk = [len(auditChunks)]string{insertAuditRows(auditChunks[0]), insertAuditRows(auditChunks[1]), insertAuditRows(auditChunks[2])}
 
-// saveAudit inserts recs, auditRowsPerInsert to a statement (prepared once
-// per fold) and the rest in one more: per record that is a third of what
-// one prepared single-row insert cost (BenchmarkFoldAudit).
-func saveAudit(ctx context.Context, tx *sql.Tx, recs []bridge.AuditRecord) error {
-	args := make([]any, 0, 9*min(len(recs), auditRowsPerInsert))
-	exec := func(stmt *sql.Stmt, query string, rs []bridge.AuditRecord) error {
-		args = args[:0]
-		for _, r := range rs {
-			args = append(args, unix(r.At), r.InstallationID, r.ClientID, r.UserID, r.SwitchID,
-				string(r.Command), r.Outcome, r.Latency.Milliseconds(), r.RequestID)
+// saveAudit inserts recs in tx, as many to a statement as auditChunks
+// allows: per record a third less than one single-row insert each
+// (BenchmarkFoldAudit).
+func (db *DB) saveAudit(ctx context.Context, tx *sql.Tx, recs []bridge.AuditRecord) error {
+	args := make([]any, 0, 9*min(len(recs), auditChunks[0]))
+	for i, n := range auditChunks {
+		if len(recs) < n {
+			continue
 		}
-		var err error
-		if stmt != nil {
-			_, err = stmt.ExecContext(ctx, args...)
-		} else {
-			_, err = tx.ExecContext(ctx, query, args...)
-		}
-		return err
-	}
-	if len(recs) >= auditRowsPerInsert {
-		stmt, err := tx.PrepareContext(ctx, insertAuditFull)
+		st, err := db.Stmt(ctx, insertAuditChunk[i])
 		if err != nil {
 			return err
 		}
-		defer stmt.Close()
-		for len(recs) >= auditRowsPerInsert {
-			if err := exec(stmt, "", recs[:auditRowsPerInsert]); err != nil {
+		stmt := tx.StmtContext(ctx, st)
+		for ; len(recs) >= n; recs = recs[n:] {
+			args = args[:0]
+			for _, r := range recs[:n] {
+				args = append(args, unix(r.At), r.InstallationID, r.ClientID, r.UserID, r.SwitchID,
+					string(r.Command), r.Outcome, r.Latency.Milliseconds(), r.RequestID)
+			}
+			if _, err := stmt.ExecContext(ctx, args...); err != nil {
+				stmt.Close()
 				return err
 			}
-			recs = recs[auditRowsPerInsert:]
 		}
+		stmt.Close()
 	}
-	if len(recs) == 0 {
-		return nil
-	}
-	return exec(nil, insertAuditRows(len(recs)), recs)
+	return nil
 }

@@ -51,7 +51,7 @@ func (db *DB) saveValues(ctx context.Context, vs []SwitchValue, recs []bridge.Au
 			return err
 		}
 	}
-	if err := saveAudit(ctx, tx, recs); err != nil {
+	if err := db.saveAudit(ctx, tx, recs); err != nil {
 		return err
 	}
 	if fold != nil {
