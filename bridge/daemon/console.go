@@ -55,7 +55,7 @@ func (d *Daemon) openConsole(mux *http.ServeMux) {
 // pages, its owners signed in through the platform.
 func (d *Daemon) openHubConsole(mux *http.ServeMux, platformURL, hubID string) {
 	gate := hubconsole.New(hubconsole.Options{PlatformURL: platformURL, HubID: hubID, PublicURL: d.publicURL,
-		Redeem: d.Link.RedeemConsoleSignIn, Logger: d.logger.With("component", "console")})
+		Redeem: d.Link.RedeemConsoleSignIn, Logger: d.logger.With("component", "console"), TrustedProxies: d.Config.Server.TrustedProxies.List()})
 	gate.Register(mux)
 	d.console = console.New(d.consoleOptions(gate, linkedRecords{d.HubStore, d.HubStore.Replica()}))
 	d.console.Register(mux)

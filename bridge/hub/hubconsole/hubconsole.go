@@ -23,6 +23,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/console"
+	"github.com/switchbridge/switchbridge/bridge/infra/clientaddr"
 	"github.com/switchbridge/switchbridge/bridge/link"
 )
 
@@ -62,6 +64,10 @@ type Options struct {
 	// RedeemConsoleSignIn).
 	Redeem func(ctx context.Context, code string) (link.ConsoleOwner, error)
 	Logger *slog.Logger
+	// TrustedProxies are the peers whose forwarding headers name the
+	// client (server.trusted_proxies): sign-ins asked about at once are
+	// bounded per client.
+	TrustedProxies []netip.Prefix
 	// Now is the sessions' clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -75,10 +81,13 @@ type Gate struct {
 	mu       sync.Mutex
 	sessions map[string]*session // by the hash of the cookie
 	// taken are the codes the platform vouched for, until they expire;
-	// pending those being asked about now (at most maxPending): a
-	// stranger's made-up codes take no memory past their question.
-	taken   map[string]time.Time
-	pending map[string]bool
+	// pending those being asked about now, with the client that sent
+	// each (clientaddr.Key), and pendingBy how many each client has: a
+	// stranger's made-up codes take no memory past their question, and
+	// hold up no one else's sign-in.
+	taken     map[string]time.Time
+	pending   map[string]string
+	pendingBy map[string]int
 }
 
 type session struct {
@@ -97,7 +106,7 @@ func New(o Options) *Gate {
 	}
 	u, err := url.Parse(o.PublicURL)
 	g := &Gate{opts: o, secure: err == nil && u.Scheme == "https", key: make([]byte, 32),
-		sessions: map[string]*session{}, taken: map[string]time.Time{}, pending: map[string]bool{}}
+		sessions: map[string]*session{}, taken: map[string]time.Time{}, pending: map[string]string{}, pendingBy: map[string]int{}}
 	rand.Read(g.key)
 	return g
 }
@@ -200,7 +209,7 @@ func (g *Gate) callback(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "This sign-in link is not one the platform made. Open the console again.", http.StatusForbidden)
 		return
 	}
-	switch g.reserve(code) {
+	switch g.reserve(code, clientaddr.Key(r, g.opts.TrustedProxies)) {
 	case errTaken:
 		http.Error(w, "This sign-in link was used already. Open the console again.", http.StatusForbidden)
 		return
@@ -235,18 +244,23 @@ func (g *Gate) callback(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, console.SafeNext(q.Get("next")), http.StatusSeeOther)
 }
 
-// maxPending bounds the sign-ins asked about at once: each is a call to
-// the platform.
-const maxPending = 8
+// Bounds of the sign-ins asked about at once: each is a call to the
+// platform. An owner signs in once; a client with more at once is making
+// codes up, and waits without holding anyone else up, unless it comes
+// from more addresses (IPv6: /64s) than a neighbour has.
+const (
+	maxPending          = 32
+	maxPendingPerClient = 2
+)
 
 var (
 	errTaken = errors.New("taken")
 	errBusy  = errors.New("busy")
 )
 
-// reserve marks code as being asked about: errTaken when it was used or
-// is being asked about already, errBusy past maxPending at once.
-func (g *Gate) reserve(code string) error {
+// reserve marks code as being asked about for client: errTaken when it
+// was used or is being asked about already, errBusy past the bounds.
+func (g *Gate) reserve(code, client string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := g.opts.Now()
@@ -256,13 +270,17 @@ func (g *Gate) reserve(code string) error {
 		}
 	}
 	h := hashOf(code)
-	if _, ok := g.taken[h]; ok || g.pending[h] {
+	if _, ok := g.taken[h]; ok {
 		return errTaken
 	}
-	if len(g.pending) >= maxPending {
+	if _, ok := g.pending[h]; ok {
+		return errTaken
+	}
+	if len(g.pending) >= maxPending || g.pendingBy[client] >= maxPendingPerClient {
 		return errBusy
 	}
-	g.pending[h] = true
+	g.pending[h] = client
+	g.pendingBy[client]++
 	return nil
 }
 
@@ -273,7 +291,11 @@ func (g *Gate) settle(code string, vouched bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	h := hashOf(code)
+	client := g.pending[h]
 	delete(g.pending, h)
+	if g.pendingBy[client]--; g.pendingBy[client] <= 0 {
+		delete(g.pendingBy, client)
+	}
 	if vouched {
 		g.taken[h] = g.opts.Now().Add(2 * time.Minute)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -63,8 +64,17 @@ func (r *gateRig) startSignIn(t *testing.T, next string) (*http.Cookie, string) 
 }
 
 func (r *gateRig) callback(state string, code, next string, cookies ...*http.Cookie) *httptest.ResponseRecorder {
+	return r.callbackFrom("", state, code, next, cookies...)
+}
+
+// callbackFrom is callback from the address from (host:port), or from
+// httptest's when "".
+func (r *gateRig) callbackFrom(from, state string, code, next string, cookies ...*http.Cookie) *httptest.ResponseRecorder {
 	q := url.Values{"code": {code}, "state": {state}, "next": {next}}
 	req := httptest.NewRequest("GET", "http://hub.test"+hubconsole.CallbackPath+"?"+q.Encode(), nil)
+	if from != "" {
+		req.RemoteAddr = from
+	}
 	for _, c := range cookies {
 		req.AddCookie(c)
 	}
@@ -178,17 +188,19 @@ func TestLogoutAndNotices(t *testing.T) {
 }
 
 // TestMadeUpCodesAreBounded: a stranger with a state of their own sends
-// made-up codes: each is asked about at most maxPending at once (the
-// rest get 503 at once, with no call to the platform), and a refused code
-// is forgotten, so no number of them fills the hub's memory; one without
-// a code's shape is refused before any question.
+// made-up codes: each client (an address, an IPv6 /64) has at most two
+// asked about at once and the hub at most 32 (the rest get 503 at once,
+// with no call to the platform), so a neighbour's codes hold up no
+// owner's sign-in from elsewhere; a refused code is forgotten, so no
+// number of them fills the hub's memory; one without a code's shape is
+// refused before any question.
 func TestMadeUpCodesAreBounded(t *testing.T) {
 	r := newGateRig(t)
 	release := make(chan struct{})
-	asked := make(chan struct{}, 100)
+	asked := make(chan string, 100)
 	r.g = hubconsole.New(hubconsole.Options{PlatformURL: "http://platform.test", HubID: "hub-1", PublicURL: "http://hub.test",
-		Redeem: func(context.Context, string) (link.ConsoleOwner, error) {
-			asked <- struct{}{}
+		Redeem: func(_ context.Context, code string) (link.ConsoleOwner, error) {
+			asked <- code
 			<-release
 			return link.ConsoleOwner{}, errors.New("refused")
 		}})
@@ -198,26 +210,112 @@ func TestMadeUpCodesAreBounded(t *testing.T) {
 	if w := r.callback(sent, "no-shape", "/console/", state); w.Code != http.StatusForbidden || len(asked) != 0 {
 		t.Fatalf("a code without a code's shape: %d, %d questions", w.Code, len(asked))
 	}
-	done := make(chan int, 8)
-	for i := range 8 {
-		go func() { done <- r.callback(sent, fmt.Sprintf("made.up%d", i), "/console/", state).Code }()
+	done := make(chan int, 64)
+	pending := 0
+	ask := func(from, code string) {
+		t.Helper()
+		go func() { done <- r.callbackFrom(from, sent, code, "/console/", state).Code }()
+		if got := <-asked; got != code {
+			t.Fatalf("the platform was asked about %q, want %q", got, code)
+		}
+		pending++
 	}
-	for range 8 {
-		<-asked // all eight are being asked about
+	busy := func(from, code string) {
+		t.Helper()
+		answer := make(chan *httptest.ResponseRecorder, 1)
+		go func() { answer <- r.callbackFrom(from, sent, code, "/console/", state) }()
+		select {
+		case w := <-answer:
+			if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+				t.Errorf("%s from %s: %d, want 503 with Retry-After", code, from, w.Code)
+			}
+		case <-asked:
+			close(release) // let the questions end, so that the test does too
+			t.Fatalf("%s from %s was asked about, want 503 at once", code, from)
+		}
 	}
-	if w := r.callback(sent, "made.up9", "/console/", state); w.Code != http.StatusServiceUnavailable {
-		t.Errorf("a ninth sign-in at once: %d, want 503", w.Code)
+	// A neighbour: two at once, then refused at once.
+	ask("192.0.2.7:4000", "made.up0")
+	ask("192.0.2.7:4001", "made.up1")
+	busy("192.0.2.7:4002", "made.up2")
+	// One IPv6 /64 is one client, whichever address in it.
+	ask("[2001:db8:1:2::a]:4000", "made.up3")
+	ask("[2001:db8:1:2::b]:4000", "made.up4")
+	busy("[2001:db8:1:2::c]:4000", "made.up5")
+	// An owner elsewhere is asked about all the same.
+	ask("192.0.2.8:5000", "owner.code")
+	// Across many clients, at most 32 at once.
+	for i := 0; pending < 32; i++ {
+		ask(fmt.Sprintf("198.51.100.%d:4000", i+1), fmt.Sprintf("many.client%d", i))
 	}
+	busy("203.0.113.1:4000", "one.more")
 	close(release)
-	for range 8 {
+	for range pending {
 		if c := <-done; c != http.StatusForbidden {
 			t.Errorf("a made-up code: %d, want 403", c)
 		}
 	}
 	// Forgotten: the same made-up code is asked about again, not
-	// remembered as taken.
+	// remembered as taken, and its client may ask again.
 	go func() { <-asked }()
-	if w := r.callback(sent, "made.up0", "/console/", state); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "did not confirm") {
+	if w := r.callbackFrom("192.0.2.7:4000", sent, "made.up0", "/console/", state); w.Code != http.StatusForbidden || !strings.Contains(w.Body.String(), "did not confirm") {
 		t.Errorf("a refused code sent again: %d %q, want the platform asked again", w.Code, w.Body.String())
+	}
+}
+
+// TestSignInsCountedBehindAProxy: behind a reverse proxy in
+// TrustedProxies the client its header names is counted, not the proxy;
+// the header of a peer that is not one is ignored.
+func TestSignInsCountedBehindAProxy(t *testing.T) {
+	r := newGateRig(t)
+	release := make(chan struct{})
+	asked := make(chan struct{}, 10)
+	r.g = hubconsole.New(hubconsole.Options{PlatformURL: "http://platform.test", HubID: "hub-1", PublicURL: "http://hub.test",
+		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")},
+		Redeem: func(context.Context, string) (link.ConsoleOwner, error) {
+			asked <- struct{}{}
+			<-release
+			return link.ConsoleOwner{}, errors.New("refused")
+		}})
+	r.mux = http.NewServeMux()
+	r.g.Register(r.mux)
+	defer close(release)
+	state, sent := r.startSignIn(t, "/console/")
+	call := func(peer, forwarded, code string) <-chan int {
+		q := url.Values{"code": {code}, "state": {sent}, "next": {"/console/"}}
+		req := httptest.NewRequest("GET", "http://hub.test"+hubconsole.CallbackPath+"?"+q.Encode(), nil)
+		req.RemoteAddr = peer
+		req.Header.Set("X-Forwarded-For", forwarded)
+		req.AddCookie(state)
+		c := make(chan int, 1)
+		go func() {
+			w := httptest.NewRecorder()
+			r.mux.ServeHTTP(w, req)
+			c <- w.Code
+		}()
+		return c
+	}
+	askedAbout := func(answer <-chan int, what string) {
+		t.Helper()
+		select {
+		case <-asked:
+		case code := <-answer:
+			t.Fatalf("%s: %d, want it asked about", what, code)
+		}
+	}
+	// Three clients through the proxy: each is asked about.
+	for i := range 3 {
+		askedAbout(call("10.0.0.1:3000", fmt.Sprintf("192.0.2.%d", i+1), fmt.Sprintf("via.proxy%d", i)), fmt.Sprint("client ", i+1, " through the proxy"))
+	}
+	// A stranger naming a client in its own header is counted as itself.
+	askedAbout(call("192.0.2.50:3000", "192.0.2.60", "own.a"), "a stranger's first")
+	askedAbout(call("192.0.2.50:3001", "192.0.2.61", "own.b"), "a stranger's second")
+	select {
+	case code := <-call("192.0.2.50:3002", "192.0.2.62", "own.c"):
+		if code != http.StatusServiceUnavailable {
+			t.Errorf("a third at once from one peer naming other clients: %d, want 503", code)
+		}
+	case <-asked:
+		t.Error("a third at once from one peer naming other clients was asked about, want 503 at once")
 	}
 }

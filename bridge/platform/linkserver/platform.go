@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/infra/clientaddr"
 	"github.com/switchbridge/switchbridge/bridge/link"
 	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/wire"
@@ -161,7 +162,7 @@ func (p *Platform) authenticate(w http.ResponseWriter, r *http.Request) *bridge.
 		answerShuttingDown(w)
 		return nil
 	}
-	addr := oauth.ClientKey(r, p.opts.TrustedProxies)
+	addr := clientaddr.Key(r, p.opts.TrustedProxies)
 	id, secret, ok := r.BasicAuth()
 	if wait := p.fails.wait(id, addr, p.now()); wait > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)+1))

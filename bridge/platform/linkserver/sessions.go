@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
+	"github.com/switchbridge/switchbridge/bridge/infra/clientaddr"
 	"github.com/switchbridge/switchbridge/bridge/link"
-	"github.com/switchbridge/switchbridge/bridge/platform/oauth"
 	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
@@ -85,7 +85,7 @@ func (p *Platform) admit(w http.ResponseWriter, r *http.Request, h *bridge.Regis
 	if ok {
 		return done, true
 	}
-	addr := oauth.ClientKey(r, p.opts.TrustedProxies)
+	addr := clientaddr.Key(r, p.opts.TrustedProxies)
 	why := fmt.Sprintf("another process with this hub's credentials holds its link (instance %s); refused instance %s from %s", orNone(holder), orNone(inst), addr)
 	if p.noteConflict(h.ID) {
 		p.logger.Error("hub link: two processes call with the credentials of hub "+h.Name+": the one holding the link keeps it, the newcomer is refused; "+

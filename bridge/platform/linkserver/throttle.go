@@ -17,7 +17,7 @@ var hubLoginPolicy = failures.Policy{FirstDelay: time.Second, MaxDelay: 30 * tim
 // the address alone only after addrFree, so one hub's wrong secret cannot
 // lock out the other hubs behind the same address, while one address
 // cannot try ids without end. An address is the client's behind
-// server.trusted_proxies, IPv6 by its /64 (oauth.ClientKey).
+// server.trusted_proxies, IPv6 by its /64 (clientaddr.Key).
 const (
 	pairFree = 5
 	addrFree = 50

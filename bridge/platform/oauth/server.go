@@ -19,6 +19,7 @@ import (
 
 	"github.com/switchbridge/switchbridge/bridge"
 	"github.com/switchbridge/switchbridge/bridge/access"
+	"github.com/switchbridge/switchbridge/bridge/infra/clientaddr"
 	"github.com/switchbridge/switchbridge/bridge/wire"
 )
 
@@ -146,14 +147,13 @@ func (s *Server) lookupClient(ctx context.Context) func(string) (*bridge.App, er
 
 // clientKey is the throttling key of the request's client address.
 func (s *Server) clientKey(r *http.Request) string {
-	a := clientAddr(r, s.opts.TrustedProxies)
-	if !s.spoofWarned.Load() && (r.Header.Get("X-Forwarded-For") != "" || r.Header.Get("Forwarded") != "") {
-		if peer := parseHop(r.RemoteAddr); !isTrusted(peer, s.opts.TrustedProxies) && s.spoofWarned.CompareAndSwap(false, true) {
+	if !s.spoofWarned.Load() {
+		if peer, ignored := clientaddr.Ignored(r, s.opts.TrustedProxies); ignored && s.spoofWarned.CompareAndSwap(false, true) {
 			s.logger.Warn("a request carries X-Forwarded-For or Forwarded from a peer that is not in server.trusted_proxies: "+
 				"the header is ignored and logins are throttled by the peer's address; if the peer is your reverse proxy, list it", "peer", peer.String())
 		}
 	}
-	return addrKey(a)
+	return clientaddr.Key(r, s.opts.TrustedProxies)
 }
 
 func (s *Server) internal(w http.ResponseWriter, r *http.Request, err error) {

@@ -34,7 +34,7 @@ import (
 //     keeps its own allowance. A stolen cookie is worth deviceFree guesses
 //     and then the same delays.
 //
-// An address is the client's, behind trusted proxies (clientAddr), and an
+// An address is the client's, behind trusted proxies (clientaddr.Of), and an
 // IPv6 client counts by its /64. A login's failure is counted before its
 // password is checked, in the same step as the check of the counts
 // (charge), and taken back when the password was right; a correct password

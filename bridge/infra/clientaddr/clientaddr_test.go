@@ -1,9 +1,11 @@
-package oauth
+package clientaddr
 
 import (
 	"net/http"
 	"net/netip"
 	"testing"
+
+	"github.com/switchbridge/switchbridge/bridge"
 )
 
 func TestClientAddr(t *testing.T) {
@@ -40,14 +42,14 @@ func TestClientAddr(t *testing.T) {
 				r.Header.Add(k, v)
 			}
 		}
-		if got := clientAddr(r, trusted); got.String() != c.want {
+		if got := Of(r, trusted); got.String() != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
 	}
 }
 
 func TestAddrKeyGroupsIPv6By64(t *testing.T) {
-	k := func(s string) string { return addrKey(netip.MustParseAddr(s)) }
+	k := func(s string) string { return bridge.AddrKey(netip.MustParseAddr(s)) }
 	if k("2001:db8:1:2::1") != k("2001:db8:1:2:ffff:ffff:ffff:ffff") {
 		t.Error("two addresses of one /64 have different keys")
 	}

@@ -1,4 +1,13 @@
-package oauth
+// Package clientaddr says which client a request comes from, for the
+// bounds and throttles counted per client (logins, hub logins, console
+// sign-ins). Behind a reverse proxy every request arrives from the proxy,
+// so the proxy's X-Forwarded-For or Forwarded header is the only way to
+// tell clients apart; but anyone can send those headers, so they are
+// believed only from a peer listed in server.trusted_proxies, and even
+// then only as far as the hops those proxies added: the right-most
+// address that is not a trusted proxy is the client. Everything left of
+// it was written by the client itself.
+package clientaddr
 
 import (
 	"net/http"
@@ -8,22 +17,14 @@ import (
 	"github.com/switchbridge/switchbridge/bridge"
 )
 
-// Who a login comes from, for throttling. Behind a reverse proxy every
-// request arrives from the proxy, so the proxy's X-Forwarded-For or
-// Forwarded header is the only way to tell clients apart; but anyone can
-// send those headers, so they are believed only from a peer listed in
-// server.trusted_proxies, and even then only as far as the hops those
-// proxies added: the right-most address that is not a trusted proxy is the
-// client. Everything left of it was written by the client itself.
-
-// clientAddr returns the address a request comes from, with the peer's
+// Of returns the address a request comes from, with the peer's
 // address as the fallback whenever the forwarding headers cannot be
 // trusted: the peer is not a trusted proxy, both headers are present (a
 // proxy writes one of them; the other came from the client, and which is
 // which cannot be told), or the hop to use is not an address ("unknown",
 // an obfuscated Forwarded node). The fallback puts such requests in the
 // proxy's own bucket, which no well-formed request shares.
-func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
+func Of(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	peer := parseHop(r.RemoteAddr)
 	if !peer.IsValid() || !isTrusted(peer, trusted) {
 		return peer
@@ -58,9 +59,6 @@ func clientAddr(r *http.Request, trusted []netip.Prefix) netip.Addr {
 	}
 	return client
 }
-
-// addrKey is the throttling key of an address (bridge.AddrKey).
-func addrKey(a netip.Addr) string { return bridge.AddrKey(a) }
 
 func isTrusted(a netip.Addr, trusted []netip.Prefix) bool {
 	for _, p := range trusted {
@@ -136,9 +134,20 @@ func forwardedFor(h string) []string {
 	return out
 }
 
-// ClientKey is the throttling key of the address a request comes from:
-// the client's behind the trusted proxies, an IPv6 client by its /64. The
-// hub link throttles wrong hub logins by it, as logins are here.
-func ClientKey(r *http.Request, trusted []netip.Prefix) string {
-	return addrKey(clientAddr(r, trusted))
+// Key is the key a request's client is counted under: the client's
+// address behind the trusted proxies, an IPv6 client by its /64
+// (bridge.AddrKey).
+func Key(r *http.Request, trusted []netip.Prefix) string {
+	return bridge.AddrKey(Of(r, trusted))
+}
+
+// Ignored returns the peer whose forwarding headers Of does not believe:
+// a request that carries X-Forwarded-For or Forwarded from a peer not in
+// trusted. ok is false for any other request.
+func Ignored(r *http.Request, trusted []netip.Prefix) (peer netip.Addr, ok bool) {
+	if r.Header.Get("X-Forwarded-For") == "" && r.Header.Get("Forwarded") == "" {
+		return netip.Addr{}, false
+	}
+	peer = parseHop(r.RemoteAddr)
+	return peer, !isTrusted(peer, trusted)
 }
