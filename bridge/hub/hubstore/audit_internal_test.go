@@ -18,23 +18,29 @@ import (
 	"github.com/switchbridge/switchbridge/bridge/store/storetest"
 )
 
+// openWithJournal opens a database and its journal in a new data
+// directory, closed when the test ends.
+func openWithJournal(t *testing.T) (dir string, eng *store.DB, db *Store, j *store.Journal) {
+	t.Helper()
+	dir = t.TempDir()
+	eng, err := store.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	if j, err = store.OpenJournal(dir); err != nil {
+		t.Fatal(err)
+	}
+	return dir, eng, New(eng), j
+}
+
 // TestAuditRidesTheJournal: a command's audit records go into the journal
 // in the write of its values, reach the database with them when the
 // journal is replayed (as after a kill -9), and read back whole and
 // filtered.
 func TestAuditRidesTheJournal(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	eng, err := store.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	db := New(eng)
-	j, err := store.OpenJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, eng, db, j := openWithJournal(t)
 	defer j.Close()
 	at := time.UnixMilli(1_800_000_000_000)
 	recs := []bridge.AuditRecord{
@@ -203,20 +209,10 @@ func (g *foldGate) FoldJournalAudited(ctx context.Context, vs []store.SwitchValu
 // batch and by PruneAudit while no command comes.
 func TestValueWriterAudit(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	eng, err := store.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	db := New(eng)
+	dir, _, db, j := openWithJournal(t)
 	now := time.Now()
 	var mu sync.Mutex
 	db.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	j, err := store.OpenJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	gate := &foldGate{Store: db}
 	w := NewValueWriter(gate, j, AuditBounds{MaxAge: time.Hour, MaxRows: 5}, slog.New(slog.DiscardHandler))
 	defer w.Close()
@@ -284,17 +280,7 @@ func TestValueWriterAudit(t *testing.T) {
 // go to the database before Persist returns, as the values do.
 func TestValueWriterAuditWithoutJournal(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	eng, err := store.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	db := New(eng)
-	j, err := store.OpenJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, _, db, j := openWithJournal(t)
 	w := NewValueWriter(db, j, AuditBounds{}, slog.New(slog.DiscardHandler))
 	defer w.Close()
 	j.Close() // every append fails from now on
@@ -330,17 +316,7 @@ func (h *heldFold) FoldJournalAudited(ctx context.Context, vs []store.SwitchValu
 // the next fold stores.
 func TestCommandsDoNotWaitForAFold(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	eng, err := store.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
-	db := New(eng)
-	j, err := store.OpenJournal(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, eng, db, j := openWithJournal(t)
 	held := &heldFold{Store: db, entered: make(chan struct{}), release: make(chan struct{})}
 	w := NewValueWriter(held, j, AuditBounds{}, slog.New(slog.DiscardHandler))
 	defer w.Close()
