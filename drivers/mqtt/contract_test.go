@@ -132,9 +132,11 @@ func TestProfileContract(t *testing.T) {
 	}
 }
 
-// command runs cmd on one switch within a bounded time.
+// command runs cmd on one switch within a bounded time: longer than any
+// confirm_timeout a test here sets (20 s at most), so that the plug's
+// deadline ends a command, not this one.
 func command(h *testHub, id string, cmd bridge.Command) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return h.Command(ctx, []string{id}, cmd)
 }

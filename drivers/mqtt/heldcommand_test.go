@@ -29,10 +29,13 @@ import (
 // second later. Only firmware the hub can ask is in it: one that can be
 // neither asked nor heard again has no next message.
 //
-// The deadline is 10 s and a command must be confirmed within half of it
+// The deadline is 20 s and a command must be confirmed within half of it
 // after the plug's return: far from the deadline it tells apart, and
 // generous for a loaded machine: under the whole suite, with a 3 s
-// deadline, one command ended at it, 2 s after the plug's return.
+// deadline, one command ended at it, 2 s after the plug's return, and
+// under ARMv6 emulation beside a CPU hog one took over 4 s. (Until then
+// the test's own 5 s bound on a command, not confirm_timeout, was the
+// deadline that applied.)
 func TestCommandWhilePlugReconnects(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts the broker twice per profile")
@@ -60,7 +63,7 @@ func TestCommandWhilePlugReconnects(t *testing.T) {
 func commandWhilePlugReconnects(t *testing.T, profile string, late time.Duration) {
 	const (
 		away     = time.Second // the plug returns this long after the hub
-		deadline = 10 * time.Second
+		deadline = 20 * time.Second
 	)
 	b := mqtttest.StartMosquitto(t)
 	sim := simulators[profile]
@@ -135,11 +138,11 @@ func TestHeldCommandNeverSentLate(t *testing.T) {
 // before the outage while the plug is not back yet. The hub, hearing it,
 // sends a command at once, which is lost; the plug's own "online" when it
 // returns makes the hub send it again, so it is confirmed as the plug
-// returns rather than failing at its deadline (10 s; confirmed within half
+// returns rather than failing at its deadline (20 s; confirmed within half
 // of it, as in TestCommandWhilePlugReconnects).
 func TestCommandAfterStaleOnline(t *testing.T) {
 	t.Parallel()
-	const deadline = 10 * time.Second
+	const deadline = 20 * time.Second
 	b := mqtttest.StartMosquitto(t)
 	dev := mqtttest.NewTasmota(t, b.URL, mqtttest.TasmotaOptions{Topic: "stale"})
 	h := startHub(t, hubConfig("broker: "+b.URL+"\nclient_id: held-stale\nconfirm_timeout: "+deadline.String(),

@@ -76,7 +76,9 @@ func startHub(t testing.TB, cfg string) *testHub {
 		}
 		locs = append(locs, loc)
 	}
-	h, err := bridge.NewSwitchboard(locs, sws, bridge.SwitchboardOptions{})
+	// The switchboard's bound on a command is left to confirm_timeout:
+	// longer than any a test here sets (20 s at most).
+	h, err := bridge.NewSwitchboard(locs, sws, bridge.SwitchboardOptions{Timeout: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
