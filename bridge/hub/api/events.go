@@ -389,8 +389,13 @@ func (h *Handler) CloseStreams() {
 }
 
 // commandWait bounds how long a command's answer waits for its changes to
-// be written to the event streams.
-const commandWait = 100 * time.Millisecond
+// be written to the event streams: as long as one write to a stream may
+// block before its client is dropped, so that only a client that does not
+// read, once, makes a command wait that long. Healthy streams are written
+// within microseconds; 100 ms, the bound before, was passed on a loaded
+// machine (the race detector, four test binaries on two cores), and the
+// 204 then came before the change it caused.
+const commandWait = handoffWriteWait
 
 // streamsCaughtUp waits until the changes in the feed so far (a command's
 // own, which the hub put there before the command returned) are written
