@@ -307,10 +307,11 @@ func TestBackupWhileABatchIsStored(t *testing.T) {
 	*store.AfterBackupCopy = func(string) {
 		copies++
 		if copies == 1 {
-			if err := db.FoldJournal(ctx, vs, j.Mark()); err != nil {
+			mark := j.Mark()
+			if err := db.FoldJournal(ctx, vs, mark); err != nil {
 				t.Error(err)
 			}
-			if err := j.Compact(); err != nil {
+			if err := j.CompactTo(mark); err != nil {
 				t.Error(err)
 			}
 		}

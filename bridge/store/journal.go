@@ -278,14 +278,6 @@ func (db *DB) overrides(ctx context.Context, vs []SwitchValue) ([]Override, erro
 	return out, nil
 }
 
-// Compact empties the journal. Call it only after everything appended so
-// far has been saved in the database, with no Append in between.
-func (j *Journal) Compact() error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.truncateLocked()
-}
-
 // CompactTo drops what the database holds of the journal once a fold
 // stored it with mark (DB.FoldJournalAudited), while appends went on
 // during the fold's transaction. When nothing was appended since the

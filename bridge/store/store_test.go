@@ -117,13 +117,13 @@ func TestJournal(t *testing.T) {
 	if read, _ := store.ReadJournal(dir); len(read) != 0 {
 		t.Errorf("journal not emptied by Replay: %+v", read)
 	}
-	// Appends after a truncate land at the start (O_APPEND), and Compact empties it.
+	// Appends after a truncate land at the start (O_APPEND), and compacting empties it.
 	j.Append([]store.SwitchValue{{SwitchID: "c", Value: bridge.On, At: now}})
 	if read, _ := store.ReadJournal(dir); len(read) != 1 || read[0].SwitchID != "c" {
 		t.Errorf("after truncate and append: %+v", read)
 	}
-	j.Compact()
+	j.CompactTo(j.Mark())
 	if read, _ := store.ReadJournal(dir); len(read) != 0 {
-		t.Errorf("Compact left %+v", read)
+		t.Errorf("compacting left %+v", read)
 	}
 }

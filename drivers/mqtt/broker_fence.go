@@ -6,8 +6,9 @@
 // shellies/+/online, or a plug's own cmnd/<topic>/#) while another stores
 // a retained message on a topic the filter matches makes that a data
 // race: harmless while the string stays the same, a torn read when a
-// topic first gets or loses its retained message. The fence keeps the two apart from the outside, through
-// mochi's hooks, until mochi locks the read itself.
+// topic first gets or loses its retained message. The fence keeps the two
+// apart from the outside, through mochi's hooks, until mochi locks the
+// read itself.
 
 package mqtt
 
