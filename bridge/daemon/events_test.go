@@ -263,6 +263,28 @@ func TestEventStream(t *testing.T) {
 	}
 	// A command's own change is on its stream before its 204: with the
 	// 204 in hand, the event is already readable on a raw stream.
+	raw := rawStream(t, h, g)
+	for i, cmd := range []string{"on", "off", "on"} { // hall is off
+		if p := h.Call(t, http.MethodPut, g.URI+"/switches/hall/"+cmd, g.Token.AccessToken); p.StatusCode != http.StatusNoContent {
+			t.Fatalf("PUT hall %s = %d", cmd, p.StatusCode)
+		}
+		wantOnStreamAlready(t, raw, fmt.Sprintf("command %d", i), "hall", cmd)
+	}
+	raw.Close()
+	s.wantChange("hall", "on", "off", "api")
+	s.wantChange("hall", "off", "on", "api")
+	s.wantChange("hall", "on", "off", "api")
+
+	// A change the device makes by itself (here reported as its driver
+	// would) is the device's.
+	notify(t, h, "kitchen", bridge.Off)
+	s.wantChange("kitchen", "off", "on", "device")
+}
+
+// rawStream opens the installation's event stream on a raw connection and
+// reads it up to the end of its snapshot.
+func rawStream(t *testing.T, h *daemontest.Harness, g daemontest.Grant) *keptConn {
+	t.Helper()
 	raw := dial(t, h.Addr().String())
 	io.WriteString(raw, "GET "+strings.TrimPrefix(g.URI, h.URL)+"/events HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer "+g.Token.AccessToken+"\r\n\r\n")
 	raw.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -274,21 +296,23 @@ func TestEventStream(t *testing.T) {
 		if strings.HasPrefix(line, "event: snapshot") {
 			raw.r.ReadString('\n')
 			raw.r.ReadString('\n')
-			break
+			return raw
 		}
 	}
-	for i, cmd := range []string{"on", "off", "on"} { // hall is off
-		if p := h.Call(t, http.MethodPut, g.URI+"/switches/hall/"+cmd, g.Token.AccessToken); p.StatusCode != http.StatusNoContent {
-			t.Fatalf("PUT hall %s = %d", cmd, p.StatusCode)
-		}
-		// The event is on the connection already: read by the reader
-		// before, or waiting in the socket, however late this goroutine
-		// runs after the 204 (no race with a short deadline on a loaded
-		// machine). Off Linux, a short deadline stands in.
+}
+
+// wantOnStreamAlready checks, with a command's 204 in hand, that the
+// switch's change to value is on the raw stream already: read by the
+// reader before, or waiting in the socket, however late this goroutine
+// runs after the 204 (no race with a short deadline on a loaded machine).
+// Off Linux, a short deadline stands in. Heartbeats are skipped.
+func wantOnStreamAlready(t *testing.T, raw *keptConn, what, id, value string) {
+	t.Helper()
+	for {
 		if n, ok := queued(raw.Conn); ok {
 			if n == 0 && raw.r.Buffered() == 0 {
-				t.Errorf("command %d: with its 204 in hand, nothing of hall's change is on the stream", i)
-				continue
+				t.Errorf("%s: with its 204 in hand, nothing of %s's change is on the stream", what, id)
+				return
 			}
 			raw.SetReadDeadline(time.Now().Add(10 * time.Second))
 		} else {
@@ -302,19 +326,47 @@ func TestEventStream(t *testing.T) {
 				break
 			}
 		}
-		if !strings.Contains(got.String(), `"id":"hall"`) || !strings.Contains(got.String(), `"value":"`+cmd+`"`) {
-			t.Errorf("command %d: with its 204 in hand, the stream holds %q, want hall's change", i, got.String())
+		if strings.HasPrefix(got.String(), ":") {
+			continue // a comment: a heartbeat
+		}
+		if !strings.Contains(got.String(), `"id":"`+id+`"`) || !strings.Contains(got.String(), `"value":"`+value+`"`) {
+			t.Errorf("%s: with its 204 in hand, the stream holds %q, want %s's change", what, got.String(), id)
+		}
+		return
+	}
+}
+
+// slowStream opens the installation's event stream on a raw connection
+// with a small receive buffer, reads its status line and then nothing.
+func slowStream(t *testing.T, h *daemontest.Harness, g daemontest.Grant) {
+	t.Helper()
+	slow := dial(t, h.Addr().String())
+	if tcp, ok := slow.Conn.(interface{ SetReadBuffer(int) error }); ok {
+		tcp.SetReadBuffer(4096)
+	}
+	io.WriteString(slow, "GET "+strings.TrimPrefix(g.URI, h.URL)+"/events HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer "+g.Token.AccessToken+"\r\n\r\n")
+	if line, err := slow.r.ReadString('\n'); err != nil || !strings.Contains(line, "200") {
+		t.Fatalf("slow stream: %q %v", line, err)
+	}
+}
+
+// flapKitchen reports kitchen, which must be off, changed n times as its
+// driver would (several megabytes of events for n in the ten thousands),
+// in bursts of 32 that reader, a stream of kitchen, reads before the next.
+func flapKitchen(h *daemontest.Harness, n int, reader *sseStream) {
+	t0 := time.Now()
+	for i := range n { // every report is a change
+		v := bridge.Off
+		if i%2 == 0 {
+			v = bridge.On
+		}
+		h.Feed.Notify("kitchen", bridge.State{Value: v, Available: true, Updated: t0.Add(time.Duration(i))})
+		if i%32 == 31 {
+			for range 32 {
+				reader.nextSwitch()
+			}
 		}
 	}
-	raw.Close()
-	s.wantChange("hall", "on", "off", "api")
-	s.wantChange("hall", "off", "on", "api")
-	s.wantChange("hall", "on", "off", "api")
-
-	// A change the device makes by itself (here reported as its driver
-	// would) is the device's.
-	notify(t, h, "kitchen", bridge.Off)
-	s.wantChange("kitchen", "off", "on", "device")
 }
 
 // notify reports a value for a switch as its driver would on a change at
@@ -708,14 +760,7 @@ func TestEventStreamDropsSlowReaders(t *testing.T) {
 	// The slow client: a raw connection with a small receive buffer that
 	// reads the headers and then nothing.
 	open := func() float64 { return sample(scrape(t, h), "switchbridge_api_event_streams_open") }
-	slow := dial(t, h.Addr().String())
-	if tcp, ok := slow.Conn.(interface{ SetReadBuffer(int) error }); ok {
-		tcp.SetReadBuffer(4096)
-	}
-	io.WriteString(slow, "GET "+strings.TrimPrefix(g.URI, h.URL)+"/events HTTP/1.1\r\nHost: hub\r\nAuthorization: Bearer "+g.Token.AccessToken+"\r\n\r\n")
-	if line, err := slow.r.ReadString('\n'); err != nil || !strings.Contains(line, "200") {
-		t.Fatalf("slow stream: %q %v", line, err)
-	}
+	slowStream(t, h, g)
 	fast := openStream(t, h, g, "")
 	fast.next()
 	for deadline := time.Now().Add(10 * time.Second); open() < 2; time.Sleep(10 * time.Millisecond) {
@@ -726,19 +771,7 @@ func TestEventStreamDropsSlowReaders(t *testing.T) {
 
 	// A plug flapping (as its driver reports it) 40,000 times, several
 	// megabytes of events, in bursts the reading client keeps up with.
-	t0 := time.Now()
-	for i := range 40000 { // kitchen starts off: every report is a change
-		v := bridge.Off
-		if i%2 == 0 {
-			v = bridge.On
-		}
-		h.Feed.Notify("kitchen", bridge.State{Value: v, Available: true, Updated: t0.Add(time.Duration(i))})
-		if i%32 == 31 {
-			for range 32 {
-				fast.nextSwitch()
-			}
-		}
-	}
+	flapKitchen(h, 40000, fast)
 	for deadline := time.Now().Add(15 * time.Second); open() > 1; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%v streams open 15 s after a reader stopped reading, want the slow one dropped", open())
@@ -755,6 +788,72 @@ func TestEventStreamDropsSlowReaders(t *testing.T) {
 	case <-stopped:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the hub did not stop within 10 s with a stream open")
+	}
+}
+
+// TestEventStreamOfAnotherDelaysNoCommand: streams that stop reading hold
+// up only themselves. Three streams of one installation stop reading while
+// their switch flaps (megabytes of events, in bursts another
+// installation's stream reads); meanwhile a third installation's commands
+// each have their change on its own stream when the 204 comes (a command
+// waits for its own installation's streams only, and no stream's write
+// waits for another's), and the three are dropped. Before, one goroutine
+// wrote every stream and a command waited for all of them: each stream
+// that did not read held every write, and every command, for a second.
+func TestEventStreamOfAnotherDelaysNoCommand(t *testing.T) {
+	// Commands as fast as the hub answers them: the rate limit is off.
+	h := daemontest.StartWith(t, daemontest.Options{Metrics: true, Config: hubConfig, Server: "  rate_limit: off\n"})
+	alice := h.AddUser(t, "alice", "alice-pw", 1)
+	slowGrant := h.Authorize(t, h.AddApp(t, alice, true, redirect), "alice", "alice-pw", 1, "kitchen")
+	readerGrant := h.Authorize(t, h.AddApp(t, alice, true, redirect), "alice", "alice-pw", 1, "kitchen")
+	commander := h.Authorize(t, h.AddApp(t, alice, true, redirect), "alice", "alice-pw", 1, "hall")
+	open := func() float64 { return sample(scrape(t, h), "switchbridge_api_event_streams_open") }
+
+	for range 3 {
+		slowStream(t, h, slowGrant)
+	}
+	reader := openStream(t, h, readerGrant, "")
+	reader.next()
+	raw := rawStream(t, h, commander)
+	for deadline := time.Now().Add(10 * time.Second); open() < 5; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v streams open, want 5", open())
+		}
+	}
+
+	// Commands, one after another, all through the flood.
+	flooded := make(chan struct{})
+	commanded := make(chan int)
+	go func() {
+		n := 0
+		defer func() { commanded <- n }()
+		for cmd := "off"; ; n++ { // hall starts on
+			select {
+			case <-flooded:
+				return
+			default:
+			}
+			if p := h.Call(t, http.MethodPut, commander.URI+"/switches/hall/"+cmd, commander.Token.AccessToken); p.StatusCode != http.StatusNoContent {
+				t.Errorf("PUT hall %s = %d", cmd, p.StatusCode)
+				return
+			}
+			wantOnStreamAlready(t, raw, fmt.Sprintf("command %d", n), "hall", cmd)
+			if cmd == "off" {
+				cmd = "on"
+			} else {
+				cmd = "off"
+			}
+		}
+	}()
+	flapKitchen(h, 40000, reader)
+	close(flooded)
+	if n := <-commanded; n == 0 {
+		t.Error("no command was answered during the flood")
+	}
+	for deadline := time.Now().Add(15 * time.Second); open() > 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v streams open 15 s after three stopped reading, want only the two that read", open())
+		}
 	}
 }
 

@@ -235,7 +235,7 @@ func command(c *Call, ids []string) (any, error) {
 		err = c.Switchboard.CommandIn(ctx, c.Grant.LocationID, ids, cmd)
 	}
 	if c.handler != nil {
-		c.handler.streamsCaughtUp()
+		c.handler.streamsCaughtUp(c.Grant.InstallationID)
 	}
 	d := time.Since(start)
 	c.AfterAnswer(func() { logCommand(c, ids, cmd, err, d) })

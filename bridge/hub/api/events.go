@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchbridge/switchbridge/bridge"
@@ -260,6 +261,7 @@ type openStream struct {
 	grant               *bridge.Grant
 	end                 chan struct{}
 	once                sync.Once
+	out                 atomic.Pointer[streamOut] // once handed to the streamer
 	connHolder
 }
 
@@ -389,25 +391,46 @@ func (h *Handler) CloseStreams() {
 }
 
 // commandWait bounds how long a command's answer waits for its changes to
-// be written to the event streams: as long as one write to a stream may
-// block before its client is dropped, so that only a client that does not
-// read, once, makes a command wait that long. Healthy streams are written
-// within microseconds; 100 ms, the bound before, was passed on a loaded
-// machine (the race detector, four test binaries on two cores), and the
-// 204 then came before the change it caused.
+// be written to its installation's event streams: as long as one write to
+// a stream may block before its client is dropped, so that only a stream
+// of the installation's own that does not read makes its command wait
+// that long. Healthy streams are written within microseconds; 100 ms was
+// passed on a loaded machine (the race detector, four test binaries on
+// two cores), and the 204 then came before the change it caused.
 const commandWait = handoffWriteWait
 
 // streamsCaughtUp waits until the changes in the feed so far (a command's
 // own, which the hub put there before the command returned) are written
-// to the streams that want them, so that a client sees its change on its
-// stream before or with the command's 204. Bounded: a command's answer
-// never waits long for streams.
-func (h *Handler) streamsCaughtUp() {
+// to the installation's streams that want them, so that a client sees its
+// change on its stream before or with the command's 204. Only its own: a
+// stream of another installation that does not read delays no one else's
+// answer. Bounded: a command's answer never waits long for streams.
+func (h *Handler) streamsCaughtUp(installation string) {
 	st := h.streamer.Load()
 	if st == nil || h.opts.Feed == nil {
 		return
 	}
-	st.waitWritten(h.opts.Feed.Seq(), commandWait)
+	deadline := time.NewTimer(commandWait)
+	defer deadline.Stop()
+	seq := h.opts.Feed.Seq()
+	if !st.waitWritten(seq, deadline) {
+		return
+	}
+	var outs []*streamOut
+	h.streams.mu.Lock()
+	for o := range h.streams.open {
+		if o.installation == installation {
+			if out := o.out.Load(); out != nil {
+				outs = append(outs, out)
+			}
+		}
+	}
+	h.streams.mu.Unlock()
+	for _, out := range outs {
+		if !out.waitFlushed(seq, deadline) {
+			return
+		}
+	}
 }
 
 // watchAccess starts, unless it runs, the one goroutine that checks the

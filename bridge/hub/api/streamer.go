@@ -7,8 +7,15 @@ package api
 // its connection is taken over (hijacked) and handed to the streamer,
 // which keeps only the connection, the set of switches it may see and its
 // place in its installation's view of the feed: each change is encoded
-// once and written, under each stream's own id, to every stream that
+// once and queued, under each stream's own id, for every stream that
 // wants it.
+//
+// The streamer never writes a socket itself. A stream's queue is written
+// by a goroutine that runs only while the queue holds something, so a
+// stream at rest costs no goroutine, and a client that does not read holds
+// up only its own stream: its queue grows until it is more than maxQueued
+// behind, or a write waits handoffWriteWait, and the stream is dropped. Other streams, and the commands that wait for their
+// own installation's streams, go on meanwhile.
 
 import (
 	"bytes"
@@ -26,21 +33,87 @@ const (
 	// streamerBuffer is how far the streamer may fall behind the feed
 	// before it drops every stream (each resumes with its last id).
 	streamerBuffer = 4096
-	// handoffWriteWait bounds one write of the streamer to one stream: the
+	// handoffWriteWait bounds one write to a handed-off stream: the
 	// socket's buffer takes a healthy client's events at once, so a write
 	// that waits means a client that does not read, which is dropped.
 	handoffWriteWait = time.Second
+	// maxQueued is how far, in bytes, a handed-off stream may fall behind
+	// what its connection took (beyond the socket's own buffers) before
+	// it is dropped: some 2,000 events, half what the streamer itself may
+	// fall behind the feed, so that a burst (a group command, a plug that
+	// flaps) with the stream's writer not yet scheduled drops no client
+	// that reads, and a client that does not costs at most this much.
+	maxQueued = 512 << 10
+	// keepQueueCap is the largest buffer a stream at rest keeps for its
+	// next events; a burst's larger buffers go back to the collector.
+	keepQueueCap = 4096
 )
 
 // handedOff is a stream the streamer writes.
 type handedOff struct {
 	conn     net.Conn
 	o        *openStream
+	out      *streamOut
 	switches map[string]bool
 	view     *bridge.View
 	sub      *bridge.Subscription // its own, until the streamer adopts it
 	last     uint64               // the last event written (bridge.Event.Seq)
 	pos      uint64               // its position in view
+}
+
+// streamOut is what is queued for a handed-off stream and how much of it
+// its client took: the streamer queues, the stream's writer writes, and a
+// command waits for its installation's streams to have written its change.
+type streamOut struct {
+	mu      sync.Mutex
+	pend    []byte        // queued, not yet being written
+	spare   []byte        // the buffer of the last write, for the next queue
+	events  int           // switch events in pend
+	queued  uint64        // the last feed event queued (bridge.Event.Seq)
+	flushed uint64        // the last feed event written to the connection
+	writing bool          // a writer goroutine runs
+	dead    bool          // dropped: nothing more is queued or written
+	wake    chan struct{} // closed, and replaced, when flushed moves or the stream dies
+}
+
+func newStreamOut(last uint64) *streamOut {
+	return &streamOut{queued: last, flushed: last, wake: make(chan struct{})}
+}
+
+// notify wakes the commands waiting for the stream; under out.mu.
+func (out *streamOut) notify() {
+	close(out.wake)
+	out.wake = make(chan struct{})
+}
+
+// kill marks the stream dropped.
+func (out *streamOut) kill() {
+	out.mu.Lock()
+	if !out.dead {
+		out.dead = true
+		out.notify()
+	}
+	out.mu.Unlock()
+}
+
+// waitFlushed waits, until deadline, for the stream to have written every
+// event up to seq it was given (or to have been dropped). It reports
+// false when the deadline passed first.
+func (out *streamOut) waitFlushed(seq uint64, deadline *time.Timer) bool {
+	for {
+		out.mu.Lock()
+		done := out.dead || out.flushed >= seq || out.flushed >= out.queued
+		wake := out.wake
+		out.mu.Unlock()
+		if done {
+			return true
+		}
+		select {
+		case <-wake:
+		case <-deadline.C:
+			return false
+		}
+	}
 }
 
 type streamer struct {
@@ -58,7 +131,7 @@ type streamer struct {
 	wake chan struct{}
 }
 
-// written records that every event up to seq was written.
+// written records that every event up to seq was queued.
 func (st *streamer) written(seq uint64) {
 	st.mu.Lock()
 	st.done = seq
@@ -67,24 +140,23 @@ func (st *streamer) written(seq uint64) {
 	st.mu.Unlock()
 }
 
-// waitWritten waits, at most d, until every event up to seq was written
-// to the streams that want it.
-func (st *streamer) waitWritten(seq uint64, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
+// waitWritten waits, until deadline, for every event up to seq to have
+// been queued for the streams that want it. It reports false when the
+// deadline passed or the streamer stopped first.
+func (st *streamer) waitWritten(seq uint64, deadline *time.Timer) bool {
 	for {
 		st.mu.Lock()
 		done, wake := st.done, st.wake
 		st.mu.Unlock()
 		if done >= seq {
-			return
+			return true
 		}
 		select {
 		case <-wake:
-		case <-t.C:
-			return
+		case <-deadline.C:
+			return false
 		case <-st.quit:
-			return
+			return false
 		}
 	}
 }
@@ -141,11 +213,12 @@ func (s *Stream) handOff(switches []string, view *bridge.View, sub *bridge.Subsc
 	for _, c := range first {
 		buf = append(buf, c.b...)
 	}
-	ho := &handedOff{conn: conn, o: s.o, switches: make(map[string]bool, len(switches)), view: view, sub: sub, last: last, pos: sub.Pos}
+	ho := &handedOff{conn: conn, o: s.o, out: newStreamOut(last), switches: make(map[string]bool, len(switches)), view: view, sub: sub, last: last, pos: sub.Pos}
 	for _, id := range switches {
 		ho.switches[id] = true
 	}
 	s.o.setConn(conn)
+	s.o.out.Store(ho.out)
 	conn.SetWriteDeadline(time.Now().Add(streamWriteWait))
 	if _, err := conn.Write(buf); err != nil {
 		sub.Close()
@@ -200,7 +273,7 @@ func (st *streamer) run() {
 			st.written(e.Seq)
 		case <-heartbeat.C:
 			for ho := range st.live {
-				st.write(ho, []byte(": heartbeat\n\n"), "")
+				st.queue(ho, heartbeatComment, 0)
 			}
 		}
 	}
@@ -258,32 +331,92 @@ func (st *streamer) send(e *bridge.Event) {
 	}
 }
 
-// sendTo writes event e, its data encoded, to one stream under the
+// heartbeatComment is what a stream with nothing to say sends.
+var heartbeatComment = []byte(": heartbeat\n\n")
+
+// sendTo queues event e, its data encoded, for one stream under the
 // stream's next id.
 func (st *streamer) sendTo(ho *handedOff, e *bridge.Event, data []byte) bool {
 	st.buf = appendSwitchEvent(st.buf[:0], ho.view, ho.pos+1, data)
-	if !st.write(ho, st.buf, "switch") {
+	if !st.queue(ho, st.buf, e.Seq) {
 		return false
 	}
 	ho.last, ho.pos = e.Seq, ho.pos+1
 	return true
 }
 
-// write sends b to a stream, dropping the stream when it cannot take it.
-func (st *streamer) write(ho *handedOff, b []byte, kind string) bool {
-	ho.conn.SetWriteDeadline(time.Now().Add(handoffWriteWait))
-	if _, err := ho.conn.Write(b); err != nil {
+// queue adds b, feed event seq framed (0 for a comment), to what the
+// stream is to write, and starts the stream's writer unless it runs. It
+// drops the stream, and reports false, when the stream is gone or more
+// than maxQueued behind what its connection took.
+func (st *streamer) queue(ho *handedOff, b []byte, seq uint64) bool {
+	out := ho.out
+	out.mu.Lock()
+	if out.dead || len(out.pend)+len(b) > maxQueued {
+		out.mu.Unlock()
 		st.drop(ho)
 		return false
 	}
-	if kind != "" && st.h.opts.EventSent != nil {
-		st.h.opts.EventSent(kind)
+	out.pend = append(out.pend, b...)
+	if seq != 0 {
+		out.events++
+		out.queued = seq
+	}
+	start := !out.writing
+	out.writing = true
+	out.mu.Unlock()
+	if start {
+		go st.h.writeQueued(ho)
 	}
 	return true
 }
 
+// writeQueued writes what is queued for a stream until nothing is, then
+// ends; a write that fails or waits handoffWriteWait drops the stream.
+// It runs beside the streamer and touches only the stream.
+func (h *Handler) writeQueued(ho *handedOff) {
+	out := ho.out
+	for {
+		out.mu.Lock()
+		if out.dead || len(out.pend) == 0 {
+			out.writing = false
+			out.mu.Unlock()
+			return
+		}
+		b, seq, n := out.pend, out.queued, out.events
+		out.pend, out.spare, out.events = out.spare[:0], nil, 0
+		out.mu.Unlock()
+
+		ho.conn.SetWriteDeadline(time.Now().Add(handoffWriteWait))
+		_, err := ho.conn.Write(b)
+
+		out.mu.Lock()
+		if cap(b) <= keepQueueCap {
+			out.spare = b[:0]
+		}
+		if err != nil {
+			out.dead, out.writing = true, false
+		} else {
+			out.flushed = seq
+		}
+		out.notify()
+		out.mu.Unlock()
+		if err != nil {
+			ho.o.stop() // the streamer forgets it at its next event or heartbeat
+			return
+		}
+		if h.opts.EventSent != nil {
+			for range n {
+				h.opts.EventSent("switch")
+			}
+		}
+	}
+}
+
+// drop ends a stream and forgets it.
 func (st *streamer) drop(ho *handedOff) {
 	delete(st.live, ho)
+	ho.out.kill()
 	ho.o.stop()
 }
 
