@@ -233,10 +233,66 @@ func (h *authHook) OnConnectAuthenticate(cl *mochi.Client, pk packets.Packet) bo
 		if !h.bindClientID(cl, user) {
 			return false
 		}
+		h.awaitPredecessor(cl)
 		h.takeSessionOver(cl, user)
 		h.boundSessions(cl, user)
+	} else if ok {
+		h.awaitPredecessor(cl)
 	}
 	return ok
+}
+
+// predecessorWait bounds how long a client logging in waits for the last
+// connection with its client id to leave (see awaitPredecessor): that
+// connection's way out is its last will, through the retained fence
+// (fenceWait), and mochi's bookkeeping.
+const predecessorWait = 3 * time.Second
+
+// awaitPredecessor lets the connection that last used cl's client id,
+// with a session that ends with it (a clean session), leave the broker's
+// client list before cl joins it. mochi removes such a client from the
+// list by client id when its connection has ended, unless a newer
+// connection took the session over before it looked; a newer one joining
+// after that look is removed in its place: it stays connected and
+// subscribed and is sent nothing, its plug online and deaf. A plug whose
+// connection a reload ended (its login or password changed when it was
+// adopted) or that reconnects the moment its old connection broke joins
+// in just that moment. So the connection still open is ended here (a
+// takeover, which mochi would do; its last will goes out first, as it
+// would), and cl waits until it has left, at most predecessorWait: past
+// that cl goes ahead, as it did before, and it is logged. A kept session
+// (not clean) stays in the list, and is taken over as mochi does.
+func (h *authHook) awaitPredecessor(cl *mochi.Client) {
+	old, ok := h.srv.Clients.Get(cl.ID)
+	if !ok || old == cl || !sessionEnds(old) {
+		return
+	}
+	if !old.Closed() {
+		_ = h.srv.DisconnectClient(old, packets.ErrSessionTakenOver)
+	}
+	deadline := time.Now().Add(predecessorWait)
+	for {
+		cur, ok := h.srv.Clients.Get(cl.ID)
+		if !ok || cur != old {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.log.Warn("an MQTT client's last connection with its client id has not left; it connects anyway",
+				"client", bridge.Untrusted(cl.ID), "waited", predecessorWait)
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// sessionEnds reports whether cl's session ends with its connection
+// (MQTT 3's clean session, MQTT 5's session expiry 0), so that mochi
+// removes it from its client list when it leaves.
+func sessionEnds(cl *mochi.Client) bool {
+	if cl.Properties.ProtocolVersion >= 5 {
+		return cl.Properties.Props.SessionExpiryInterval == 0
+	}
+	return cl.Properties.Clean
 }
 
 // bindsClientIDs reports whether cl's client id is bound to the login that

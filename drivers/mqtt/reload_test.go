@@ -2,6 +2,7 @@ package mqtt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync/atomic"
@@ -180,5 +181,109 @@ func TestReloadAppliesRulesToConnectedClients(t *testing.T) {
 	eventually(t, 5*time.Second, "a's report for two, allowed now", func() bool { return two.State().Value == "on" })
 	if !c.IsConnectionOpen() || lost.Load() != 0 {
 		t.Error("the client lost its connection at the reload")
+	}
+}
+
+// TestPlugBackAtOnceAfterAReload: a plug whose connection a reload ended
+// (its password changed, as when it is adopted under a login of its own)
+// and which is back at once, with the same client id and the new
+// password, is sent its commands. mochi takes a clean session's client off
+// its client list by client id once the old connection has wound down;
+// the plug's new client, let in meanwhile, was taken off in its place:
+// connected, subscribed, online to the hub and sent nothing, so every
+// command to it ran to its deadline. The hook now ends the old connection
+// and waits for it to leave before the new one joins (awaitPredecessor).
+//
+// The moment is narrow, so the test goes through it 40 times, each with a
+// command that must be confirmed. Before the fix, four such runs side by
+// side, ten times each under the race detector, failed in three of four
+// (a command unconfirmed at one of the 40); with it, none did. A single
+// run on an idle machine rarely meets the moment: the reload test through
+// the CLI (TestDevicesListenAdoptThenReload) found it.
+func TestPlugBackAtOnceAfterAReload(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", mqtttest.FreePort(t))
+	section := func(password string) string {
+		return "broker: embedded\nlisten: " + addr + "\nclient_id: reload-hub\nconfirm_timeout: 3s\nusers:\n  a: {password: " + password + ", switches: [one]}"
+	}
+	const plug = `id: one, name: One, profile: esphome, prefix: one, object_id: relay`
+	h := startHub(t, hubConfig(section("p0"), plug))
+	// connect connects the plug, ESPHome as it is: a last will, then its
+	// subscription, its online and its state; it answers each command
+	// with the state commanded.
+	connect := func(password string) paho.Client {
+		t.Helper()
+		o := paho.NewClientOptions().AddBroker("tcp://" + addr).SetClientID("plug-one").SetUsername("a").SetPassword(password).SetAutoReconnect(false)
+		o.SetWill("one/status", "offline", 0, true)
+		c := paho.NewClient(o)
+		if tok := c.Connect(); !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("the plug's connect: %v", tok.Error())
+		}
+		tok := c.Subscribe("one/switch/relay/command", 0, func(_ paho.Client, m paho.Message) {
+			c.Publish("one/switch/relay/state", 0, false, string(m.Payload()))
+		})
+		if !tok.WaitTimeout(5*time.Second) || tok.Error() != nil {
+			t.Fatalf("the plug's subscription: %v", tok.Error())
+		}
+		c.Publish("one/status", 0, true, "online").Wait()
+		c.Publish("one/switch/relay/state", 0, false, "OFF").Wait()
+		return c
+	}
+	c := connect("p0")
+	defer func() { c.Disconnect(0) }()
+	for i := 1; i <= 40; i++ {
+		password := fmt.Sprintf("p%d", i)
+		cfg, err := config.Load("next.yaml", config.Text(hubConfig(section(password), plug)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		next, err := drivers.Build(cfg, drivers.Registry{Registration()}, drivers.Env{Notify: h.notes.notify})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The reload ends the plug's connection: its password changed.
+		reloaded := time.Now()
+		sws, err := next.OpenReplacing(context.Background(), h.set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.set = next
+		t.Cleanup(func() { next.Close() })
+		c.Disconnect(0)
+		c = connect(password)
+		var dev bridge.Device
+		for _, s := range sws {
+			if s.ID == "one" {
+				dev = s.Device
+			}
+		}
+		// Available again by the plug's word since the reload: its old
+		// connection's last will (offline) came first.
+		eventually(t, 5*time.Second, "the plug back", func() bool {
+			st := dev.State()
+			return st.Available && st.LastSeen.After(reloaded)
+		})
+		cmd := bridge.CommandOn
+		if i%2 == 0 {
+			cmd = bridge.CommandOff
+		}
+		do := func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return dev.(bridge.Commander).Do(ctx, cmd)
+		}
+		err = do()
+		if errors.Is(err, bridge.ErrUnavailable) {
+			// Seen once in 400 reloads under the race detector with
+			// three more runs beside: the hub took the old connection's
+			// offline in after the plug's online. Not what this test is
+			// about (a plug sent nothing); the command goes again once
+			// the plug is available, and must then be confirmed.
+			t.Logf("reload %d: %v; again once available", i, err)
+			eventually(t, 5*time.Second, "the plug available again", func() bool { return dev.State().Available })
+			err = do()
+		}
+		if err != nil {
+			t.Fatalf("reload %d, the plug back at once: %v", i, err)
+		}
 	}
 }
