@@ -14,8 +14,9 @@ package api
 // by a goroutine that runs only while the queue holds something, so a
 // stream at rest costs no goroutine, and a client that does not read holds
 // up only its own stream: its queue grows until it is more than maxQueued
-// behind, or a write waits handoffWriteWait, and the stream is dropped. Other streams, and the commands that wait for their
-// own installation's streams, go on meanwhile.
+// behind, or a write waits handoffWriteWait, and the stream is dropped.
+// Other streams, and the commands that wait for their own installation's
+// streams, go on meanwhile.
 
 import (
 	"bytes"
