@@ -157,9 +157,7 @@ func TestRestoredPlatformRekeysItsHubs(t *testing.T) {
 	if hub.h.Up() || hub.h.Refused() == "" {
 		t.Errorf("a hub told to get new credentials: up %v, refused %q", hub.h.Up(), hub.h.Refused())
 	}
-	if !strings.Contains(hub.logs.String(), "this hub needs new credentials") {
-		t.Errorf("the hub did not say it needs new credentials:\n%s", hub.logs.String())
-	}
+	waitLogged(t, hub.logs.String, "this hub needs new credentials")
 	for token, in := range map[string]*bridge.Installation{"later-token": later, "kept-token": kept} {
 		if _, err := hub.auth.Authorize(ctx, token, in.ID); bridge.ErrorCode(err) != bridge.EUNAUTHORIZED {
 			t.Errorf("%s at the hub told to get new credentials: %v, want unauthorized", token, err)

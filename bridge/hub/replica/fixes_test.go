@@ -115,6 +115,19 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Fatal("timed out: " + what)
 }
 
+// waitLogged waits, at most 10 s, for the hub's log to hold text: a hub
+// logs that it emptied its replica a moment after the test can see it
+// empty.
+func waitLogged(t *testing.T, logs func() string, text string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs(), text); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("the hub did not log %q; its log:\n%s", text, logs())
+			return
+		}
+	}
+}
+
 func (pl *platform) install(t *testing.T, loc int64, token string) *bridge.Installation {
 	return pl.installApp(t, "c", loc, token)
 }
@@ -287,9 +300,7 @@ func TestRemovedHubEmptiesItsReplica(t *testing.T) {
 	if _, err := a.auth.Authorize(ctx, "token-a", inA.ID); bridge.ErrorCode(err) != bridge.EUNAUTHORIZED {
 		t.Errorf("the removed hub's token: %v", err)
 	}
-	if !strings.Contains(a.logs.String(), "the platform removed this hub") {
-		t.Errorf("the removed hub's log:\n%s", a.logs.String())
-	}
+	waitLogged(t, a.logs.String, "the platform removed this hub")
 	if c, body := pl.do(t, "GET", link.SnapshotPath, "h1", pl.hubs["h1"], ""); c != http.StatusGone || !strings.Contains(body, "removed") {
 		t.Errorf("a removed hub's call: %d %s", c, body)
 	}
